@@ -1,0 +1,134 @@
+package v1alpha1
+
+import corev1 "k8s.io/api/core/v1"
+
+// Finalizers, kept from MCM so that objects move between MCM and mcm.
+const (
+	// MachineFinalizer keeps Machines, MachineClasses, MachineSets and
+	// MachineDeployments until the controllers have cleaned up after them.
+	MachineFinalizer = "machine.sapcloud.io/machine-controller-manager"
+	// SecretFinalizer keeps a Secret referenced by a MachineClass from being
+	// deleted while the class still uses it.
+	SecretFinalizer = "machine.sapcloud.io/machine-controller"
+	// NodeFinalizer keeps a Node that belongs to a Machine until the machine's
+	// deletion flow removes it.
+	NodeFinalizer = "node.machine.sapcloud.io/machine-controller"
+)
+
+// Labels.
+const (
+	// NodeLabelKey on a Machine holds the name of its Node.
+	NodeLabelKey = "node"
+	// MachineDeploymentNameLabelKey on a Machine holds the name of the
+	// MachineDeployment it belongs to.
+	MachineDeploymentNameLabelKey = "name"
+	// MachineTemplateHashLabelKey on MachineSets and Machines holds the hash of
+	// the MachineDeployment template revision they were created from.
+	MachineTemplateHashLabelKey = "machine-template-hash"
+	// MachineNameLabelKey on a Node holds the name of its Machine.
+	MachineNameLabelKey = "node.gardener.cloud/machine-name"
+	// FreezeLabelKey = "True" on a MachineSet or MachineDeployment marks it
+	// frozen by the safety controller: it must not create machines.
+	FreezeLabelKey = "freeze"
+	// FreezeLabelValue is the value of FreezeLabelKey on a frozen object.
+	FreezeLabelValue = "True"
+	// ForceDeletionLabelKey = "True" on a Machine skips the graceful drain.
+	ForceDeletionLabelKey = "force-deletion"
+	// ForceDrainLabelKey = "True" on a Machine forces its drain.
+	ForceDrainLabelKey = "force-drain"
+)
+
+// Annotations.
+const (
+	// MachinePriorityAnnotation on a Machine orders scale-down: machines with
+	// a lower value are deleted first ("1" first, "3" is the default).
+	MachinePriorityAnnotation = "machinepriority.machine.sapcloud.io"
+	// MachinePriorityDefault is the priority a new machine gets.
+	MachinePriorityDefault = "3"
+	// MachinePriorityDeleteFirst marks a machine the autoscaler chose to remove.
+	MachinePriorityDeleteFirst = "1"
+	// TriggerDeletionByMCMAnnotation on a MachineDeployment lists machines the
+	// cluster-autoscaler wants removed, as "name~RFC3339time" joined by commas.
+	TriggerDeletionByMCMAnnotation = "node.machine.sapcloud.io/trigger-deletion-by-mcm"
+	// MarkedForDeletionTimeAnnotation on a Machine records when the autoscaler
+	// marked it for deletion (RFC 3339).
+	MarkedForDeletionTimeAnnotation = "machine.sapcloud.io/marked-for-deletion-time"
+	// LastReplicaChangeByScalerAnnotation on a MachineDeployment (copied to its
+	// MachineSets) records when the autoscaler last changed replicas.
+	LastReplicaChangeByScalerAnnotation = "machine.sapcloud.io/last-deployment-replica-change-by-scaler-time"
+	// UnfreezeAnnotation on a frozen MachineSet or MachineDeployment asks the
+	// safety controller to unfreeze it.
+	UnfreezeAnnotation = "safety.machine.sapcloud.io/unfreeze"
+	// EffectiveCreationTimeoutAnnotation overrides the creation timeout of the
+	// machines of a MachineDeployment (copied to MachineSets and Machines).
+	EffectiveCreationTimeoutAnnotation = "node.machine.sapcloud.io/effective-creation-timeout"
+	// MachineJoinDurationAnnotation on a Machine records how long its Node took
+	// to become Ready after creation (a Go duration).
+	MachineJoinDurationAnnotation = "node.machine.sapcloud.io/machine-join-duration"
+	// LastAppliedNodeTemplateAnnotation on a Node holds the JSON of the labels,
+	// annotations and taints last applied from the machine's node template, for
+	// three-way merges that leave everybody else's keys alone.
+	LastAppliedNodeTemplateAnnotation = "node.machine.sapcloud.io/last-applied-anno-labels-taints"
+	// LastAppliedVirtualCapacityAnnotation on a Node holds the JSON of the
+	// virtual capacity last applied from the MachineClass.
+	LastAppliedVirtualCapacityAnnotation = "node.machine.sapcloud.io/last-applied-virtual-capacity"
+	// NotManagedByMCMAnnotation = "1" on a Node marks a node without a Machine
+	// that the controllers must leave alone.
+	NotManagedByMCMAnnotation = "node.machine.sapcloud.io/not-managed-by-mcm"
+	// PreserveAnnotation on a Machine or Node asks to preserve it: now,
+	// when-failed, auto-preserved or false.
+	PreserveAnnotation = "node.machine.sapcloud.io/preserve"
+	// ScaleDownDisabledAnnotation = "true" on a Node keeps the
+	// cluster-autoscaler from removing it.
+	ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
+	// ScaleDownDisabledByMCMAnnotation = "true" on a Node records that the
+	// controllers, not a person, set ScaleDownDisabledAnnotation.
+	ScaleDownDisabledByMCMAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled-by-mcm"
+	// RevisionAnnotation on MachineSets and MachineDeployments holds the
+	// rollout revision, as the Deployment controller does.
+	RevisionAnnotation = "deployment.kubernetes.io/revision"
+	// RevisionHistoryAnnotation on a MachineSet lists earlier revisions it had.
+	RevisionHistoryAnnotation = "deployment.kubernetes.io/revision-history"
+	// DesiredReplicasAnnotation on a MachineSet holds its deployment's replicas.
+	DesiredReplicasAnnotation = "deployment.kubernetes.io/desired-replicas"
+	// MaxReplicasAnnotation on a MachineSet holds replicas + maxSurge.
+	MaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
+)
+
+// Taints.
+const (
+	// PreferNoScheduleTaintKey marks the Nodes of an old MachineSet during a
+	// rollout so that pods prefer the new machines.
+	PreferNoScheduleTaintKey = "deployment.machine.sapcloud.io/prefer-no-schedule"
+	// CriticalComponentsNotReadyTaintKey on a Node keeps its Pending machine
+	// from becoming Running until the node's critical components are ready.
+	CriticalComponentsNotReadyTaintKey = "node.gardener.cloud/critical-components-not-ready"
+)
+
+// Node condition types the machine controller sets on Nodes.
+const (
+	// NodeTerminationCondition is set on a Node whose machine is being deleted;
+	// its reason is NodeUnhealthy or NodeScaleDown.
+	NodeTerminationCondition corev1.NodeConditionType = "Terminating"
+	// NodeUnhealthy is the Terminating reason for a Failed machine.
+	NodeUnhealthy = "Unhealthy"
+	// NodeScaleDown is the Terminating reason for a machine removed by scale-down.
+	NodeScaleDown = "ScaleDown"
+)
+
+// Node template resource names that MCM's node templates use.
+const (
+	// ResourceGPU is the capacity key for GPUs in a NodeTemplate.
+	ResourceGPU corev1.ResourceName = "gpu"
+)
+
+// Secret data keys.
+const (
+	// UserDataKey is the key of the user data (cloud-init or similar) in the
+	// merged secret of a MachineClass.
+	UserDataKey = "userData"
+	// MachineNamePlaceholder in the user data is replaced by the machine's name.
+	MachineNamePlaceholder = "<<MACHINE_NAME>>"
+	// BootstrapTokenPlaceholder in the user data is replaced by a bootstrap token.
+	BootstrapTokenPlaceholder = "<<BOOTSTRAP_TOKEN>>"
+)
