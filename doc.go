@@ -1,0 +1,60 @@
+// Package mcm manages the whole lifecycle of Kubernetes worker machines: it
+// creates virtual machines through a cloud driver, watches them join a
+// cluster as Nodes, keeps them healthy, rolls out new machine templates and
+// drains and deletes machines safely. It is a library first — the pieces are
+// meant to be embedded in other operators and tools — and it speaks the
+// machine.sapcloud.io/v1alpha1 API of Gardener's machine-controller-manager,
+// so existing objects and the cluster-autoscaler's MCM provider keep working.
+//
+// # Clusters
+//
+// Two clusters take part, and they may be the same one:
+//
+//   - the control cluster holds Machines, MachineSets, MachineDeployments,
+//     MachineClasses and the Secrets the classes reference;
+//   - the target cluster holds the Nodes, Pods, PodDisruptionBudgets and
+//     VolumeAttachments of the machines. It may be absent ("none"), in which
+//     case machines become Available as soon as their VM exists.
+//
+// # Packages
+//
+//   - api/machine/v1alpha1: the API types, constants and defaults;
+//     api/machine/v1alpha1/validation checks objects that got past admission.
+//   - api/crds: the CustomResourceDefinitions (with CEL admission rules) and
+//     an installer.
+//   - client: the generated clientset, listers and informers.
+//   - driver: the interface a cloud provider implements, with typed error
+//     codes; driver/sim is a simulated cloud and kubelet for tests and demos.
+//   - drain: an embeddable node drain with ordering, PodDisruptionBudget
+//     awareness, deadlines and volume-detach waits.
+//   - machine, machineset, deployment, safety: the controllers. Each is a
+//     constructor taking clients, informers, small interfaces and an Options
+//     struct whose zero value works, plus Run(ctx, workers).
+//   - workqueue: the worker loop all controllers share (retries with backoff,
+//     panic recovery, metrics on a caller-given registry).
+//   - expectations: bookkeeping that keeps controllers from acting twice while
+//     their caches lag.
+//   - reference: a thin binary wiring the controllers together.
+//
+// The driver, drain, controller and reference packages are being built in
+// that order; the API, clients, CRDs, workqueue and expectations are here.
+//
+// # Usage
+//
+// A program embeds the pieces it needs. Registering the API on its own scheme
+// and reading machines through the generated informers looks like this:
+//
+//	scheme := runtime.NewScheme()
+//	_ = v1alpha1.AddToScheme(scheme)
+//
+//	clients := versioned.NewForConfigOrDie(controlConfig)
+//	factory := externalversions.NewSharedInformerFactoryWithOptions(clients, 10*time.Minute,
+//		externalversions.WithNamespace("machines"))
+//	machines := factory.Machine().V1alpha1().Machines()
+//	factory.Start(ctx.Done())
+//
+// Controllers are built the same way: construct with clients, informers and
+// Options, then call Run(ctx, workers), which returns when ctx ends. Nothing in
+// the library uses global state: metrics go to the prometheus.Registerer you
+// pass, logs to the logr.Logger in the context, and schemes are yours.
+package mcm
