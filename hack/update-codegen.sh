@@ -21,7 +21,7 @@ mkdir -p "$TOOLS"
 	cd "$ROOT/hack/tools"
 	for tool in k8s.io/code-generator/cmd/deepcopy-gen k8s.io/code-generator/cmd/client-gen \
 		k8s.io/code-generator/cmd/lister-gen k8s.io/code-generator/cmd/informer-gen \
-		sigs.k8s.io/controller-tools/cmd/controller-gen; do
+		sigs.k8s.io/controller-tools/cmd/controller-gen ./crdbounds; do
 		go build -o "$TOOLS/$(basename "$tool")" "$tool"
 	done
 )
@@ -49,5 +49,8 @@ rm -rf client api/crds/*.yaml api/machine/v1alpha1/zz_generated.deepcopy.go
 # rules can compare the selector with the template's labels.
 "$TOOLS/controller-gen" crd:generateEmbeddedObjectMeta=true \
 	paths="$API_PKG/..." output:crd:dir=api/crds
+# Label selectors and labels come from Kubernetes types that take no markers;
+# bound their sizes so the API server can cost the CEL rules over them.
+"$TOOLS/crdbounds" api/crds/*.yaml
 
 gofmt -s -w client api/machine/v1alpha1

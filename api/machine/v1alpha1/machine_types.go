@@ -86,30 +86,35 @@ type NodeTemplateSpec struct {
 type MachineConfiguration struct {
 	// DrainTimeout bounds the drain before remaining pods are force-deleted.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="drainTimeout must be a non-negative duration such as 90s, 20m or 2h"
 	// +optional
 	MachineDrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
 	// HealthTimeout is how long a machine may stay unhealthy before it is Failed.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="healthTimeout must be a non-negative duration such as 90s, 20m or 2h"
 	// +optional
 	MachineHealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
 	// CreationTimeout is how long a machine may take to join before it is Failed.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="creationTimeout must be a non-negative duration such as 90s, 20m or 2h"
 	// +optional
 	MachineCreationTimeout *metav1.Duration `json:"creationTimeout,omitempty"`
 
 	// InPlaceUpdateTimeout bounds an in-place update of the machine.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="inPlaceUpdateTimeout must be a non-negative duration such as 90s, 20m or 2h"
 	// +optional
 	MachineInPlaceUpdateTimeout *metav1.Duration `json:"inPlaceUpdateTimeout,omitempty"`
 
 	// PreserveTimeout is how long a preserved machine is kept.
 	// +kubebuilder:validation:Type=string
+	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="machinePreserveTimeout must be a non-negative duration such as 90s, 20m or 2h"
 	// +optional
 	MachinePreserveTimeout *metav1.Duration `json:"machinePreserveTimeout,omitempty"`

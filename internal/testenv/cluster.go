@@ -1,0 +1,352 @@
+package testenv
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+)
+
+// serviceCIDR is the cluster-internal service range the API server
+// allocates from. No traffic is ever sent to it: nothing in the environment
+// runs a proxy, so it is bookkeeping only.
+const serviceCIDR = "10.96.0.0/24"
+
+// cluster is one running control plane.
+type cluster struct {
+	name       string
+	dir        string // temp dir with data, certs, kubeconfig and logs
+	logDir     string
+	kubeconfig string
+	config     *rest.Config
+	procs      processGroup
+}
+
+// startCluster starts etcd, kube-apiserver, kube-controller-manager and
+// kube-scheduler from binDir and waits until all four are healthy and the
+// controller manager is doing work. On error everything started is stopped
+// and the returned cluster (non-nil when the temp dir exists) still carries
+// the logs for diagnosis.
+func startCluster(ctx context.Context, name, binDir string) (*cluster, error) {
+	dir, err := os.MkdirTemp("", "mcm-testenv-"+name+"-")
+	if err != nil {
+		return nil, fmt.Errorf("creating temp dir: %w", err)
+	}
+	c := &cluster{name: name, dir: dir, logDir: filepath.Join(dir, "logs")}
+	if err := c.start(ctx, binDir); err != nil {
+		c.procs.stopAll(5 * time.Second)
+		return c, err
+	}
+	return c, nil
+}
+
+func (c *cluster) start(ctx context.Context, binDir string) error {
+	for _, d := range []string{c.logDir, filepath.Join(c.dir, "pki"), filepath.Join(c.dir, "etcd")} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return fmt.Errorf("creating %s: %w", d, err)
+		}
+	}
+	keys, err := newPKI(filepath.Join(c.dir, "pki"))
+	if err != nil {
+		return err
+	}
+	ports, err := freePorts(5)
+	if err != nil {
+		return err
+	}
+	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+
+	// Every component authenticates with its own static token; the admin
+	// user is in system:masters, the components get their usual identities so
+	// that RBAC works the way it does in a real cluster.
+	tokens := map[string]string{}
+	var tokenFile strings.Builder
+	for _, id := range []struct{ user, groups string }{
+		{"admin", "system:masters"},
+		{"system:kube-controller-manager", ""},
+		{"system:kube-scheduler", ""},
+	} {
+		tok, err := randomToken()
+		if err != nil {
+			return err
+		}
+		tokens[id.user] = tok
+		fmt.Fprintf(&tokenFile, "%s,%s,%s,%q\n", tok, id.user, id.user, id.groups)
+	}
+	tokenPath := filepath.Join(c.dir, "pki", "tokens.csv")
+	if err := os.WriteFile(tokenPath, []byte(tokenFile.String()), 0o600); err != nil {
+		return fmt.Errorf("writing token file: %w", err)
+	}
+
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	c.config = &rest.Config{
+		Host:            server,
+		BearerToken:     tokens["admin"],
+		TLSClientConfig: rest.TLSClientConfig{CAData: keys.caPEM},
+		// Tests create many objects; client-go's default of 5 QPS would make
+		// them measure the client's rate limiter.
+		QPS:   200,
+		Burst: 400,
+	}
+	c.kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
+	kubeconfigs := map[string]string{"admin": c.kubeconfig}
+	for user, path := range map[string]string{
+		"system:kube-controller-manager": filepath.Join(c.dir, "controller-manager.kubeconfig"),
+		"system:kube-scheduler":          filepath.Join(c.dir, "scheduler.kubeconfig"),
+	} {
+		kubeconfigs[user] = path
+	}
+	for user, path := range kubeconfigs {
+		if err := writeKubeconfig(path, server, keys.caPEM, tokens[user]); err != nil {
+			return err
+		}
+	}
+
+	etcd, err := startProcess("etcd", filepath.Join(binDir, "etcd"), c.logDir,
+		"--name=testenv",
+		"--data-dir="+filepath.Join(c.dir, "etcd"),
+		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdClient),
+		"--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdClient),
+		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
+		"--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
+		"--initial-cluster=testenv=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
+		// Test data is thrown away: durability only costs time.
+		"--unsafe-no-fsync",
+		"--log-level=warn",
+	)
+	if err != nil {
+		return err
+	}
+	c.procs.add(etcd)
+	if err := waitHealthy(ctx, etcd, "http://127.0.0.1:"+strconv.Itoa(etcdClient)+"/health", nil); err != nil {
+		return err
+	}
+
+	apiserver, err := startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), c.logDir,
+		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdClient),
+		"--bind-address=127.0.0.1",
+		"--advertise-address=127.0.0.1",
+		// The endpoint reconciler refuses loopback addresses, and nothing
+		// here reaches the API server through the kubernetes service.
+		"--endpoint-reconciler-type=none",
+		"--secure-port="+strconv.Itoa(apiPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki"),
+		"--tls-cert-file="+keys.servingCert,
+		"--tls-private-key-file="+keys.servingKey,
+		"--client-ca-file="+keys.caCert,
+		"--token-auth-file="+tokenPath,
+		"--authorization-mode=Node,RBAC",
+		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
+		"--service-account-key-file="+keys.saPub,
+		"--service-account-signing-key-file="+keys.saKey,
+		"--service-cluster-ip-range="+serviceCIDR,
+		"--allow-privileged=true",
+		"--profiling=false",
+	)
+	if err != nil {
+		return err
+	}
+	c.procs.add(apiserver)
+	if err := waitHealthy(ctx, apiserver, server+"/readyz", c.config); err != nil {
+		return err
+	}
+
+	kcm, err := startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), c.logDir,
+		"--kubeconfig="+kubeconfigs["system:kube-controller-manager"],
+		"--authentication-kubeconfig="+kubeconfigs["system:kube-controller-manager"],
+		"--authorization-kubeconfig="+kubeconfigs["system:kube-controller-manager"],
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(kcmPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki", "kcm"),
+		"--leader-elect=false",
+		"--controllers=*",
+		// Each controller gets its own service account, as in production
+		// clusters, so RBAC gaps show up here rather than in a user's cluster.
+		"--use-service-account-credentials=true",
+		"--service-account-private-key-file="+keys.saKey,
+		"--root-ca-file="+keys.caCert,
+		"--cluster-signing-cert-file="+keys.caCert,
+		"--cluster-signing-key-file="+keys.caKey,
+		"--service-cluster-ip-range="+serviceCIDR,
+		// React to node and pod changes at test speed.
+		"--concurrent-gc-syncs=5",
+		"--node-monitor-period=2s",
+		"--node-monitor-grace-period=20s",
+	)
+	if err != nil {
+		return err
+	}
+	c.procs.add(kcm)
+
+	sched, err := startProcess("kube-scheduler", filepath.Join(binDir, "kube-scheduler"), c.logDir,
+		"--kubeconfig="+kubeconfigs["system:kube-scheduler"],
+		"--authentication-kubeconfig="+kubeconfigs["system:kube-scheduler"],
+		"--authorization-kubeconfig="+kubeconfigs["system:kube-scheduler"],
+		"--bind-address=127.0.0.1",
+		"--secure-port="+strconv.Itoa(schedPort),
+		"--cert-dir="+filepath.Join(c.dir, "pki", "scheduler"),
+		"--leader-elect=false",
+	)
+	if err != nil {
+		return err
+	}
+	c.procs.add(sched)
+
+	// /healthz of both is open to anonymous callers on their self-signed
+	// serving certificates.
+	if err := waitHealthy(ctx, kcm, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", insecureLocal); err != nil {
+		return err
+	}
+	if err := waitHealthy(ctx, sched, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", insecureLocal); err != nil {
+		return err
+	}
+	// Healthy is not the same as working: the service-account controller
+	// creating "default" in the default namespace shows the controllers run.
+	client, err := kubernetes.NewForConfig(c.config)
+	if err != nil {
+		return fmt.Errorf("creating client: %w", err)
+	}
+	if err := waitForServiceAccount(ctx, client, metav1.NamespaceDefault); err != nil {
+		return fmt.Errorf("kube-controller-manager never created the default service account: %w", err)
+	}
+	return nil
+}
+
+// insecureLocal marks a health check against a component's self-signed
+// certificate on the loopback interface.
+var insecureLocal = &rest.Config{TLSClientConfig: rest.TLSClientConfig{Insecure: true}}
+
+// waitHealthy polls url until it answers 200, the process exits or ctx ends.
+// With cfg the request carries cfg's CA and credentials.
+func waitHealthy(ctx context.Context, p *process, url string, cfg *rest.Config) error {
+	transport := http.DefaultTransport
+	if cfg != nil {
+		var err error
+		if transport, err = rest.TransportFor(cfg); err != nil {
+			return fmt.Errorf("transport for %s: %w", p.name, err)
+		}
+	}
+	httpClient := &http.Client{Transport: transport, Timeout: 5 * time.Second}
+	var last string
+	err := wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if ended, err := p.exited(); ended {
+			return false, fmt.Errorf("%s %w", p.name, err)
+		}
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+		if err != nil {
+			return false, err
+		}
+		resp, err := httpClient.Do(req)
+		if err != nil {
+			last = err.Error()
+			return false, nil
+		}
+		_ = resp.Body.Close()
+		last = resp.Status
+		return resp.StatusCode == http.StatusOK, nil
+	})
+	if err != nil {
+		return fmt.Errorf("waiting for %s at %s (last: %s): %w", p.name, url, last, err)
+	}
+	return nil
+}
+
+// waitForServiceAccount waits until the service-account controller created
+// the default account in ns; pods cannot be created there before.
+func waitForServiceAccount(ctx context.Context, client kubernetes.Interface, ns string) error {
+	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
+		if apierrors.IsNotFound(err) {
+			return false, nil
+		}
+		// Other errors are transient while the server settles.
+		return err == nil, nil
+	})
+}
+
+// freePorts reserves n distinct loopback ports. They are released before the
+// components bind them; a collision in between shows up as a component
+// exiting, which start reports.
+func freePorts(n int) ([]int, error) {
+	var ports []int
+	var listeners []net.Listener
+	defer func() {
+		for _, l := range listeners {
+			_ = l.Close()
+		}
+	}()
+	for range n {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			return nil, fmt.Errorf("reserving a port: %w", err)
+		}
+		listeners = append(listeners, l)
+		ports = append(ports, l.Addr().(*net.TCPAddr).Port)
+	}
+	return ports, nil
+}
+
+func randomToken() (string, error) {
+	b := make([]byte, 24)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("generating token: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+func writeKubeconfig(path, server string, ca []byte, token string) error {
+	cfg := clientcmdapi.NewConfig()
+	cfg.Clusters["testenv"] = &clientcmdapi.Cluster{Server: server, CertificateAuthorityData: ca}
+	cfg.AuthInfos["user"] = &clientcmdapi.AuthInfo{Token: token}
+	cfg.Contexts["testenv"] = &clientcmdapi.Context{Cluster: "testenv", AuthInfo: "user"}
+	cfg.CurrentContext = "testenv"
+	if err := clientcmd.WriteToFile(*cfg, path); err != nil {
+		return fmt.Errorf("writing %s: %w", filepath.Base(path), err)
+	}
+	return nil
+}
+
+// stop ends all components and removes the temp dir unless keep is set.
+func (c *cluster) stop(keep bool) error {
+	c.procs.stopAll(10 * time.Second)
+	if keep {
+		return nil
+	}
+	if err := os.RemoveAll(c.dir); err != nil && !errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("removing %s: %w", c.dir, err)
+	}
+	return nil
+}
+
+// tails returns the last lines each component logged since marks.
+func (c *cluster) tails(marks map[string]int64, maxLines int) string {
+	var b strings.Builder
+	for _, p := range c.procs.all() {
+		fmt.Fprintf(&b, "----- %s (%s), last lines -----\n%s\n", p.name, p.logPath, p.tailSince(marks[p.name], maxLines))
+	}
+	return b.String()
+}
+
+func (c *cluster) logMarks() map[string]int64 {
+	marks := map[string]int64{}
+	for _, p := range c.procs.all() {
+		marks[p.name] = p.logSize()
+	}
+	return marks
+}
