@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"golang.org/x/time/rate"
 	kworkqueue "k8s.io/client-go/util/workqueue"
 	"k8s.io/utils/clock"
 )
@@ -105,9 +104,8 @@ type Options struct {
 
 	// Clock drives delays (AddAfter, RequeueAfter, backoff) and the queue's
 	// latency metrics. Nil means the real clock; tests pass a fake clock to
-	// step through delays without sleeping. The overall token bucket of the
-	// rate limiter keeps to real time, but it adds no delay until more than
-	// 100 requeues arrive in a burst.
+	// step through delays without sleeping, the overall token bucket of the
+	// rate limiter included.
 	Clock clock.WithTicker
 
 	// Logger is used when the context given to Run carries no logger (see
@@ -160,14 +158,18 @@ func New[K comparable](name string, r Reconciler[K], opts Options) *Queue[K] {
 	if maxDelay <= 0 {
 		maxDelay = DefaultMaxDelay
 	}
+	clk := opts.Clock
+	if clk == nil {
+		clk = clock.RealClock{}
+	}
 	// The same composition as client-go's DefaultTypedControllerRateLimiter,
-	// with the per-key part configurable.
+	// with the per-key part configurable and the bucket on the queue's clock.
 	limiter := kworkqueue.NewTypedMaxOfRateLimiter(
 		kworkqueue.NewTypedItemExponentialFailureRateLimiter[K](baseDelay, maxDelay),
-		&kworkqueue.TypedBucketRateLimiter[K]{Limiter: rate.NewLimiter(rate.Limit(bucketQPS), bucketBurst)},
+		newBucketLimiter[K](clk, bucketQPS, bucketBurst),
 	)
 
-	cfg := kworkqueue.TypedRateLimitingQueueConfig[K]{Clock: opts.Clock}
+	cfg := kworkqueue.TypedRateLimitingQueueConfig[K]{Clock: clk}
 	if opts.Registerer != nil && name != "" {
 		c := registerCollectors(opts.Registerer)
 		// Name and MetricsProvider are only set together: an empty Name is
