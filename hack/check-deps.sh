@@ -9,6 +9,14 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 SCRATCH="$(mktemp -d)"
 trap 'rm -rf "$SCRATCH"' EXIT
 
+# The root module requires these libraries directly and nothing else.
+allowed='^(k8s\.io/(client-go|api|apimachinery|utils)|github\.com/go-logr/logr|github\.com/prometheus/client_golang|github\.com/google/go-cmp|pgregory\.net/rapid)$'
+if extra="$(cd "$ROOT" && go list -m -f '{{if not (or .Main .Indirect)}}{{.Path}}{{end}}' all | grep -vE "$allowed")"; then
+	echo "check-deps: go.mod requires more than the allowed libraries directly:" >&2
+	echo "$extra" >&2
+	exit 1
+fi
+
 mapfile -t pkgs < <(cd "$ROOT" && go list ./... | grep -v -e '/internal/' -e '/hack/')
 
 {
