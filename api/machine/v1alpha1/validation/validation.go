@@ -1,0 +1,537 @@
+package validation
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/validate/content"
+	apivalidation "k8s.io/apimachinery/pkg/api/validation"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// Messages of the CRDs' CEL rules, repeated word for word so that users read
+// the same sentence whether the API server or a controller rejects an object.
+const (
+	msgClassNameRequired      = "class.name is required: name the MachineClass to create the machine from"
+	msgClassKind              = "class.kind must be MachineClass (or left empty)"
+	msgSelectorRequired       = "selector is required: it tells which machines belong to the set"
+	msgSelectorEmpty          = "selector must not be empty: an empty selector would adopt every machine in the namespace"
+	msgSelectorMatchLabels    = "selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
+	msgSelectorMatchExprs     = "selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
+	msgProgressDeadline       = "progressDeadlineSeconds must be greater than minReadySeconds"
+	msgRollingUpdateForbidden = "strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"
+	msgInPlaceUpdateForbidden = "strategy.inPlaceUpdate may only be set when strategy.type is InPlaceUpdate"
+	msgInPlaceUpdateRequired  = "strategy.type InPlaceUpdate needs strategy.inPlaceUpdate with an orchestrationType"
+	msgSurgeAndUnavailable    = "maxSurge and maxUnavailable must not both be 0 (an unset maxUnavailable is 0): the rollout could never make progress"
+	msgCapacity               = "nodeTemplate.capacity must contain cpu and memory: autoscalers size new nodes from it"
+)
+
+// msgDuration is the CEL message of the duration fields, for the field's JSON name.
+func msgDuration(name string) string {
+	return name + " must be a non-negative duration such as 90s, 20m or 2h"
+}
+
+// msgIntOrPercent is the CEL message of maxSurge and maxUnavailable.
+func msgIntOrPercent(name string) string {
+	return name + " must be a non-negative number or a percentage such as 25%"
+}
+
+// msgSecretRefName is the CEL message of secretRef and credentialsSecretRef.
+func msgSecretRefName(name string) string {
+	return name + ".name is required when " + name + " is set"
+}
+
+// msgMinimum is the API server's message for an OpenAPI minimum.
+func msgMinimum(minimum int64) string {
+	return fmt.Sprintf("should be greater than or equal to %d", minimum)
+}
+
+// machineClassKind is the only kind a ClassSpec may name. MCM's
+// provider-specific kinds (AWSMachineClass, ...) are gone from MCM too.
+const machineClassKind = "MachineClass"
+
+var (
+	strategyTypes = []v1alpha1.MachineDeploymentStrategyType{
+		v1alpha1.RecreateMachineDeploymentStrategyType,
+		v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+		v1alpha1.InPlaceUpdateMachineDeploymentStrategyType,
+	}
+	orchestrationTypes = []v1alpha1.OrchestrationType{
+		v1alpha1.OrchestrationTypeAuto,
+		v1alpha1.OrchestrationTypeManual,
+	}
+	machinePhases = []v1alpha1.MachinePhase{
+		v1alpha1.MachinePending,
+		v1alpha1.MachineAvailable,
+		v1alpha1.MachineRunning,
+		v1alpha1.MachineTerminating,
+		v1alpha1.MachineUnknown,
+		v1alpha1.MachineFailed,
+		v1alpha1.MachineCrashLoopBackOff,
+		v1alpha1.MachineInPlaceUpdating,
+		v1alpha1.MachineInPlaceUpdateSuccessful,
+		v1alpha1.MachineInPlaceUpdateFailed,
+	}
+	operationStates = []v1alpha1.MachineState{
+		v1alpha1.MachineStateProcessing,
+		v1alpha1.MachineStateFailed,
+		v1alpha1.MachineStateSuccessful,
+	}
+	operationTypes = []v1alpha1.MachineOperationType{
+		v1alpha1.MachineOperationCreate,
+		v1alpha1.MachineOperationUpdate,
+		v1alpha1.MachineOperationInPlaceUpdate,
+		v1alpha1.MachineOperationDrainNode,
+		v1alpha1.MachineOperationHealthCheck,
+		v1alpha1.MachineOperationDelete,
+	}
+	taintEffects = []corev1.TaintEffect{
+		corev1.TaintEffectNoSchedule,
+		corev1.TaintEffectPreferNoSchedule,
+		corev1.TaintEffectNoExecute,
+	}
+)
+
+// ValidateMachine checks the spec of machine: the class reference, the node
+// template the machine's Node is kept in sync with, and the configuration
+// overrides.
+func ValidateMachine(machine *v1alpha1.Machine) field.ErrorList {
+	return validateMachineSpec(&machine.Spec, field.NewPath("spec"))
+}
+
+// ValidateMachineStatus checks the enumerated fields of machine's status:
+// the phase and the last operation's state and type. The machine controller
+// drives its state machine from the phase, so an unknown phase (written by a
+// newer or foreign controller) must be noticed rather than guessed at.
+func ValidateMachineStatus(machine *v1alpha1.Machine) field.ErrorList {
+	status := field.NewPath("status")
+	var errs field.ErrorList
+	if phase := machine.Status.CurrentStatus.Phase; phase != "" && !slices.Contains(machinePhases, phase) {
+		errs = append(errs, field.NotSupported(status.Child("currentStatus", "phase"), phase, machinePhases))
+	}
+	operation := machine.Status.LastOperation
+	if state := operation.State; state != "" && !slices.Contains(operationStates, state) {
+		errs = append(errs, field.NotSupported(status.Child("lastOperation", "state"), state, operationStates))
+	}
+	if kind := operation.Type; kind != "" && !slices.Contains(operationTypes, kind) {
+		errs = append(errs, field.NotSupported(status.Child("lastOperation", "type"), kind, operationTypes))
+	}
+	return errs
+}
+
+// ValidateMachineClass checks class: the provider spec, the node template
+// autoscalers read, and the secret references.
+func ValidateMachineClass(class *v1alpha1.MachineClass) field.ErrorList {
+	errs := validateProviderSpec(class.ProviderSpec, field.NewPath("providerSpec"))
+	if class.NodeTemplate != nil {
+		errs = append(errs, validateNodeTemplate(class.NodeTemplate, field.NewPath("nodeTemplate"))...)
+	}
+	errs = append(errs, validateSecretReference(class.SecretRef, field.NewPath("secretRef"))...)
+	errs = append(errs, validateSecretReference(class.CredentialsSecretRef, field.NewPath("credentialsSecretRef"))...)
+	return errs
+}
+
+// ValidateMachineSet checks the spec of set: counts, the selector and
+// whether it selects the template's machines, and the template.
+func ValidateMachineSet(set *v1alpha1.MachineSet) field.ErrorList {
+	spec := field.NewPath("spec")
+	errs := validateMinimum(int64(set.Spec.Replicas), 0, spec.Child("replicas"))
+	errs = append(errs, validateMinimum(int64(set.Spec.MinReadySeconds), 0, spec.Child("minReadySeconds"))...)
+	errs = append(errs, validateOptionalMinimum(set.Spec.AutoPreserveFailedMachineMax, 0, spec.Child("autoPreserveFailedMachineMax"))...)
+	errs = append(errs, validateSelectorAndTemplate(set.Spec.Selector, &set.Spec.Template, spec)...)
+	return errs
+}
+
+// ValidateMachineDeployment checks the spec of deployment: counts and
+// deadlines, the rollout strategy, the selector and whether it selects the
+// template's machines, and the template.
+func ValidateMachineDeployment(deployment *v1alpha1.MachineDeployment) field.ErrorList {
+	spec := field.NewPath("spec")
+	s := &deployment.Spec
+	errs := validateMinimum(int64(s.Replicas), 0, spec.Child("replicas"))
+	errs = append(errs, validateMinimum(int64(s.MinReadySeconds), 0, spec.Child("minReadySeconds"))...)
+	errs = append(errs, validateOptionalMinimum(s.RevisionHistoryLimit, 0, spec.Child("revisionHistoryLimit"))...)
+	errs = append(errs, validateOptionalMinimum(s.AutoPreserveFailedMachineMax, 0, spec.Child("autoPreserveFailedMachineMax"))...)
+	if deadline := s.ProgressDeadlineSeconds; deadline != nil {
+		path := spec.Child("progressDeadlineSeconds")
+		if *deadline < 1 {
+			errs = append(errs, validateMinimum(int64(*deadline), 1, path)...)
+		} else if *deadline <= s.MinReadySeconds {
+			errs = append(errs, field.Invalid(path, *deadline, msgProgressDeadline))
+		}
+	}
+	errs = append(errs, validateStrategy(&s.Strategy, spec.Child("strategy"))...)
+	errs = append(errs, validateSelectorAndTemplate(s.Selector, &s.Template, spec)...)
+	return errs
+}
+
+func validateMachineSpec(spec *v1alpha1.MachineSpec, path *field.Path) field.ErrorList {
+	errs := validateClass(spec.Class, path.Child("class"))
+	errs = append(errs, validateNodeTemplateSpec(&spec.NodeTemplateSpec, path.Child("nodeTemplate"))...)
+	if spec.MachineConfiguration != nil {
+		// The configuration is inlined: its fields are children of spec.
+		errs = append(errs, validateMachineConfiguration(spec.MachineConfiguration, path)...)
+	}
+	return errs
+}
+
+func validateClass(class v1alpha1.ClassSpec, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	if class.Name == "" {
+		errs = append(errs, field.Required(path.Child("name"), msgClassNameRequired))
+	} else {
+		errs = append(errs, validateObjectName(class.Name, path.Child("name"))...)
+	}
+	if class.Kind != "" && class.Kind != machineClassKind {
+		errs = append(errs, field.Invalid(path.Child("kind"), class.Kind, msgClassKind))
+	}
+	return errs
+}
+
+// validateNodeTemplateSpec checks what the machine controller copies onto
+// the Node: an invalid label, annotation or taint would make every update of
+// the Node fail.
+func validateNodeTemplateSpec(template *v1alpha1.NodeTemplateSpec, path *field.Path) field.ErrorList {
+	metadata := path.Child("metadata")
+	errs := validateLabels(template.Labels, metadata.Child("labels"))
+	errs = append(errs, validateAnnotations(template.Annotations, metadata.Child("annotations"))...)
+	errs = append(errs, validateTaints(template.Spec.Taints, path.Child("spec", "taints"))...)
+	return errs
+}
+
+func validateMachineConfiguration(config *v1alpha1.MachineConfiguration, path *field.Path) field.ErrorList {
+	durations := []struct {
+		name  string
+		value *metav1.Duration
+	}{
+		{"drainTimeout", config.MachineDrainTimeout},
+		{"healthTimeout", config.MachineHealthTimeout},
+		{"creationTimeout", config.MachineCreationTimeout},
+		{"inPlaceUpdateTimeout", config.MachineInPlaceUpdateTimeout},
+		{"machinePreserveTimeout", config.MachinePreserveTimeout},
+	}
+	var errs field.ErrorList
+	for _, d := range durations {
+		// A stored duration the CEL pattern rejects does not decode at all;
+		// what decodes can only be wrong by being negative.
+		if d.value != nil && d.value.Duration < 0 {
+			errs = append(errs, field.Invalid(path.Child(d.name), d.value.Duration.String(), msgDuration(d.name)))
+		}
+	}
+	errs = append(errs, validateOptionalMinimum(config.MaxEvictRetries, 0, path.Child("maxEvictRetries"))...)
+	return errs
+}
+
+func validateProviderSpec(spec runtime.RawExtension, path *field.Path) field.ErrorList {
+	if spec.Object != nil {
+		// Set by a Go program; it is encoded as an object.
+		return nil
+	}
+	raw := bytes.TrimSpace(spec.Raw)
+	switch {
+	case len(raw) == 0 || string(raw) == "null":
+		return field.ErrorList{field.Required(path, "")}
+	case !json.Valid(raw):
+		return field.ErrorList{field.Invalid(path, "malformed JSON", "must be of type object")}
+	case raw[0] != '{':
+		return field.ErrorList{field.Invalid(path, jsonKind(raw[0]), "must be of type object")}
+	}
+	return nil
+}
+
+// jsonKind names the kind of JSON value that starts with b, as the API
+// server names it in type errors.
+func jsonKind(b byte) string {
+	switch b {
+	case '[':
+		return "array"
+	case '"':
+		return "string"
+	case 't', 'f':
+		return "boolean"
+	default:
+		return "number"
+	}
+}
+
+func validateNodeTemplate(template *v1alpha1.NodeTemplate, path *field.Path) field.ErrorList {
+	capacity := path.Child("capacity")
+	var errs field.ErrorList
+	for _, name := range []corev1.ResourceName{corev1.ResourceCPU, corev1.ResourceMemory} {
+		if _, ok := template.Capacity[name]; !ok {
+			errs = append(errs, field.Required(capacity.Key(string(name)), msgCapacity))
+		}
+	}
+	errs = append(errs, validateNonNegativeQuantities(template.Capacity, capacity)...)
+	errs = append(errs, validateNonNegativeQuantities(template.VirtualCapacity, path.Child("virtualCapacity"))...)
+	return errs
+}
+
+// validateNonNegativeQuantities rejects negative resources: an autoscaler
+// sizing a node from them would compute nonsense.
+func validateNonNegativeQuantities(resources corev1.ResourceList, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, name := range slices.Sorted(maps.Keys(resources)) {
+		if quantity := resources[name]; quantity.Sign() < 0 {
+			errs = append(errs, field.Invalid(path.Key(string(name)), quantity.String(), msgMinimum(0)))
+		}
+	}
+	return errs
+}
+
+func validateSecretReference(ref *corev1.SecretReference, path *field.Path) field.ErrorList {
+	if ref == nil {
+		return nil
+	}
+	var errs field.ErrorList
+	if ref.Name == "" {
+		errs = append(errs, field.Required(path.Child("name"), msgSecretRefName(path.String())))
+	} else {
+		errs = append(errs, validateObjectName(ref.Name, path.Child("name"))...)
+	}
+	if ref.Namespace != "" {
+		for _, msg := range content.IsDNS1123Label(ref.Namespace) {
+			errs = append(errs, field.Invalid(path.Child("namespace"), ref.Namespace, msg))
+		}
+	}
+	return errs
+}
+
+// validateSelectorAndTemplate checks the part MachineSets and
+// MachineDeployments share: the template, the selector, and that the
+// selector selects the machines created from the template.
+func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *v1alpha1.MachineTemplateSpec, spec *field.Path) field.ErrorList {
+	templatePath := spec.Child("template")
+	metadata := templatePath.Child("metadata")
+	// The CRD accepts any strings here; the API server would only reject
+	// them when a controller creates a Machine from the template.
+	errs := validateLabels(template.Labels, metadata.Child("labels"))
+	errs = append(errs, validateAnnotations(template.Annotations, metadata.Child("annotations"))...)
+	errs = append(errs, validateMachineSpec(&template.Spec, templatePath.Child("spec"))...)
+	errs = append(errs, validateSelector(selector, template.Labels, spec.Child("selector"))...)
+	return errs
+}
+
+func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]string, path *field.Path) field.ErrorList {
+	if selector == nil {
+		return field.ErrorList{field.Required(path, msgSelectorRequired)}
+	}
+	// Unlike the CEL rule, which only asks whether the fields are present,
+	// this also catches "matchLabels: {}".
+	if len(selector.MatchLabels) == 0 && len(selector.MatchExpressions) == 0 {
+		return field.ErrorList{field.Invalid(path, metav1.FormatLabelSelector(selector), msgSelectorEmpty)}
+	}
+	if errs := metav1validation.ValidateLabelSelector(selector, metav1validation.LabelSelectorValidationOptions{}, path); len(errs) > 0 {
+		// A selector that does not parse cannot be matched against the template.
+		return errs
+	}
+
+	var errs field.ErrorList
+	matchLabels := path.Child("matchLabels")
+	for _, key := range slices.Sorted(maps.Keys(selector.MatchLabels)) {
+		want := selector.MatchLabels[key]
+		if got, ok := templateLabels[key]; !ok || got != want {
+			errs = append(errs, field.Invalid(matchLabels.Key(key), want, msgSelectorMatchLabels))
+		}
+	}
+	matchExpressions := path.Child("matchExpressions")
+	templateSet := labels.Set(templateLabels)
+	for i, requirement := range selector.MatchExpressions {
+		// One requirement at a time, so the error names the one that fails.
+		single := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{requirement}}
+		parsed, err := metav1.LabelSelectorAsSelector(single)
+		if err != nil {
+			errs = append(errs, field.Invalid(matchExpressions.Index(i), requirement.Key, err.Error()))
+			continue
+		}
+		if !parsed.Matches(templateSet) {
+			errs = append(errs, field.Invalid(matchExpressions.Index(i), parsed.String(), msgSelectorMatchExprs))
+		}
+	}
+	return errs
+}
+
+func validateStrategy(strategy *v1alpha1.MachineDeploymentStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	// An empty type is an unset one (it defaults to RollingUpdate).
+	if strategy.Type != "" && !slices.Contains(strategyTypes, strategy.Type) {
+		errs = append(errs, field.NotSupported(path.Child("type"), strategy.Type, strategyTypes))
+	}
+
+	if rolling := strategy.RollingUpdate; rolling != nil {
+		rollingPath := path.Child("rollingUpdate")
+		if strategy.Type != "" && strategy.Type != v1alpha1.RollingUpdateMachineDeploymentStrategyType {
+			errs = append(errs, field.Forbidden(rollingPath, msgRollingUpdateForbidden))
+		}
+		errs = append(errs, validateUpdateConfiguration(&rolling.UpdateConfiguration, rollingPath)...)
+		if isZero(rolling.MaxSurge) && (rolling.MaxUnavailable == nil || isZero(rolling.MaxUnavailable)) {
+			// Reported on maxSurge: the rule only applies once maxSurge is
+			// set, while maxUnavailable may well be unset.
+			errs = append(errs, field.Invalid(rollingPath.Child("maxSurge"), rolling.MaxSurge.String(), msgSurgeAndUnavailable))
+		}
+	}
+
+	inPlacePath := path.Child("inPlaceUpdate")
+	switch inPlace := strategy.InPlaceUpdate; {
+	case inPlace != nil:
+		if strategy.Type != v1alpha1.InPlaceUpdateMachineDeploymentStrategyType {
+			errs = append(errs, field.Forbidden(inPlacePath, msgInPlaceUpdateForbidden))
+		}
+		errs = append(errs, validateUpdateConfiguration(&inPlace.UpdateConfiguration, inPlacePath)...)
+		if kind := inPlace.OrchestrationType; kind != "" && !slices.Contains(orchestrationTypes, kind) {
+			errs = append(errs, field.NotSupported(inPlacePath.Child("orchestrationType"), kind, orchestrationTypes))
+		}
+	case strategy.Type == v1alpha1.InPlaceUpdateMachineDeploymentStrategyType:
+		errs = append(errs, field.Required(inPlacePath, msgInPlaceUpdateRequired))
+	}
+	return errs
+}
+
+func validateUpdateConfiguration(config *v1alpha1.UpdateConfiguration, path *field.Path) field.ErrorList {
+	values := []struct {
+		name  string
+		value *intstr.IntOrString
+	}{
+		{"maxSurge", config.MaxSurge},
+		{"maxUnavailable", config.MaxUnavailable},
+	}
+	var errs field.ErrorList
+	for _, v := range values {
+		if v.value == nil {
+			continue
+		}
+		if _, ok := nonNegativeIntOrPercent(*v.value); !ok {
+			errs = append(errs, field.Invalid(path.Child(v.name), v.value.String(), msgIntOrPercent(v.name)))
+		}
+	}
+	return errs
+}
+
+// nonNegativeIntOrPercent returns the number in value ("5", 5 or "5%" give
+// 5) and whether value is a non-negative number or percentage the
+// controllers can compute with.
+func nonNegativeIntOrPercent(value intstr.IntOrString) (int, bool) {
+	switch value.Type {
+	case intstr.Int:
+		return int(value.IntVal), value.IntVal >= 0
+	case intstr.String:
+		digits := strings.TrimSuffix(value.StrVal, "%")
+		if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+			return 0, false
+		}
+		// Rejects numbers too large to compute with, which the CEL pattern lets through.
+		n, err := strconv.Atoi(digits)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// isZero reports whether value is set to a well-formed 0 or 0%. The CEL rule
+// compares the strings with "0" and "0%"; this also catches "00".
+func isZero(value *intstr.IntOrString) bool {
+	if value == nil {
+		return false
+	}
+	n, ok := nonNegativeIntOrPercent(*value)
+	return ok && n == 0
+}
+
+func validateObjectName(name string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, msg := range content.IsDNS1123Subdomain(name) {
+		errs = append(errs, field.Invalid(path, name, msg))
+	}
+	return errs
+}
+
+// validateLabels reports each bad key or value under its own key, in key
+// order, so that the errors are stable and point at the offending label.
+func validateLabels(labelSet map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range slices.Sorted(maps.Keys(labelSet)) {
+		keyPath := path.Key(key)
+		for _, msg := range content.IsLabelKey(key) {
+			errs = append(errs, field.Invalid(keyPath, key, msg))
+		}
+		for _, msg := range content.IsLabelValue(labelSet[key]) {
+			errs = append(errs, field.Invalid(keyPath, labelSet[key], msg))
+		}
+	}
+	return errs
+}
+
+func validateAnnotations(annotations map[string]string, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	for _, key := range slices.Sorted(maps.Keys(annotations)) {
+		// Annotation keys follow the label key rules, ignoring case.
+		for _, msg := range content.IsLabelKey(strings.ToLower(key)) {
+			errs = append(errs, field.Invalid(path.Key(key), key, msg))
+		}
+	}
+	if err := apivalidation.ValidateAnnotationsSize(annotations); err != nil {
+		errs = append(errs, field.TooLong(path, "", apivalidation.TotalAnnotationSizeLimitB))
+	}
+	return errs
+}
+
+func validateTaints(taints []corev1.Taint, path *field.Path) field.ErrorList {
+	type keyAndEffect struct {
+		key    string
+		effect corev1.TaintEffect
+	}
+	seen := make(map[keyAndEffect]bool, len(taints))
+	var errs field.ErrorList
+	for i, taint := range taints {
+		taintPath := path.Index(i)
+		if taint.Key == "" {
+			errs = append(errs, field.Required(taintPath.Child("key"), ""))
+		} else {
+			for _, msg := range content.IsLabelKey(taint.Key) {
+				errs = append(errs, field.Invalid(taintPath.Child("key"), taint.Key, msg))
+			}
+		}
+		for _, msg := range content.IsLabelValue(taint.Value) {
+			errs = append(errs, field.Invalid(taintPath.Child("value"), taint.Value, msg))
+		}
+		switch {
+		case taint.Effect == "":
+			errs = append(errs, field.Required(taintPath.Child("effect"), ""))
+		case !slices.Contains(taintEffects, taint.Effect):
+			errs = append(errs, field.NotSupported(taintPath.Child("effect"), taint.Effect, taintEffects))
+		}
+		// The Node API allows a key twice only with different effects.
+		id := keyAndEffect{taint.Key, taint.Effect}
+		if seen[id] {
+			errs = append(errs, field.Duplicate(taintPath, taint.Key+":"+string(taint.Effect)))
+		}
+		seen[id] = true
+	}
+	return errs
+}
+
+func validateMinimum(value, minimum int64, path *field.Path) field.ErrorList {
+	if value < minimum {
+		return field.ErrorList{field.Invalid(path, value, msgMinimum(minimum))}
+	}
+	return nil
+}
+
+func validateOptionalMinimum(value *int32, minimum int64, path *field.Path) field.ErrorList {
+	if value == nil {
+		return nil
+	}
+	return validateMinimum(int64(*value), minimum, path)
+}
