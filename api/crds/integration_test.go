@@ -435,6 +435,21 @@ spec:
   replicas: 1
   selector:
     matchLabels: {name: api}` + template, "selector.matchLabels must match template.metadata.labels"},
+		{"machine set with an empty selector", `
+kind: MachineSet
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {}` + template, "selector must not be empty"},
+		{"machine deployment with maxSurge 00 and no maxUnavailable", `
+kind: MachineDeployment
+spec:
+  replicas: 1
+  selector:
+    matchLabels: {name: web}
+  strategy:
+    type: RollingUpdate
+    rollingUpdate: {maxSurge: "00"}` + template, "maxSurge and maxUnavailable must not both be 0"},
 		{"machine deployment whose expression excludes the template", `
 kind: MachineDeployment
 spec:

@@ -38,7 +38,7 @@ type MachineDeployment struct {
 // MachineDeploymentSpec is the desired state of a MachineDeployment.
 //
 // +kubebuilder:validation:XValidation:rule="has(self.selector)",message="selector is required: it tells which machines belong to the set"
-// +kubebuilder:validation:XValidation:rule="!has(self.selector) || has(self.selector.matchLabels) || has(self.selector.matchExpressions)",message="selector must not be empty: an empty selector would adopt every machine in the namespace"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty: an empty selector would adopt every machine in the namespace"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",message="selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator == 'In' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'NotIn' ? !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'Exists' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) : !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels))",message="selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",message="progressDeadlineSeconds must be greater than minReadySeconds"
@@ -98,7 +98,7 @@ type MachineDeploymentSpec struct {
 //
 // +kubebuilder:validation:XValidation:rule="!has(self.rollingUpdate) || !has(self.type) || self.type == 'RollingUpdate'",message="strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"
 // +kubebuilder:validation:XValidation:rule="!has(self.inPlaceUpdate) || (has(self.type) && self.type == 'InPlaceUpdate')",message="strategy.inPlaceUpdate may only be set when strategy.type is InPlaceUpdate"
-// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'InPlaceUpdate' || has(self.inPlaceUpdate)",message="strategy.type InPlaceUpdate needs strategy.inPlaceUpdate with an orchestrationType"
+// +kubebuilder:validation:XValidation:rule="!has(self.type) || self.type != 'InPlaceUpdate' || has(self.inPlaceUpdate)",message="strategy.type InPlaceUpdate needs strategy.inPlaceUpdate"
 type MachineDeploymentStrategy struct {
 	// Type is Recreate, RollingUpdate or InPlaceUpdate. Defaults to RollingUpdate.
 	// +optional
@@ -149,7 +149,7 @@ type UpdateConfiguration struct {
 
 // RollingUpdateMachineDeployment parameterises a rolling update.
 //
-// +kubebuilder:validation:XValidation:rule="!(has(self.maxSurge) && string(self.maxSurge) in ['0', '0%'] && (!has(self.maxUnavailable) || string(self.maxUnavailable) in ['0', '0%']))",message="maxSurge and maxUnavailable must not both be 0 (an unset maxUnavailable is 0): the rollout could never make progress"
+// +kubebuilder:validation:XValidation:rule="!(has(self.maxSurge) && string(self.maxSurge).matches('^0+%?$') && (!has(self.maxUnavailable) || string(self.maxUnavailable).matches('^0+%?$')))",message="maxSurge and maxUnavailable must not both be 0 (an unset maxUnavailable is 0): the rollout could never make progress"
 type RollingUpdateMachineDeployment struct {
 	UpdateConfiguration `json:",inline"`
 }

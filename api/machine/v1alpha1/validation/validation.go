@@ -34,7 +34,7 @@ const (
 	msgProgressDeadline       = "progressDeadlineSeconds must be greater than minReadySeconds"
 	msgRollingUpdateForbidden = "strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"
 	msgInPlaceUpdateForbidden = "strategy.inPlaceUpdate may only be set when strategy.type is InPlaceUpdate"
-	msgInPlaceUpdateRequired  = "strategy.type InPlaceUpdate needs strategy.inPlaceUpdate with an orchestrationType"
+	msgInPlaceUpdateRequired  = "strategy.type InPlaceUpdate needs strategy.inPlaceUpdate"
 	msgSurgeAndUnavailable    = "maxSurge and maxUnavailable must not both be 0 (an unset maxUnavailable is 0): the rollout could never make progress"
 	msgCapacity               = "nodeTemplate.capacity must contain cpu and memory: autoscalers size new nodes from it"
 )
