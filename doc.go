@@ -36,8 +36,9 @@
 //     their caches lag.
 //   - reference: a thin binary wiring the controllers together.
 //
-// The driver, drain, controller and reference packages are being built in
-// that order; the API, clients, CRDs, workqueue and expectations are here.
+// The API, clients, CRDs, workqueue, expectations, driver (with its
+// simulator and conformance kit) and drain packages are here; the
+// controllers and the reference binary are being built on them.
 //
 // # Usage
 //

@@ -1,0 +1,189 @@
+// Package driver is the boundary between the machine controllers and a
+// cloud: a provider implements Driver, and the controllers call it to create,
+// inspect and delete the VMs that back Machines.
+//
+// The operations, their request and response fields and the error codes are
+// those of Gardener MCM's driver, so an MCM provider ports over method by
+// method. What differs is how errors travel: a driver returns an *Error with
+// a typed Code, and the controller reads it with CodeOf, which never looks at
+// the error text.
+//
+// # The operations
+//
+// Every operation takes a context first. Stop work and return promptly when
+// it is done: ContextError turns ctx.Err() into Canceled or
+// DeadlineExceeded. Requests carry pointers into shared informer caches, so
+// drivers must treat them as read-only; copy before changing anything.
+//
+// CreateMachine creates the VM for req.Machine and returns its provider ID,
+// node name and addresses. It must be idempotent by machine name: the
+// controller calls it again after a timeout, a crash or a lost response, and
+// each call must yield the same single VM, never a second one. So tag or
+// name VMs after the machine, look for an existing VM first, and return it
+// (OK) if it matches the request. If it exists but cannot serve the request
+// (other zone, other instance type), return AlreadyExists. A failed create
+// must not leave a VM (or disk, or NIC) behind that a retry would not find.
+//
+// InitializeMachine is optional. Some clouds need a step after the VM
+// exists (attaching network interfaces, say). The controller calls it right
+// after CreateMachine, and again whenever GetMachineStatus reports
+// Uninitialized. Drivers without such a step return Unimplemented, and the
+// controller moves on. NotFound means the VM vanished; the controller then
+// starts over.
+//
+// DeleteMachine deletes the VM of req.Machine and everything created with
+// it. It must be idempotent: if there is no VM (never created, or already
+// deleted), return OK, not NotFound. Returning OK while the cloud still
+// tears the VM down is fine. If req.Machine.Spec.ProviderID is set, delete
+// that VM; orphan collection relies on this to remove one surplus VM of
+// several. If it is not set and several VMs match the machine, return
+// OutOfRange rather than guess.
+//
+// GetMachineStatus reports which VM backs req.Machine. Return NotFound if
+// there is none: the controller then calls CreateMachine. Return OutOfRange
+// if several VMs match: the controller then triggers orphan collection. If
+// the VM exists but InitializeMachine still has to run on it, return the
+// filled-in response together with an Uninitialized error. Otherwise return
+// OK with the provider ID, node name and addresses.
+//
+// ListMachines is optional and powers orphan collection. It returns every VM
+// the driver manages for the class (typically those tagged with the class's
+// cluster), keyed by provider ID, with the name of the machine each was
+// created for. A VM whose machine does not exist, or whose machine records
+// another provider ID, is an orphan and is deleted through DeleteMachine.
+// A driver that cannot list returns Unimplemented, and orphans then leak.
+//
+// GetVolumeIDs is optional. It maps persistent volume specs to the cloud's
+// volume IDs so that a drain can wait for volumes to detach before it
+// evicts the next pod using them. Skip volumes that are not the cloud's. A
+// driver without volumes returns Unimplemented.
+//
+// # Optional operations
+//
+// The Driver interface has all six methods, and a driver reports an
+// unsupported one by returning Unimplemented. Embed
+// UnimplementedOptional to get that for InitializeMachine, ListMachines and
+// GetVolumeIDs. We chose this over optional interfaces found by type
+// assertion because wrappers (Instrument, rate limiters, fault injectors,
+// the conformance kit) then cannot hide a capability by accident, a driver
+// can decide support per class at run time, and MCM providers port
+// unchanged.
+//
+// # Secrets
+//
+// A MachineClass references a Secret with the user data (key userData) and
+// optionally a second Secret with the credentials. The driver receives one
+// Secret holding both, merged by MergeSecrets with the credentials winning
+// on conflicts. For CreateMachine the controller has already replaced the
+// user data's placeholders (<<MACHINE_NAME>>, <<BOOTSTRAP_TOKEN>>). Return
+// InvalidArgument if a key the driver needs is missing.
+//
+// # Error codes
+//
+// Return an *Error (NewError, Errorf or a struct literal) from every failed
+// operation. Plain errors count as Unknown, and errors that wrap
+// context.Canceled or context.DeadlineExceeded count as Canceled or
+// DeadlineExceeded. Code.String returns the names MCM uses, which the
+// controller writes to status.lastOperation.errorCode, where the
+// cluster-autoscaler reads them (ResourceExhausted makes it try another
+// node group quickly).
+//
+// The codes a driver should use, by situation:
+//
+//	InvalidArgument     providerSpec malformed or has unknown fields; a secret key is missing
+//	Unauthenticated     credentials missing or rejected
+//	PermissionDenied    credentials valid but not allowed
+//	ResourceExhausted   quota or capacity exhausted (zone out of instances, too many VMs)
+//	Unavailable         cloud API unreachable, overloaded, throttling
+//	NotFound            GetMachineStatus/InitializeMachine: no VM backs the machine
+//	OutOfRange          several VMs back the machine
+//	Uninitialized       GetMachineStatus: VM exists, InitializeMachine must run
+//	AlreadyExists       CreateMachine: a VM exists for the machine but does not match
+//	Unimplemented       the operation is not supported
+//	Canceled, DeadlineExceeded   the context ended
+//	Aborted             lost a race (conflicting concurrent update); retry
+//	Internal            a broken invariant in the driver or cloud
+//	Unknown             anything else
+//
+// # How the controller reacts
+//
+// Code.Retry classifies a failure for the controller's requeue logic:
+//
+//   - RetryQuickly (Canceled, Unknown, DeadlineExceeded, Aborted,
+//     Uninitialized): a hiccup of one call; retried after seconds.
+//   - RetryWithBackoff (ResourceExhausted, Unavailable, NotFound, OutOfRange,
+//     Internal): the cloud needs time; retried after minutes, backing off
+//     further with every failure.
+//   - RetryAfterUserAction (InvalidArgument, AlreadyExists,
+//     PermissionDenied, FailedPrecondition, Unimplemented, DataLoss,
+//     Unauthenticated): nothing changes until someone fixes the class, the
+//     secret, the permissions or the driver; retried rarely, and as soon as
+//     the class or secret changes.
+//
+// Every class backs off per machine on repeated failures, so no code leads
+// to a tight retry loop. Codes that are signals (NotFound from
+// GetMachineStatus, Uninitialized, Unimplemented from an optional
+// operation, NotFound from DeleteMachine) are handled as described above
+// before any retry decision.
+//
+// # Metrics
+//
+// Instrument wraps a Driver and records per-operation latency and failures
+// by error code on a prometheus.Registerer you pass, under MCM's metric
+// names. Nothing is registered on the global registry.
+//
+// # Testing a driver
+//
+// Package driver/drivertest checks a Driver against this contract: put
+// drivertest.Run in a test of your provider. Package driver/sim is a
+// simulated cloud, with fault injection, for testing controllers.
+//
+// # Usage
+//
+// A provider implements the three required operations and embeds
+// UnimplementedOptional for the others:
+//
+//	type Driver struct {
+//		driver.UnimplementedOptional
+//		api *cloud.Client
+//	}
+//
+//	func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+//		spec, err := decodeSpec(req.MachineClass.ProviderSpec)
+//		if err != nil {
+//			return nil, driver.Errorf(driver.InvalidArgument, "providerSpec: %w", err)
+//		}
+//		if vm, err := d.api.FindByTag(ctx, "machine", req.Machine.Name); err == nil {
+//			return &driver.CreateMachineResponse{ProviderID: vm.ID, NodeName: vm.Hostname}, nil // idempotent
+//		} else if !cloud.IsNotFound(err) {
+//			return nil, driver.Errorf(driver.Unavailable, "look up VM: %w", err)
+//		}
+//		vm, err := d.api.Run(ctx, spec, req.Secret.Data[v1alpha1.UserDataKey], "machine", req.Machine.Name)
+//		switch {
+//		case cloud.IsQuotaExceeded(err):
+//			return nil, driver.Errorf(driver.ResourceExhausted, "run instance: %w", err)
+//		case err != nil:
+//			return nil, driver.Errorf(driver.Unavailable, "run instance: %w", err)
+//		}
+//		return &driver.CreateMachineResponse{ProviderID: vm.ID, NodeName: vm.Hostname}, nil
+//	}
+//
+// and the program that runs the controllers instruments it:
+//
+//	d, err := driver.Instrument(&provider.Driver{...}, registry)
+//
+// The controller side reads the code of an error:
+//
+//	resp, err := d.GetMachineStatus(ctx, req)
+//	switch driver.CodeOf(err) {
+//	case driver.OK:
+//		// adopt resp.ProviderID
+//	case driver.NotFound:
+//		// create the VM
+//	case driver.Uninitialized:
+//		// call InitializeMachine; resp is filled in
+//	default:
+//		// record driver.CodeOf(err).String() in lastOperation.errorCode,
+//		// requeue according to driver.CodeOf(err).Retry()
+//	}
+package driver

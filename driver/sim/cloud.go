@@ -1,0 +1,441 @@
+package sim
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"maps"
+	"math/rand/v2"
+	"net/netip"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/utils/clock"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
+)
+
+// Options configures a Cloud. The zero value is a cloud with instant boots
+// and deletions, no quotas, any zone and instance type, and any API token.
+type Options struct {
+	// Clock drives boots, deletions and latency faults. Use a fake clock
+	// (k8s.io/utils/clock/testing) for deterministic tests. Nil means the
+	// real clock.
+	Clock clock.Clock
+	// Seed seeds the random source for jitter and probabilistic faults, so
+	// that a run can be repeated exactly.
+	Seed uint64
+	// BootDelay is how long a new VM stays Provisioning, plus a uniformly
+	// random extra of up to BootJitter. A providerSpec's bootDelay
+	// replaces BootDelay.
+	BootDelay, BootJitter time.Duration
+	// DeleteDelay is how long a deleted VM stays Terminating, plus up to
+	// DeleteJitter. A providerSpec's deleteDelay replaces DeleteDelay.
+	DeleteDelay, DeleteJitter time.Duration
+	// Zones the cloud has; a providerSpec naming another zone is
+	// InvalidArgument. Empty accepts any zone.
+	Zones []string
+	// InstanceTypes the cloud offers, with their capacity (the default for
+	// providerSpecs without a capacity). A providerSpec naming another type
+	// is InvalidArgument. Empty accepts any type.
+	InstanceTypes map[string]corev1.ResourceList
+	// Quota limits the VMs CreateMachine may create; see Quota.
+	Quota Quota
+	// APIToken is the token the secret's apiToken must hold, else
+	// Unauthenticated. Empty accepts any non-empty token.
+	APIToken string
+}
+
+// Quota limits what CreateMachine may create: a create that would exceed a
+// limit fails with ResourceExhausted. Every VM that exists counts, including
+// Stopped and Terminating ones and those added with AddVM, as a cloud bills
+// them until they are gone. Zero values mean no limit.
+type Quota struct {
+	// MaxVMs limits the number of VMs.
+	MaxVMs int
+	// MaxVMsPerZone limits the number of VMs in each zone.
+	MaxVMsPerZone int
+	// MaxResources limits the sum of the VMs' capacities, per resource.
+	MaxResources corev1.ResourceList
+}
+
+func (q Quota) validate() error {
+	if q.MaxVMs < 0 || q.MaxVMsPerZone < 0 {
+		return fmt.Errorf("sim: negative quota %+v", q)
+	}
+	return nil
+}
+
+// Cloud is an in-process simulated cloud. Its Driver creates and deletes
+// VMs; its other methods are for tests: look at the VMs, inject faults and
+// VMs, and change quotas. All methods are safe for concurrent use.
+//
+// A Cloud starts no goroutines. Boots and deletions complete by the clock:
+// every access computes VM states from their timestamps and forgets VMs
+// whose deletion has completed.
+type Cloud struct {
+	opts  Options // read-only after New; the quota lives in quota
+	clock clock.Clock
+
+	mu          sync.Mutex
+	quota       Quota // opts.Quota, then SetQuota's
+	rand        *rand.Rand
+	vms         map[string]*vm // by provider ID
+	issued      map[string]bool
+	nextIP      netip.Addr
+	faults      []*ActiveFault
+	nextFaultID FaultID
+	calls       map[driver.Operation]int
+	changed     chan struct{}
+}
+
+// New returns an empty Cloud.
+func New(opts Options) (*Cloud, error) {
+	for _, d := range []time.Duration{opts.BootDelay, opts.BootJitter, opts.DeleteDelay, opts.DeleteJitter} {
+		if d < 0 {
+			return nil, fmt.Errorf("sim: negative delay %v in options", d)
+		}
+	}
+	if err := opts.Quota.validate(); err != nil {
+		return nil, err
+	}
+	c := &Cloud{
+		opts:    opts,
+		clock:   opts.Clock,
+		rand:    rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5eed)),
+		vms:     map[string]*vm{},
+		issued:  map[string]bool{},
+		nextIP:  netip.AddrFrom4([4]byte{10, 0, 0, 0}),
+		calls:   map[driver.Operation]int{},
+		changed: make(chan struct{}),
+	}
+	if c.clock == nil {
+		c.clock = clock.RealClock{}
+	}
+	c.opts.Zones = slices.Clone(opts.Zones)
+	c.opts.InstanceTypes = maps.Clone(opts.InstanceTypes)
+	c.quota = opts.Quota
+	c.quota.MaxResources = opts.Quota.MaxResources.DeepCopy()
+	return c, nil
+}
+
+// Driver returns the driver.Driver of the cloud. It implements every
+// operation; see the package documentation for its behaviour.
+func (c *Cloud) Driver() driver.Driver { return &cloudDriver{cloud: c} }
+
+// VMs returns a snapshot of every VM, including Terminating ones, ordered
+// by creation time and then provider ID.
+func (c *Cloud) VMs() []VM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.pruneLocked(now)
+	out := make([]VM, 0, len(c.vms))
+	for _, v := range c.vms {
+		out = append(out, v.snapshot(now))
+	}
+	slices.SortFunc(out, func(a, b VM) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ProviderID, b.ProviderID))
+	})
+	return out
+}
+
+// VM returns a snapshot of the VM with the provider ID.
+func (c *Cloud) VM(providerID string) (VM, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.pruneLocked(now)
+	v, ok := c.vms[providerID]
+	if !ok {
+		return VM{}, false
+	}
+	return v.snapshot(now), true
+}
+
+// LeakedVMs returns the VMs that no machine accounts for, given the machines
+// that exist. A VM that is not Terminating is leaked if
+//
+//   - no machine has the VM's MachineName, or
+//   - that machine's spec.providerID is set and names another VM.
+//
+// This is the orphan definition of MCM's orphan collection: a leaked VM is
+// one it would delete. A machine without a provider ID yet (still being
+// created) accounts for every VM tagged with its name. Machines are matched
+// by name only, as VM tags hold no namespace.
+func (c *Cloud) LeakedVMs(machines []*v1alpha1.Machine) []VM {
+	byName := make(map[string]*v1alpha1.Machine, len(machines))
+	for _, m := range machines {
+		byName[m.Name] = m
+	}
+	var leaked []VM
+	for _, v := range c.VMs() {
+		if v.State == VMTerminating {
+			continue
+		}
+		m, ok := byName[v.MachineName]
+		if !ok || (m.Spec.ProviderID != "" && m.Spec.ProviderID != v.ProviderID) {
+			leaked = append(leaked, v)
+		}
+	}
+	return leaked
+}
+
+// AddVM creates a Running VM behind the driver's back, ignoring quotas, as
+// if someone had created it in the cloud's console or an earlier create had
+// been lost: an orphan if no machine has spec.MachineName, a duplicate if
+// one already has a VM.
+func (c *Cloud) AddVM(spec VMSpec) (VM, error) {
+	if spec.MachineName == "" || spec.Zone == "" || spec.InstanceType == "" {
+		return VM{}, fmt.Errorf("sim: AddVM needs MachineName, Zone and InstanceType, got %+v", spec)
+	}
+	capacity := spec.Capacity.DeepCopy()
+	if len(capacity) == 0 {
+		capacity = c.opts.InstanceTypes[spec.InstanceType].DeepCopy()
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.pruneLocked(now)
+	v := c.newVMLocked(now, spec.MachineName, spec.Zone, spec.InstanceType)
+	v.capacity = capacity
+	v.labels = maps.Clone(spec.Labels)
+	v.bootStartedAt, v.bootedAt = now, now
+	v.deleteDelay = c.opts.DeleteDelay
+	v.injected = true
+	c.notifyLocked()
+	return v.snapshot(now), nil
+}
+
+// RemoveVM makes a VM disappear at once, without Terminating, as if it had
+// been deleted in the console or lost by the cloud. It reports whether the
+// VM existed.
+func (c *Cloud) RemoveVM(providerID string) bool {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.pruneLocked(c.clock.Now())
+	if _, ok := c.vms[providerID]; !ok {
+		return false
+	}
+	delete(c.vms, providerID)
+	c.notifyLocked()
+	return true
+}
+
+// StopVM powers a VM off, as a crash would: it stays Stopped, and known to
+// the driver, until StartVM. Stopping a Stopped VM does nothing.
+func (c *Cloud) StopVM(providerID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	v, err := c.mutableVMLocked(now, providerID)
+	if err != nil || v.stopped {
+		return err
+	}
+	v.stopped, v.stoppedAt = true, now
+	c.notifyLocked()
+	return nil
+}
+
+// StartVM powers a Stopped VM on: it boots again (Provisioning for the boot
+// delay, then Running). Starting a VM that is not Stopped does nothing.
+func (c *Cloud) StartVM(providerID string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	v, err := c.mutableVMLocked(now, providerID)
+	if err != nil || !v.stopped {
+		return err
+	}
+	v.stopped = false
+	v.bootStartedAt = now
+	v.bootedAt = now.Add(c.delayLocked(c.opts.BootDelay, c.opts.BootJitter))
+	c.notifyLocked()
+	return nil
+}
+
+func (c *Cloud) mutableVMLocked(now time.Time, providerID string) (*vm, error) {
+	c.pruneLocked(now)
+	v, ok := c.vms[providerID]
+	switch {
+	case !ok:
+		return nil, driver.Errorf(driver.NotFound, "sim: no VM %s", providerID)
+	case v.deleting:
+		return nil, driver.Errorf(driver.FailedPrecondition, "sim: VM %s is terminating", providerID)
+	}
+	return v, nil
+}
+
+// SetQuota replaces the quota. VMs over the new quota stay; only creates
+// are refused.
+func (c *Cloud) SetQuota(q Quota) error {
+	if err := q.validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	q.MaxResources = q.MaxResources.DeepCopy()
+	c.quota = q
+	return nil
+}
+
+// Calls returns how many times the driver's operation was called, failed
+// calls included.
+func (c *Cloud) Calls(op driver.Operation) int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.calls[op]
+}
+
+// Changed returns a channel that is closed at the next change made through
+// a call (a VM created, deleted, initialized, added, removed, stopped or
+// started, or a completed deletion noticed). Changes that only need time to
+// pass (a boot or deletion completing) close it only when some later access
+// notices them; wait for NextTransition for those. Together they let an
+// observer, such as a simulated kubelet, wait for VM events without polling:
+//
+//	for {
+//		vms := cloud.VMs()
+//		// ... react to vms ...
+//		changed := cloud.Changed() // before VMs, in a real loop, to miss nothing
+//		var timer <-chan time.Time
+//		if t, ok := cloud.NextTransition(); ok {
+//			timer = clk.After(t.Sub(clk.Now()))
+//		}
+//		select {
+//		case <-changed:
+//		case <-timer:
+//		case <-ctx.Done():
+//			return
+//		}
+//	}
+func (c *Cloud) Changed() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.changed
+}
+
+// NextTransition returns the earliest time at which a VM changes state by
+// itself (a boot or a deletion completes), if any VM will.
+func (c *Cloud) NextTransition() (time.Time, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.pruneLocked(now)
+	var next time.Time
+	for _, v := range c.vms {
+		if _, _, until := v.state(now); !until.IsZero() && (next.IsZero() || until.Before(next)) {
+			next = until
+		}
+	}
+	return next, !next.IsZero()
+}
+
+// notifyLocked wakes everybody waiting on Changed.
+func (c *Cloud) notifyLocked() {
+	close(c.changed)
+	c.changed = make(chan struct{})
+}
+
+// pruneLocked forgets VMs whose deletion has completed.
+func (c *Cloud) pruneLocked(now time.Time) {
+	removed := false
+	for id, v := range c.vms {
+		if v.deleting && !now.Before(v.goneAt) {
+			delete(c.vms, id)
+			removed = true
+		}
+	}
+	if removed {
+		c.notifyLocked()
+	}
+}
+
+// delayLocked returns base plus a random jitter in [0, jitter).
+func (c *Cloud) delayLocked(base, jitter time.Duration) time.Duration {
+	if jitter <= 0 {
+		return base
+	}
+	return base + time.Duration(c.rand.Int64N(int64(jitter)))
+}
+
+// newVMLocked creates and stores a VM with a fresh provider ID and address.
+func (c *Cloud) newVMLocked(now time.Time, machineName, zone, instanceType string) *vm {
+	name := machineName
+	for n := 2; c.issued[providerID(zone, name)]; n++ {
+		name = machineName + "-" + strconv.Itoa(n)
+	}
+	id := providerID(zone, name)
+	c.issued[id] = true
+	c.nextIP = c.nextIP.Next()
+	v := &vm{
+		id: id, name: name, machineName: machineName, zone: zone, instanceType: instanceType,
+		addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: c.nextIP.String()},
+			{Type: corev1.NodeHostName, Address: name},
+		},
+		createdAt: now,
+	}
+	c.vms[id] = v
+	return v
+}
+
+func providerID(zone, name string) string { return "sim:///" + zone + "/" + name }
+
+// liveVMsLocked returns the VMs the driver sees for the machine, oldest
+// first.
+func (c *Cloud) liveVMsLocked(machineName string) []*vm {
+	var out []*vm
+	for _, v := range c.vms {
+		if v.live() && v.machineName == machineName {
+			out = append(out, v)
+		}
+	}
+	slices.SortFunc(out, func(a, b *vm) int {
+		return cmp.Or(a.createdAt.Compare(b.createdAt), cmp.Compare(a.id, b.id))
+	})
+	return out
+}
+
+// checkQuotaLocked reports ResourceExhausted if one more VM in zone with
+// capacity would exceed the quota.
+func (c *Cloud) checkQuotaLocked(zone string, capacity corev1.ResourceList) error {
+	q := c.quota
+	inZone := 0
+	used := corev1.ResourceList{}
+	for _, v := range c.vms {
+		if v.zone == zone {
+			inZone++
+		}
+		for name, amount := range v.capacity {
+			sum := used[name]
+			sum.Add(amount)
+			used[name] = sum
+		}
+	}
+	var exceeded []error
+	if q.MaxVMs > 0 && len(c.vms)+1 > q.MaxVMs {
+		exceeded = append(exceeded, fmt.Errorf("%d VMs of %d allowed exist", len(c.vms), q.MaxVMs))
+	}
+	if q.MaxVMsPerZone > 0 && inZone+1 > q.MaxVMsPerZone {
+		exceeded = append(exceeded, fmt.Errorf("%d VMs of %d allowed exist in zone %s", inZone, q.MaxVMsPerZone, zone))
+	}
+	for _, name := range slices.Sorted(maps.Keys(q.MaxResources)) {
+		limit := q.MaxResources[name]
+		want := used[name]
+		want.Add(capacity[name])
+		if want.Cmp(limit) > 0 {
+			inUse, requested := used[name], capacity[name]
+			exceeded = append(exceeded, fmt.Errorf("%s: %s in use, %s requested, %s allowed",
+				name, inUse.String(), requested.String(), limit.String()))
+		}
+	}
+	if len(exceeded) > 0 {
+		return &driver.Error{Code: driver.ResourceExhausted, Message: "sim: quota exceeded", Cause: errors.Join(exceeded...)}
+	}
+	return nil
+}

@@ -1,0 +1,156 @@
+// Package sim is a simulated cloud for testing machine controllers without
+// one: an in-process, concurrency-safe Cloud whose Driver creates and
+// deletes VMs in memory, with boot and deletion delays, quotas, fault
+// injection, orphan and duplicate VMs, all on an injectable clock so that
+// tests are deterministic; and a Kubelet that acts for the VMs' kubelets in
+// a real target cluster.
+//
+// # The kubelet side
+//
+// Kubelet watches the Cloud's VM snapshots and, against a target cluster,
+// does what kwok does for fake nodes:
+//
+//   - registers a Node for every Running, initialized VM, named after the
+//     VM, with its provider ID, addresses, capacity, the providerSpec's
+//     labels plus the well-known hostname, zone, instance-type and
+//     node.gardener.cloud/machine-name labels;
+//   - renews the node's lease every quarter of KubeletOptions.LeaseDuration
+//     and reports Ready (and no pressure) unless a test overrides a
+//     condition with SetCondition; StopHeartbeats silences one node;
+//   - a Stopped or Terminating VM's kubelet falls silent, so
+//     kube-controller-manager's node lifecycle controller marks the node
+//     Unknown and taints it; the Node of a VM that is gone is deleted, as a
+//     cloud controller manager would (KeepNodesOfGoneVMs turns that off);
+//   - pods bound to a live node become Running and Ready; a deleted pod is
+//     removed after KubeletOptions.TerminationFraction of its grace period;
+//   - for CSI volumes of CSIDriverName it plays the external attacher:
+//     the VolumeAttachments kube-controller-manager's attach-detach
+//     controller creates are attached after AttachDelay, and deleted ones
+//     released DetachDelay after their deletion began.
+//
+// Nodes it did not register (no AnnotationSimulated) are never touched.
+//
+// # VMs
+//
+// A VM belongs to the machine whose name it was created for. Its provider
+// ID is sim:///<zone>/<vm name>, where the VM name is the machine name, or
+// the machine name with a numeric suffix if that ID was used before in the
+// zone: provider IDs are never reused within a Cloud. The VM name is also
+// its node name. Each VM gets an internal IP from 10.0.0.0/8.
+//
+// A VM is Provisioning for its boot delay (Options.BootDelay plus up to
+// Options.BootJitter; the providerSpec's bootDelay replaces the base), then
+// Running. DeleteMachine makes it Terminating for its deletion delay, after
+// which it is gone. StopVM and StartVM power a VM off and on, as a crash
+// and a reboot would. States follow from timestamps and the clock; the Cloud
+// runs no goroutines.
+//
+// # The driver
+//
+// Cloud.Driver implements every operation of driver.Driver. The driver
+// finds a machine's VMs by machine name and ignores Terminating VMs, which
+// is what a real provider does with tags.
+//
+//   - CreateMachine returns the machine's VM if it has one (AlreadyExists if
+//     it has another zone or instance type), else creates one: a create is
+//     idempotent by machine name. It needs the secret keys userData and
+//     apiToken. A create that fails creates nothing, unless a fault with
+//     AfterEffect says otherwise. Exceeding Options.Quota gives
+//     ResourceExhausted.
+//   - GetMachineStatus returns the machine's VM; NotFound if it has none,
+//     OutOfRange if it has several, and Uninitialized (with the response)
+//     while a VM whose providerSpec sets requireInitialization waits for
+//     InitializeMachine. Provisioning and Stopped VMs are reported like
+//     Running ones.
+//   - InitializeMachine marks the machine's VM initialized.
+//   - DeleteMachine deletes the VM named by the machine's spec.providerID
+//     and nothing else (success if that VM is already gone), or, without a
+//     provider ID, the machine's VM (success if it has none, OutOfRange if
+//     it has several).
+//   - ListMachines lists every VM that is not Terminating, orphans and
+//     duplicates included, by provider ID.
+//   - GetVolumeIDs returns the volume handles of CSI volumes of driver
+//     CSIDriverName and skips the rest.
+//
+// Every operation first honours its context (Canceled, DeadlineExceeded),
+// then injected faults, then checks its request: all errors are
+// *driver.Error. Every operation except GetVolumeIDs checks the MachineClass
+// (provider "sim" or empty, valid providerSpec) and the secret's apiToken
+// (InvalidArgument if missing, Unauthenticated if it differs from
+// Options.APIToken when that is set).
+//
+// # The providerSpec
+//
+// A sim MachineClass's providerSpec is a JSON object, ProviderSpec in Go:
+//
+//	{
+//	  "zone": "zone-a",                           required; one of Options.Zones if set
+//	  "instanceType": "small",                    required; a key of Options.InstanceTypes if set
+//	  "capacity": {"cpu": "2", "memory": "8Gi"},  quantities; default: the instance type's
+//	  "labels": {"pool": "blue"},                 strings
+//	  "bootDelay": "30s",                         Go duration; default Options.BootDelay
+//	  "deleteDelay": "10s",                       Go duration; default Options.DeleteDelay
+//	  "requireInitialization": true               default false
+//	}
+//
+// Decoding is strict. Unknown fields, values of the wrong type, bad
+// quantities or durations and missing required fields give InvalidArgument,
+// whose cause holds one *field.Error (k8s.io/apimachinery validation) per
+// problem, with its path such as providerSpec.capacity[cpu]; find them with
+// errors.As rather than by reading the message.
+//
+// # Test handle
+//
+// Besides the driver, Cloud offers:
+//
+//   - VMs, VM: snapshots of the VMs with their state and timestamps;
+//   - LeakedVMs: the VMs no machine accounts for, given the machines that
+//     exist (see there for the exact rule);
+//   - AddVM, RemoveVM: VMs appearing or vanishing behind the driver's back
+//     (orphans, duplicates, VMs deleted in a console);
+//   - StopVM, StartVM: crashes and reboots;
+//   - InjectFault, RemoveFault, ClearFaults, Faults: errors with a code,
+//     with a probability or for the next N calls, latency spikes, and lost
+//     responses (AfterEffect), per operation and machine;
+//   - SetQuota: tighten or relax quotas at run time;
+//   - Calls: how often each operation was called;
+//   - Changed, NextTransition: wait for VM changes without polling.
+//
+// With a fake clock, time only moves when the test steps it: boots and
+// deletions complete, and latency faults release their calls (a call stalled
+// by a latency fault shows up in the fake clock's HasWaiters).
+//
+// # Usage
+//
+//	clk := clocktesting.NewFakeClock(time.Now())
+//	cloud, err := sim.New(sim.Options{
+//		Clock:     clk,
+//		Seed:      1,
+//		BootDelay: time.Minute,
+//		Quota:     sim.Quota{MaxVMs: 10},
+//	})
+//	class := &v1alpha1.MachineClass{
+//		ObjectMeta:   metav1.ObjectMeta{Name: "small", Namespace: "shoot"},
+//		Provider:     sim.ProviderName,
+//		ProviderSpec: sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}.RawExtension(),
+//	}
+//	secret := &corev1.Secret{Data: map[string][]byte{
+//		"userData": []byte("#cloud-config"), sim.CredentialsKey: []byte("token"),
+//	}}
+//
+//	// Hand cloud.Driver() to the code under test, then:
+//	_, _ = cloud.InjectFault(sim.Fault{Operation: driver.OperationCreateMachine, Code: driver.ResourceExhausted, Times: 2})
+//	clk.Step(time.Minute) // VMs finish booting
+//	if leaked := cloud.LeakedVMs(machines); len(leaked) > 0 {
+//		t.Errorf("leaked VMs: %v", leaked)
+//	}
+//
+// With a target cluster, run a Kubelet beside the cloud (on the real clock:
+// pod deletion times come from the API server):
+//
+//	kubelet := sim.NewKubelet(cloud, targetClient, sim.KubeletOptions{})
+//	go kubelet.Run(ctx)
+//	kubelet.SetCondition(nodeName, corev1.NodeCondition{
+//		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
+//	})
+package sim

@@ -1,0 +1,467 @@
+package sim_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{})
+}
+
+// startKubelet runs a simulated kubelet for cloud against the test
+// environment until the test ends.
+func startKubelet(t *testing.T, cloud *sim.Cloud, client kubernetes.Interface, opts sim.KubeletOptions) *sim.Kubelet {
+	t.Helper()
+	k := sim.NewKubelet(cloud, client, opts)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			t.Errorf("kubelet Run: %v", err)
+		}
+	})
+	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	defer waitCancel()
+	if err := k.WaitRunning(waitCtx); err != nil {
+		t.Fatalf("kubelet caches never synced: %v", err)
+	}
+	return k
+}
+
+// eventually polls cond until it holds or fails t after timeout with cond's
+// last explanation.
+func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var ok bool
+		ok, last = cond(ctx)
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("not within %v: %s", timeout, last)
+	}
+}
+
+// simMachine returns the objects CreateMachine needs for a machine named
+// name in namespace ns.
+func simMachine(ns, name, zone string) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret) {
+	class := &v1alpha1.MachineClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "sim", Namespace: ns},
+		Provider:   sim.ProviderName,
+		ProviderSpec: sim.ProviderSpec{
+			Zone: zone, InstanceType: "m1",
+			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
+			Labels:   map[string]string{"pool": "sim"},
+		}.RawExtension(),
+	}
+	machine := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class.Name}},
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{sim.CredentialsKey: []byte("token"), v1alpha1.UserDataKey: []byte("#!/bin/sh\n")}}
+	return machine, class, secret
+}
+
+// TestKubeletRegistersAndRemovesNodes creates 50 VMs through the driver and
+// sees 50 Ready nodes with the VMs' provider IDs; deleting the VMs removes
+// the nodes.
+func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
+	env := testenv.Get(t)
+	client := env.Client()
+	ns := env.Namespace(t)
+	ctx := context.Background()
+
+	cloud, err := sim.New(sim.Options{BootDelay: time.Second, BootJitter: time.Second, DeleteDelay: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, cloud, client, sim.KubeletOptions{})
+	d := cloud.Driver()
+
+	const count = 50
+	prefix := ns[len(ns)-6:] + "-m"
+	wantProviderID := map[string]string{}
+	for i := range count {
+		machine, class, secret := simMachine(ns, fmt.Sprintf("%s%02d", prefix, i), "zone-a")
+		resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+		if err != nil {
+			t.Fatalf("create %s: %v", machine.Name, err)
+		}
+		wantProviderID[resp.NodeName] = resp.ProviderID
+	}
+	simNodes := func(ctx context.Context) ([]corev1.Node, error) {
+		list, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		var out []corev1.Node
+		for _, n := range list.Items {
+			if strings.HasPrefix(n.Name, prefix) {
+				out = append(out, n)
+			}
+		}
+		return out, nil
+	}
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		nodes, err := simNodes(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		ready := 0
+		for _, n := range nodes {
+			if n.Spec.ProviderID != wantProviderID[n.Name] {
+				return false, fmt.Sprintf("node %s has providerID %q, want %q", n.Name, n.Spec.ProviderID, wantProviderID[n.Name])
+			}
+			if nodeConditionStatus(&n, corev1.NodeReady) == corev1.ConditionTrue {
+				ready++
+			}
+		}
+		return ready == count, fmt.Sprintf("%d nodes, %d Ready", len(nodes), ready)
+	})
+
+	for i := range count {
+		machine, class, secret := simMachine(ns, fmt.Sprintf("%s%02d", prefix, i), "zone-a")
+		if _, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret}); err != nil {
+			t.Fatalf("delete %s: %v", machine.Name, err)
+		}
+	}
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		nodes, err := simNodes(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return len(nodes) == 0, fmt.Sprintf("%d nodes left", len(nodes))
+	})
+}
+
+func nodeConditionStatus(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// oneNode creates a VM and waits for its Ready node.
+func oneNode(t *testing.T, cloud *sim.Cloud, client kubernetes.Interface, ns, name string) string {
+	t.Helper()
+	machine, class, secret := simMachine(ns, name, "zone-b")
+	resp, err := cloud.Driver().CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_, _ = cloud.Driver().DeleteMachine(context.Background(), &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+	})
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, "node not Ready"
+	})
+	return resp.NodeName
+}
+
+// TestKubeletNodeConditions makes a node NotReady and reports a
+// node-problem-detector condition.
+func TestKubeletNodeConditions(t *testing.T) {
+	env := testenv.Get(t)
+	client := env.Client()
+	ns := env.Namespace(t)
+	cloud, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := startKubelet(t, cloud, client, sim.KubeletOptions{})
+	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-cond")
+
+	k.SetCondition(node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "container runtime is down"})
+	k.SetCondition(node, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue, Reason: "DockerHung"})
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		ready, deadlock := nodeConditionStatus(n, corev1.NodeReady), nodeConditionStatus(n, "KernelDeadlock")
+		return ready == corev1.ConditionFalse && deadlock == corev1.ConditionTrue, fmt.Sprintf("Ready=%s KernelDeadlock=%s", ready, deadlock)
+	})
+
+	// The node lifecycle controller reacts to the NotReady node with its
+	// taint, as in a real cluster.
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, taint := range n.Spec.Taints {
+			if taint.Key == corev1.TaintNodeNotReady {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("taints %v", n.Spec.Taints)
+	})
+
+	k.ClearCondition(node, corev1.NodeReady)
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, "still not Ready"
+	})
+}
+
+// TestKubeletRunsAndTerminatesPods binds pods to a simulated node, sees them
+// Running and Ready, and sees a pod deleted with a 10 s grace period go
+// only after the simulated termination.
+func TestKubeletRunsAndTerminatesPods(t *testing.T) {
+	env := testenv.Get(t)
+	client := env.Client()
+	ns := env.Namespace(t)
+	cloud, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	startKubelet(t, cloud, client, sim.KubeletOptions{TerminationFraction: 0.5})
+	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-pods")
+
+	ctx := context.Background()
+	for i := range 3 {
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("p%d", i)},
+			Spec: corev1.PodSpec{
+				NodeName:                      node,
+				TerminationGracePeriodSeconds: ptr.To[int64](10),
+				Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+			},
+		}
+		if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, p := range pods.Items {
+			if p.Status.Phase == corev1.PodRunning && podReady(&p) {
+				running++
+			}
+		}
+		return running == 3, fmt.Sprintf("%d of 3 pods Running and Ready", running)
+	})
+
+	deleted := time.Now()
+	if err := client.CoreV1().Pods(ns).Delete(ctx, "p0", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := client.CoreV1().Pods(ns).Get(ctx, "p0", metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("pod still there (err=%v)", err)
+	})
+	// Half of the 10 s grace period, less the server's second-granular
+	// deletion timestamp.
+	if took := time.Since(deleted); took < 4*time.Second {
+		t.Errorf("pod with a 10 s grace period was gone after %v, before its simulated termination", took)
+	}
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestKubeletStoppedVMFallsSilent stops a VM: the node lifecycle controller
+// sees its heartbeats end and marks the node unknown.
+func TestKubeletStoppedVMFallsSilent(t *testing.T) {
+	env := testenv.Get(t)
+	client := env.Client()
+	ns := env.Namespace(t)
+	cloud, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Renew leases every 2.5 s so the environment's 20 s grace period is
+	// the only wait.
+	startKubelet(t, cloud, client, sim.KubeletOptions{LeaseDuration: 10 * time.Second})
+	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-stop")
+	vm, ok := findVM(cloud, node)
+	if !ok {
+		t.Fatalf("no VM for node %s", node)
+	}
+	if err := cloud.StopVM(vm.ProviderID); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 90*time.Second, func(ctx context.Context) (bool, string) {
+		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		s := nodeConditionStatus(n, corev1.NodeReady)
+		return s == corev1.ConditionUnknown, fmt.Sprintf("Ready=%s", s)
+	})
+}
+
+func findVM(cloud *sim.Cloud, node string) (sim.VM, bool) {
+	for _, vm := range cloud.VMs() {
+		if vm.NodeName == node {
+			return vm, true
+		}
+	}
+	return sim.VM{}, false
+}
+
+// TestKubeletAttachesAndDetachesVolumes runs kube-controller-manager's
+// attach-detach controller against simulated CSI volumes: a pod's volume is
+// attached to its node, and detached only after the pod is gone and the
+// detach delay has passed.
+func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
+	env := testenv.Get(t)
+	client := env.Client()
+	ns := env.Namespace(t)
+	cloud, err := sim.New(sim.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const detachDelay = 3 * time.Second
+	startKubelet(t, cloud, client, sim.KubeletOptions{DetachDelay: detachDelay})
+	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-vol")
+	ctx := context.Background()
+
+	csiDriver := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: sim.CSIDriverName},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(false)},
+	}
+	if _, err := client.StorageV1().CSIDrivers().Create(ctx, csiDriver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	pvName := ns + "-pv"
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: sim.CSIDriverName, VolumeHandle: "vol-" + ns,
+			}},
+			ClaimRef:         &corev1.ObjectReference{Namespace: ns, Name: "data"},
+			StorageClassName: "",
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: "data"},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			VolumeName:       pvName,
+			StorageClassName: ptr.To(""),
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The attach-detach controller builds a pod's volumes when it sees the
+	// pod; a claim that is not bound yet would postpone that by minutes.
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		got, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == corev1.ClaimBound, fmt.Sprintf("claim %s", got.Status.Phase)
+	})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "db"},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To[int64](2),
+			Containers:                    []corev1.Container{{Name: "db", Image: "registry.invalid/db:1", VolumeMounts: []corev1.VolumeMount{{Name: "data", MountPath: "/data"}}}},
+			Volumes:                       []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: "data"}}}},
+		},
+	}
+	if _, err := client.CoreV1().Pods(ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	attachment := func(ctx context.Context) (*storagev1.VolumeAttachment, error) {
+		list, err := client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		for i, va := range list.Items {
+			if va.Spec.Source.PersistentVolumeName != nil && *va.Spec.Source.PersistentVolumeName == pvName {
+				return &list.Items[i], nil
+			}
+		}
+		return nil, nil
+	}
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		va, err := attachment(ctx)
+		switch {
+		case err != nil:
+			return false, err.Error()
+		case va == nil:
+			return false, "no VolumeAttachment yet"
+		}
+		return va.Status.Attached && va.Spec.NodeName == node, fmt.Sprintf("attachment %s on %s attached=%v", va.Name, va.Spec.NodeName, va.Status.Attached)
+	})
+
+	if err := client.CoreV1().Pods(ns).Delete(ctx, pod.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var podGone, detached time.Time
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		if podGone.IsZero() {
+			if _, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
+				podGone = time.Now()
+			}
+		}
+		va, err := attachment(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		if va == nil {
+			detached = time.Now()
+			return true, ""
+		}
+		return false, fmt.Sprintf("attachment %s still there (deleting=%v)", va.Name, va.DeletionTimestamp != nil)
+	})
+	if podGone.IsZero() || detached.Sub(podGone) < detachDelay-time.Second {
+		t.Errorf("volume detached %v after the pod was gone, want at least the detach delay %v", detached.Sub(podGone), detachDelay)
+	}
+}
