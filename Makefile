@@ -8,7 +8,7 @@ export MCM_TESTENV_DIR ?= $(HOME)/.cache/mcm/testenv/$(KUBE_VERSION)
 # loaded two-core machine.
 TEST_TIMEOUT ?= 30m
 
-.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps unit
+.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps unit bench
 
 all: test
 
@@ -30,6 +30,7 @@ fmt-check:
 
 vet:
 	$(GO) vet ./...
+	cd bench && $(GO) vet ./...
 
 generate:
 	./hack/update-codegen.sh
@@ -40,6 +41,12 @@ verify-codegen:
 ## check-deps: a module that imports mcm must not pull in forbidden modules.
 check-deps:
 	./hack/check-deps.sh
+
+## bench: drain throughput of mcm's drain and of kubectl's, on the same
+## workload against the test environment.
+bench: testenv
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./drain/
+	cd bench && $(GO) test -run '^$$' -bench . -benchtime 3x ./...
 
 ## unit: tests that need no control plane (integration tests skip).
 unit:

@@ -1,0 +1,218 @@
+// Package simcluster puts simulated machines into a test environment
+// cluster: a sim.Cloud whose VMs a sim.Kubelet turns into Ready nodes, plus
+// helpers that place workloads on those nodes. Drain tests and benchmarks
+// (in this module and in the benchmark module) share it so that they
+// measure the same workload.
+//
+// # Usage
+//
+//	env := testenv.Get(t)
+//	c := simcluster.Start(t, env.Client(), simcluster.Options{})
+//	node := c.AddNode(t, "worker-1")
+//	err := simcluster.CreateReplicaSet(ctx, env.Client(), ns, "web", node, 20, nil)
+//	err = simcluster.WaitPodsRunning(ctx, env.Client(), ns, "app=web", 20)
+package simcluster
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/driver/sim"
+)
+
+// Options configure the simulated cloud and kubelet.
+type Options struct {
+	Cloud   sim.Options
+	Kubelet sim.KubeletOptions
+	// Capacity of each node; the default fits several hundred small pods.
+	Capacity corev1.ResourceList
+}
+
+// Cluster is a simulated cloud with a running kubelet.
+type Cluster struct {
+	Cloud   *sim.Cloud
+	Kubelet *sim.Kubelet
+	client  kubernetes.Interface
+	opts    Options
+}
+
+// Start creates the cloud and runs its kubelet against client until tb
+// ends.
+func Start(tb testing.TB, client kubernetes.Interface, opts Options) *Cluster {
+	tb.Helper()
+	cloud, err := sim.New(opts.Cloud)
+	if err != nil {
+		tb.Fatalf("simcluster: %v", err)
+	}
+	if opts.Capacity == nil {
+		opts.Capacity = corev1.ResourceList{
+			corev1.ResourceCPU:    resource.MustParse("64"),
+			corev1.ResourceMemory: resource.MustParse("256Gi"),
+			corev1.ResourcePods:   resource.MustParse("500"),
+		}
+	}
+	k := sim.NewKubelet(cloud, client, opts.Kubelet)
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- k.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("simcluster: kubelet: %v", err)
+		}
+	})
+	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	defer waitCancel()
+	if err := k.WaitRunning(waitCtx); err != nil {
+		tb.Fatalf("simcluster: kubelet caches never synced: %v", err)
+	}
+	return &Cluster{Cloud: cloud, Kubelet: k, client: client, opts: opts}
+}
+
+// machineObjects are what the sim driver needs to create or delete the VM
+// of machine name.
+func (c *Cluster) machineObjects(name string) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret) {
+	class := &v1alpha1.MachineClass{
+		ObjectMeta: metav1.ObjectMeta{Name: "sim"},
+		Provider:   sim.ProviderName,
+		ProviderSpec: sim.ProviderSpec{
+			Zone: "zone-a", InstanceType: "large", Capacity: c.opts.Capacity,
+		}.RawExtension(),
+	}
+	machine := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class.Name}},
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{
+		sim.CredentialsKey: []byte("token"), v1alpha1.UserDataKey: []byte("#!/bin/sh\n"),
+	}}
+	return machine, class, secret
+}
+
+// AddNode creates a VM for machine name, waits until its node is Ready and
+// returns the node name. The VM is deleted when tb ends.
+func (c *Cluster) AddNode(tb testing.TB, name string) string {
+	tb.Helper()
+	machine, class, secret := c.machineObjects(name)
+	d := c.Cloud.Driver()
+	resp, err := d.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+	if err != nil {
+		tb.Fatalf("simcluster: creating VM %s: %v", name, err)
+	}
+	tb.Cleanup(func() {
+		_, _ = d.DeleteMachine(context.Background(), &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+	})
+	err = poll(context.Background(), 2*time.Minute, func(ctx context.Context) (bool, error) {
+		n, err := c.client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
+		if err != nil {
+			return false, nil
+		}
+		for _, cond := range n.Status.Conditions {
+			if cond.Type == corev1.NodeReady {
+				return cond.Status == corev1.ConditionTrue, nil
+			}
+		}
+		return false, nil
+	})
+	if err != nil {
+		tb.Fatalf("simcluster: node %s never became Ready: %v", resp.NodeName, err)
+	}
+	return resp.NodeName
+}
+
+// CreateReplicaSet runs replicas pods labelled app=name on node (by node
+// selector, through the scheduler), each with a one-second grace period.
+// mutate, if not nil, adjusts the pod template.
+func CreateReplicaSet(ctx context.Context, client kubernetes.Interface, ns, name, node string, replicas int32, mutate func(*corev1.PodTemplateSpec)) error {
+	labels := map[string]string{"app": name}
+	template := corev1.PodTemplateSpec{
+		ObjectMeta: metav1.ObjectMeta{Labels: labels},
+		Spec: corev1.PodSpec{
+			NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers: []corev1.Container{{
+				Name: "app", Image: "registry.invalid/app:1",
+				Resources: corev1.ResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("10m")}},
+			}},
+		},
+	}
+	if mutate != nil {
+		mutate(&template)
+	}
+	rs := &appsv1.ReplicaSet{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: appsv1.ReplicaSetSpec{
+			Replicas: ptr.To(replicas),
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: template,
+		},
+	}
+	if _, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating replica set %s/%s: %w", ns, name, err)
+	}
+	return nil
+}
+
+// WaitPodsRunning waits until want pods matching selector in ns run on a
+// node and are Ready.
+func WaitPodsRunning(ctx context.Context, client kubernetes.Interface, ns, selector string, want int) error {
+	var last int
+	err := poll(ctx, 3*time.Minute, func(ctx context.Context) (bool, error) {
+		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+		if err != nil {
+			return false, nil
+		}
+		last = 0
+		for _, p := range pods.Items {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && ready(&p) {
+				last++
+			}
+		}
+		return last >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("%d of %d pods %s in %s running: %w", last, want, selector, ns, err)
+	}
+	return nil
+}
+
+// PodsOnNode counts the pods bound to node that are not terminal, deleting
+// ones included.
+func PodsOnNode(ctx context.Context, client kubernetes.Interface, node string) (int, error) {
+	pods, err := client.CoreV1().Pods("").List(ctx, metav1.ListOptions{FieldSelector: "spec.nodeName=" + node})
+	if err != nil {
+		return 0, err
+	}
+	n := 0
+	for _, p := range pods.Items {
+		if p.Status.Phase != corev1.PodSucceeded && p.Status.Phase != corev1.PodFailed {
+			n++
+		}
+	}
+	return n, nil
+}
+
+func ready(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func poll(ctx context.Context, timeout time.Duration, cond wait.ConditionWithContextFunc) error {
+	return wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, cond)
+}
