@@ -28,7 +28,8 @@
 //     controller creates are attached after AttachDelay, and deleted ones
 //     released DetachDelay after their deletion began.
 //
-// Nodes it did not register (no AnnotationSimulated) are never touched.
+// Nodes it did not register (AnnotationSimulated with its Identity) are
+// never touched, so several clouds with their kubelets can share a cluster.
 //
 // # VMs
 //

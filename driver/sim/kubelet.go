@@ -5,7 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
+	"strconv"
 	"sync"
 	"time"
 
@@ -42,8 +44,9 @@ const (
 	DefaultCSIDriver = CSIDriverName
 )
 
-// AnnotationSimulated marks Nodes the simulated kubelet registered, so that
-// it never touches a Node it did not create.
+// AnnotationSimulated marks Nodes a simulated kubelet registered; its value
+// is the kubelet's identity, so that several kubelets (of several clouds)
+// can share a cluster without touching each other's nodes.
 const AnnotationSimulated = "sim.mcmkit.io/kubelet"
 
 // controllerManagedAttachDetach tells kube-controller-manager's attach-detach
@@ -81,6 +84,10 @@ type KubeletOptions struct {
 	// default it is deleted once the VM is gone, as a cloud controller
 	// manager would.
 	KeepNodesOfGoneVMs bool
+	// Identity tells this kubelet's nodes from those of other simulated
+	// kubelets in the same cluster (the value of AnnotationSimulated).
+	// Empty means a random one.
+	Identity string
 	// Clock is the time source; nil means the real clock. Pod deletion
 	// times come from the API server, so a fake clock only suits tests that
 	// use no graceful deletion.
@@ -135,6 +142,9 @@ func NewKubelet(vms VMSource, client kubernetes.Interface, opts KubeletOptions) 
 	}
 	if opts.Clock == nil {
 		opts.Clock = clock.RealClock{}
+	}
+	if opts.Identity == "" {
+		opts.Identity = "kubelet-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
 	return &Kubelet{
 		vms:       vms,
@@ -273,7 +283,7 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 	existing := map[string]*corev1.Node{}
 	for _, n := range nodes {
 		existing[n.Name] = n
-		if n.Annotations[AnnotationSimulated] != "true" || known[n.Name] || k.opts.KeepNodesOfGoneVMs {
+		if n.Annotations[AnnotationSimulated] != k.opts.Identity || known[n.Name] || k.opts.KeepNodesOfGoneVMs {
 			continue
 		}
 		if err := k.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}}); err != nil && !apierrors.IsNotFound(err) {
@@ -338,7 +348,7 @@ func (k *Kubelet) syncNode(ctx context.Context, vm VM, node *corev1.Node, now ti
 		delete(k.renewed, vm.NodeName)
 		k.mu.Unlock()
 	}
-	if node.Annotations[AnnotationSimulated] != "true" {
+	if node.Annotations[AnnotationSimulated] != k.opts.Identity {
 		return nil // somebody else's node of the same name
 	}
 	if err := k.renewLease(ctx, node, now); err != nil {
@@ -390,7 +400,7 @@ func (k *Kubelet) nodeFor(vm VM) *corev1.Node {
 			Name:   vm.NodeName,
 			Labels: l,
 			Annotations: map[string]string{
-				AnnotationSimulated:           "true",
+				AnnotationSimulated:           k.opts.Identity,
 				controllerManagedAttachDetach: "true",
 			},
 		},

@@ -113,6 +113,8 @@ func (c *Cluster) AddNode(tb testing.TB, name string) string {
 	}
 	tb.Cleanup(func() {
 		_, _ = d.DeleteMachine(context.Background(), &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
+		// The kubelet may stop before it sees the VM gone.
+		_ = c.client.CoreV1().Nodes().Delete(context.Background(), resp.NodeName, metav1.DeleteOptions{})
 	})
 	err = poll(context.Background(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := c.client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
