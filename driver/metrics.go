@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 // Metric names, kept from MCM so that existing dashboards and alerts work.
@@ -68,17 +70,11 @@ func Instrument(d Driver, reg prometheus.Registerer) (Driver, error) {
 // registerOrReuse registers c, or returns the equal collector that reg
 // already holds.
 func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
-	err := reg.Register(c)
-	if err == nil {
-		return c, nil
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		return c, fmt.Errorf("driver: register driver metrics: %w", err)
 	}
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing, nil
-		}
-	}
-	var zero C
-	return zero, fmt.Errorf("driver: register driver metrics: %w", err)
+	return c, nil
 }
 
 type instrumented struct {

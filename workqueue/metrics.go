@@ -1,10 +1,11 @@
 package workqueue
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/mcmkit/mcm/internal/promreg"
 	kworkqueue "k8s.io/client-go/util/workqueue"
 )
 
@@ -91,16 +92,11 @@ func registerCollectors(reg prometheus.Registerer) *collectors {
 // register registers c on reg and returns it, or returns the equal collector
 // that is already registered.
 func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	err := reg.Register(c)
-	if err == nil {
-		return c
+	c, err := promreg.Register(reg, c)
+	if err != nil {
+		panic(fmt.Sprintf("workqueue: registering metrics: %v", err))
 	}
-	if are, ok := errors.AsType[prometheus.AlreadyRegisteredError](err); ok {
-		if existing, ok := are.ExistingCollector.(C); ok {
-			return existing
-		}
-	}
-	panic(fmt.Sprintf("workqueue: registering metrics: %v", err))
+	return c
 }
 
 // metricsProvider hands client-go's queue the children of our vectors for

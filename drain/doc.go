@@ -1,0 +1,150 @@
+// Package drain empties a Kubernetes node of its pods safely: in order,
+// within PodDisruptionBudgets, by a deadline, and only done once the pods'
+// volumes have detached. It needs nothing but a kubernetes.Interface and
+// works as a blocking call for tools or as resumable passes for
+// controllers.
+//
+// # Model
+//
+// Every step is observe → plan → apply. Observe reads the node, its pods
+// (a paginated LIST by spec.nodeName, or an informer cache), their
+// PodDisruptionBudgets and, when volumes matter, claims and
+// VolumeAttachments. Plan is Decide, a pure function that gives every pod
+// exactly one Decision: skip, refuse, evict (in which order group), wait
+// for an earlier group, blocked by a budget ("needs 3 healthy, has 3"),
+// wait for completion or termination, force-delete at time T. Apply sends
+// the evictions and deletions the plan calls for. Plan is the dry run;
+// Pass is one bounded step; Drain loops over Pass.
+//
+// # Which pods, in which order
+//
+//   - Mirror pods and pods that have finished are skipped. DaemonSet pods
+//     are skipped unless Options.DrainDaemonSets. Pods without a
+//     controller and pods with emptyDir volumes are evicted unless
+//     Options.RefuseUnmanaged / RefuseLocalStorage, in which case the drain
+//     refuses to touch the node while they are on it.
+//   - A pod owner may annotate mcmkit.io/drain (PolicyAnnotation) with
+//     skip, wait-completed or drain, and mcmkit.io/drain-order
+//     (OrderAnnotation) with an integer. Options.Filters decide for pods
+//     the annotation does not.
+//   - Pods drain in order groups: by order (lower first, 0 when absent),
+//     then by tier: regular pods, then system-cluster-critical and
+//     system-node-critical pods, then DaemonSet pods. A group starts only
+//     when the earlier ones are gone and their volumes have detached. To
+//     drain a storage or logging agent after everything else, give it a
+//     positive order; negative orders drain before unannotated pods.
+//
+// # Evictions and budgets
+//
+// Evictions go through policy/v1 with a UID precondition, so a replacement
+// pod with the same name is never evicted by a stale request. 404 and 409
+// mean the pod is gone. Per pass, a budget hands out no more evictions of
+// its healthy pods than its status allows, and when it allows none, one
+// probe: the API server decides, and a 429 starts an exponential backoff
+// (Options.BackoffInitial doubling up to BackoffMax) for the whole budget,
+// kept in State, so there is never a hot loop of refused evictions.
+// Budgets that allow no disruption although all their pods are healthy
+// (minAvailable equal to the replicas, maxUnavailable 0) are reported as
+// misconfigured at once, and so are pods selected by several budgets,
+// which the eviction API refuses; neither is retried.
+//
+// # Deadline
+//
+// Without a deadline, budgets are respected forever and the Result says
+// who blocks. With one (Options.Timeout from the first pass, or
+// State.Deadline), each remaining pod is deleted without the eviction API
+// at the deadline minus its termination grace period, never below one
+// second, so that it is gone by the deadline; volume waits end at the
+// deadline too. Ordering yields to the deadline: each pod goes at its own
+// time. Pods refused by the options are never force-deleted.
+//
+// # Unreachable nodes
+//
+// When the node has not been Ready (or has been tainted unreachable) for
+// UnreachableOptions.After, the kubelet cannot finish anything: evictions
+// use a one-second grace period, pods terminating for more than
+// SkipWaitAfter past their deletion time count as gone, and volumes are not
+// waited for. Budgets still apply through the eviction API.
+//
+// # Volumes
+//
+// After a pod with persistent volumes is gone, its group waits until the
+// VolumeAttachments of those volumes on this node are deleted (and, with
+// VolumeOptions.IDs, until the node's status.volumesAttached no longer
+// lists their IDs; that status alone is never trusted), at most
+// DetachTimeout. At most VolumeOptions.Parallelism pods with volumes are in
+// flight at once. Once no pod is left to drain, every remaining
+// attachment on the node that no remaining pod uses is waited for too, so
+// a pod that vanished between two passes cannot make the drain finish
+// early.
+//
+// # State and results
+//
+// Pass takes a State and returns a Result whose State is to be handed to
+// the next pass; it is small, marshals to JSON and is all a controller
+// persists (e.g. in an annotation or a status field). Result.Done says the
+// node is drained, Result.NextCheck when to look again, Result.Remaining
+// how many pods are left by action, and Result.Message names the blocking
+// pods and budgets in one line that only changes when the situation does.
+// Options.OnEvent and Result.Events report every pod event: eviction
+// started, blocked or failed, force deletion, pod gone, volumes detached.
+//
+// # Guarantees
+//
+//   - Objects from informer caches are never modified.
+//   - Every call takes its context first and never stores it; logs go to
+//     logr.FromContextOrDiscard(ctx).
+//   - Errors are wrapped with %w and returned, never only logged.
+//   - When Pass or Drain returns, every goroutine it started has ended;
+//     a cancelled context stops them promptly.
+//   - New starts nothing and registers metrics only on the Registerer it
+//     is given.
+//
+// # Metrics
+//
+// With Options.Registerer set:
+//
+//	mcm_drain_eviction_requests_total{code}  counter; code is the HTTP status (201 accepted, 429, ...) or "error"
+//	mcm_drain_force_deletions_total          counter
+//	mcm_drain_duration_seconds               histogram, from the first pass to the pass that found the node drained
+//	mcm_drain_pods_remaining{node}           gauge; the series is removed when the node is drained or uncordoned
+//
+// # Usage
+//
+// A command-line tool blocks until the node is drained:
+//
+//	d, err := drain.New(client, drain.Options{
+//		Timeout: 30 * time.Minute, // force-delete what is left by then
+//		OnEvent: func(e drain.Event) { fmt.Println(e) },
+//	})
+//	if err != nil {
+//		return err
+//	}
+//	plan, err := d.Plan(ctx, "node-1") // the dry run
+//	if err != nil {
+//		return err
+//	}
+//	fmt.Println(plan.Message)
+//	res, err := d.Drain(ctx, "node-1")
+//	if err != nil {
+//		return fmt.Errorf("%s: %w", res.Message, err)
+//	}
+//
+// A controller runs one pass per reconcile and keeps the state in its
+// object:
+//
+//	func (c *Controller) drainNode(ctx context.Context, m *v1alpha1.Machine) (time.Duration, error) {
+//		state := loadDrainState(m) // e.g. JSON from an annotation; zero at first
+//		res, err := c.drainer.Pass(ctx, nodeName(m), state)
+//		if saveErr := c.saveDrainState(ctx, m, res.State, res.Message); saveErr != nil {
+//			return 0, errors.Join(err, saveErr)
+//		}
+//		if err != nil {
+//			return 0, err
+//		}
+//		if !res.Done {
+//			return time.Until(res.NextCheck), nil // requeue
+//		}
+//		return 0, nil // go on to delete the VM
+//	}
+package drain

@@ -1,0 +1,823 @@
+package drain_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/apimachinery/pkg/watch"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/simcluster"
+	"github.com/mcmkit/mcm/internal/testenv"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{})
+}
+
+// fixture is one test's simulated cluster and namespace.
+type fixture struct {
+	env     *testenv.Env
+	client  kubernetes.Interface
+	ns      string
+	cluster *simcluster.Cluster
+}
+
+func newFixture(t *testing.T, kubelet sim.KubeletOptions) *fixture {
+	t.Helper()
+	env := testenv.Get(t)
+	f := &fixture{env: env, client: env.Client(), ns: env.Namespace(t)}
+	f.cluster = simcluster.Start(t, f.client, simcluster.Options{Kubelet: kubelet})
+	return f
+}
+
+// node adds a simulated node named after the test namespace.
+func (f *fixture) node(t *testing.T, suffix string) string {
+	t.Helper()
+	return f.cluster.AddNode(t, f.ns[len(f.ns)-6:]+"-"+suffix)
+}
+
+// onNodes pins a pod template to the given nodes by hostname.
+func onNodes(nodes ...string) func(*corev1.PodTemplateSpec) {
+	return func(tpl *corev1.PodTemplateSpec) {
+		tpl.Spec.NodeSelector = nil
+		tpl.Spec.Affinity = &corev1.Affinity{NodeAffinity: &corev1.NodeAffinity{
+			RequiredDuringSchedulingIgnoredDuringExecution: &corev1.NodeSelector{NodeSelectorTerms: []corev1.NodeSelectorTerm{{
+				MatchExpressions: []corev1.NodeSelectorRequirement{{Key: corev1.LabelHostname, Operator: corev1.NodeSelectorOpIn, Values: nodes}},
+			}}},
+		}}
+	}
+}
+
+func (f *fixture) deployment(t *testing.T, name, node string, replicas int32, mutate ...func(*corev1.PodTemplateSpec)) {
+	t.Helper()
+	ctx := context.Background()
+	err := simcluster.CreateDeployment(ctx, f.client, f.ns, name, node, replicas, func(tpl *corev1.PodTemplateSpec) {
+		for _, m := range mutate {
+			m(tpl)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (f *fixture) waitRunning(t *testing.T, selector string, n int) {
+	t.Helper()
+	if err := simcluster.WaitPodsRunning(context.Background(), f.client, f.ns, selector, n); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// pdb creates a budget over app=app and waits until the disruption
+// controller has computed its status with all pods healthy.
+func (f *fixture) pdb(t *testing.T, app string, spec policyv1.PodDisruptionBudgetSpec, healthy int32) {
+	t.Helper()
+	ctx := context.Background()
+	spec.Selector = &metav1.LabelSelector{MatchLabels: map[string]string{"app": app}}
+	pdb := &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Name: app}, Spec: spec}
+	if _, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		got, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Get(ctx, app, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == healthy,
+			fmt.Sprintf("status %+v", got.Status)
+	})
+}
+
+func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var ok bool
+		ok, last = cond(ctx)
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("not within %v: %s", timeout, last)
+	}
+}
+
+// eventLog collects the drain's pod events.
+type eventLog struct {
+	mu     sync.Mutex
+	events []drain.Event
+}
+
+func (l *eventLog) add(e drain.Event) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) of(typ drain.EventType) []drain.Event {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var out []drain.Event
+	for _, e := range l.events {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// podTimeline watches the pods of a namespace and records, per pod name,
+// when its termination began and when it was gone.
+type podTimeline struct {
+	mu          sync.Mutex
+	terminating map[string]time.Time
+	gone        map[string]time.Time
+	onChange    func(map[types.UID]*corev1.Pod)
+	pods        map[types.UID]*corev1.Pod
+}
+
+func watchPods(t *testing.T, client kubernetes.Interface, ns, selector string, onChange func(map[types.UID]*corev1.Pod)) *podTimeline {
+	t.Helper()
+	tl := &podTimeline{terminating: map[string]time.Time{}, gone: map[string]time.Time{}, onChange: onChange, pods: map[types.UID]*corev1.Pod{}}
+	ctx, cancel := context.WithCancel(context.Background())
+	list, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: selector})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The callback sees whole states only: the listed pods go in at once.
+	callback := tl.onChange
+	tl.onChange = nil
+	for i := range list.Items {
+		tl.observe(watch.Added, &list.Items[i])
+	}
+	tl.onChange = callback
+	if callback != nil {
+		callback(tl.pods)
+	}
+	w, err := client.CoreV1().Pods(ns).Watch(ctx, metav1.ListOptions{LabelSelector: selector, ResourceVersion: list.ResourceVersion})
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for ev := range w.ResultChan() {
+			if pod, ok := ev.Object.(*corev1.Pod); ok {
+				tl.observe(ev.Type, pod)
+			}
+		}
+	}()
+	t.Cleanup(func() {
+		cancel()
+		w.Stop()
+		<-done
+	})
+	return tl
+}
+
+func (tl *podTimeline) observe(typ watch.EventType, pod *corev1.Pod) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	now := time.Now()
+	if pod.DeletionTimestamp != nil {
+		if _, seen := tl.terminating[pod.Name]; !seen {
+			tl.terminating[pod.Name] = now
+		}
+	}
+	if typ == watch.Deleted {
+		tl.gone[pod.Name] = now
+		delete(tl.pods, pod.UID)
+	} else {
+		tl.pods[pod.UID] = pod
+	}
+	if tl.onChange != nil {
+		tl.onChange(tl.pods)
+	}
+}
+
+func (tl *podTimeline) times(name string) (terminating, gone time.Time) {
+	tl.mu.Lock()
+	defer tl.mu.Unlock()
+	return tl.terminating[name], tl.gone[name]
+}
+
+func podReady(p *corev1.Pod) bool {
+	for _, c := range p.Status.Conditions {
+		if c.Type == corev1.PodReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+// TestDrainRespectsDisruptionBudget drains 60 pods of three Deployments,
+// one of them under a budget with maxUnavailable 1: the budget's pods are
+// evicted one at a time as their replacements become ready on a second
+// node, and the 429s in between are retried with backoff.
+func TestDrainRespectsDisruptionBudget(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	ctx := context.Background()
+	source, spare := f.node(t, "source"), f.node(t, "spare")
+
+	drainer, err := drain.New(f.client, drain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := drainer.Cordon(ctx, spare); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"free-a", "free-b", "guarded"} {
+		f.deployment(t, app, source, 20, onNodes(source, spare))
+	}
+	for _, app := range []string{"free-a", "free-b", "guarded"} {
+		f.waitRunning(t, "app="+app, 20)
+	}
+	f.pdb(t, "guarded", policyv1.PodDisruptionBudgetSpec{MaxUnavailable: ptr.To(intstr.FromInt32(1))}, 20)
+	if err := drainer.Uncordon(ctx, spare); err != nil {
+		t.Fatal(err)
+	}
+
+	// Unavailable = replicas - pods that are Ready and not terminating.
+	var mu sync.Mutex
+	worst := 0
+	watchPods(t, f.client, f.ns, "app=guarded", func(pods map[types.UID]*corev1.Pod) {
+		available := 0
+		for _, p := range pods {
+			if p.DeletionTimestamp == nil && podReady(p) {
+				available++
+			}
+		}
+		mu.Lock()
+		worst = max(worst, 20-available)
+		mu.Unlock()
+	})
+
+	reg := prometheus.NewRegistry()
+	var log eventLog
+	const backoff = 300 * time.Millisecond
+	drainer, err = drain.New(f.client, drain.Options{
+		Registerer:     reg,
+		OnEvent:        log.add,
+		BackoffInitial: backoff,
+		BackoffMax:     2 * time.Second,
+		PollInterval:   500 * time.Millisecond,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainCtx, cancel := context.WithTimeout(ctx, 4*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := drainer.Drain(drainCtx, source)
+	if err != nil {
+		t.Fatalf("drain: %v (%s)", err, res.Message)
+	}
+	took := time.Since(start)
+	t.Logf("drained 60 pods in %v: %d evictions", took, len(log.of(drain.EventEvictionStarted)))
+
+	mu.Lock()
+	defer mu.Unlock()
+	if worst > 1 {
+		t.Errorf("at one moment %d pods of the budget's set were unavailable; the budget allows 1", worst)
+	}
+	if got := len(log.of(drain.EventEvictionStarted)); got != 60 {
+		t.Errorf("%d evictions started, want 60", got)
+	}
+	blocked := log.of(drain.EventEvictionBlocked)
+	if len(blocked) == 0 {
+		t.Fatal("no eviction was refused by the budget; the test proves nothing")
+	}
+	// Backoff, not a hot loop: refusals come in rounds (one pass may ask for
+	// several pods of the budget at once), and rounds are at least the
+	// initial backoff apart.
+	var rounds []time.Time
+	for _, e := range blocked {
+		if len(rounds) == 0 || e.Time.Sub(rounds[len(rounds)-1]) > 100*time.Millisecond {
+			rounds = append(rounds, e.Time)
+		}
+	}
+	for i := 1; i < len(rounds); i++ {
+		if gap := rounds[i].Sub(rounds[i-1]); gap < backoff-50*time.Millisecond {
+			t.Errorf("refused evictions retried after %v, less than the backoff %v", gap, backoff)
+		}
+	}
+	if n := testutil.CollectAndCount(reg); n == 0 {
+		t.Error("no drain metrics registered")
+	}
+	t.Logf("%d refusals in %d rounds", len(blocked), len(rounds))
+}
+
+// TestDrainOrderGroups drains pods of order groups 0, 10 and 20 and a
+// system-critical pod group by group, and leaves the DaemonSet pod alone.
+func TestDrainOrderGroups(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	ctx := context.Background()
+	node := f.node(t, "order")
+
+	order := func(n string) func(*corev1.PodTemplateSpec) {
+		return func(tpl *corev1.PodTemplateSpec) {
+			tpl.Annotations = map[string]string{drain.OrderAnnotation: n}
+		}
+	}
+	f.deployment(t, "g0", node, 3, order("0"))
+	f.deployment(t, "g10", node, 3, order("10"))
+	f.deployment(t, "g20", node, 3, order("20"))
+	f.deployment(t, "critical", node, 1, func(tpl *corev1.PodTemplateSpec) {
+		tpl.Spec.PriorityClassName = "system-cluster-critical"
+	})
+	ds := daemonSet(f.ns, node)
+	if _, err := f.client.AppsV1().DaemonSets(f.ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	for _, app := range []string{"g0", "g10", "g20", "critical", "agent"} {
+		want := 3
+		if app == "critical" || app == "agent" {
+			want = 1
+		}
+		f.waitRunning(t, "app="+app, want)
+	}
+
+	drainer, err := drain.New(f.client, drain.Options{PollInterval: 300 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := drainer.Plan(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	groupOf := map[string]drain.Group{}
+	var daemonPod string
+	for _, d := range plan.Decisions {
+		if d.Action == drain.ActionSkip {
+			if d.Cause == drain.CauseDaemonSet {
+				daemonPod = d.Pod.Name
+			}
+			continue
+		}
+		groupOf[d.Pod.Name] = d.Group
+	}
+	wantGroups := []drain.Group{
+		{Order: 0, Tier: drain.TierRegular}, {Order: 0, Tier: drain.TierCritical},
+		{Order: 10, Tier: drain.TierRegular}, {Order: 20, Tier: drain.TierRegular},
+	}
+	if !slices.Equal(plan.Groups, wantGroups) {
+		t.Fatalf("planned groups %v, want %v", plan.Groups, wantGroups)
+	}
+	if daemonPod == "" {
+		t.Fatalf("the DaemonSet pod is not planned to be skipped: %+v", plan.Decisions)
+	}
+
+	tl := watchPods(t, f.client, f.ns, "app in (g0,g10,g20,critical)", nil)
+	drainCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	if res, err := drainer.Drain(drainCtx, node); err != nil {
+		t.Fatalf("drain: %v (%s)", err, res.Message)
+	}
+
+	// Every pod of a group is gone before any pod of the next group starts
+	// terminating.
+	for i := 1; i < len(wantGroups); i++ {
+		var lastGone, firstStart time.Time
+		for name, g := range groupOf {
+			term, gone := tl.times(name)
+			switch g {
+			case wantGroups[i-1]:
+				if gone.IsZero() {
+					t.Fatalf("pod %s of group %v never went", name, g)
+				}
+				if gone.After(lastGone) {
+					lastGone = gone
+				}
+			case wantGroups[i]:
+				if firstStart.IsZero() || term.Before(firstStart) {
+					firstStart = term
+				}
+			}
+		}
+		if firstStart.Before(lastGone) {
+			t.Errorf("group %v started terminating at %v, before group %v was gone at %v",
+				wantGroups[i], firstStart.Format(time.StampMilli), wantGroups[i-1], lastGone.Format(time.StampMilli))
+		}
+	}
+	pod, err := f.client.CoreV1().Pods(f.ns).Get(ctx, daemonPod, metav1.GetOptions{})
+	if err != nil || pod.DeletionTimestamp != nil {
+		t.Errorf("DaemonSet pod %s was touched: err=%v", daemonPod, err)
+	}
+}
+
+func daemonSet(ns, node string) *appsv1.DaemonSet {
+	labels := map[string]string{"app": "agent"}
+	return &appsv1.DaemonSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
+		Spec: appsv1.DaemonSetSpec{
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: corev1.PodTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec: corev1.PodSpec{
+					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
+					TerminationGracePeriodSeconds: ptr.To[int64](1),
+					Containers:                    []corev1.Container{{Name: "agent", Image: "registry.invalid/agent:1"}},
+				},
+			},
+		},
+	}
+}
+
+// TestDrainMisconfiguredBudget names a budget that can never allow a
+// disruption at once, and under a 30 s deadline force-deletes its pods no
+// earlier than the deadline minus their grace period.
+func TestDrainMisconfiguredBudget(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	ctx := context.Background()
+	node := f.node(t, "strict")
+	const grace = 5 * time.Second
+	f.deployment(t, "strict", node, 3, func(tpl *corev1.PodTemplateSpec) {
+		tpl.Spec.TerminationGracePeriodSeconds = ptr.To(int64(grace / time.Second))
+	})
+	f.waitRunning(t, "app=strict", 3)
+	f.pdb(t, "strict", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(3))}, 3)
+	pdbName := f.ns + "/strict"
+
+	var log eventLog
+	drainer, err := drain.New(f.client, drain.Options{Timeout: 30 * time.Second, OnEvent: log.add, PollInterval: 500 * time.Millisecond})
+	if err != nil {
+		t.Fatal(err)
+	}
+	plan, err := drainer.Plan(ctx, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertMisconfigured(t, "Plan", plan, pdbName)
+	res, err := drainer.Pass(ctx, node, drain.State{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	assertMisconfigured(t, "Pass", res.Plan, pdbName)
+	if res.Evictions != 0 {
+		t.Errorf("first pass evicted %d pods through a budget that allows none", res.Evictions)
+	}
+
+	// Go on from the first pass's state: its deadline stands.
+	deadline := res.State.Deadline
+	if got := deadline.Sub(res.State.Start); got != 30*time.Second {
+		t.Fatalf("deadline %v after start, want 30s", got)
+	}
+	state := res.State
+	drainCtx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	for !res.Done {
+		if wait := time.Until(res.NextCheck); wait > 0 {
+			select {
+			case <-drainCtx.Done():
+				t.Fatalf("drain not done by the test's limit: %s", res.Message)
+			case <-time.After(wait):
+			}
+		}
+		res, err = drainer.Pass(drainCtx, node, state)
+		if err != nil {
+			t.Fatalf("pass: %v", err)
+		}
+		state = res.State
+	}
+	forced := log.of(drain.EventForceDeleted)
+	if len(forced) != 3 {
+		t.Fatalf("%d pods force-deleted, want 3; events: %v", len(forced), log.events)
+	}
+	for _, e := range forced {
+		if e.Time.Before(deadline.Add(-grace)) {
+			t.Errorf("pod %s force-deleted at %v, before deadline - grace = %v", e.Pod, e.Time.Format(time.StampMilli), deadline.Add(-grace).Format(time.StampMilli))
+		}
+	}
+}
+
+func assertMisconfigured(t *testing.T, what string, plan drain.Plan, pdb string) {
+	t.Helper()
+	blocked := 0
+	for _, d := range plan.Decisions {
+		if d.Action == drain.ActionBlocked && d.Cause == drain.CauseMisconfiguredPDB {
+			blocked++
+		}
+	}
+	if blocked != 3 {
+		t.Errorf("%s: %d pods blocked by a misconfigured budget, want 3: %+v", what, blocked, plan.Decisions)
+	}
+	if !strings.Contains(plan.Message, pdb) {
+		t.Errorf("%s: message %q does not name the budget %s", what, plan.Message, pdb)
+	}
+}
+
+// TestDrainNeverEvictsAReplacement gives the drain a stale view in which a
+// pod still has its old UID; the pod has meanwhile been replaced by a new
+// one of the same name, which the eviction must not touch.
+func TestDrainNeverEvictsAReplacement(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	ctx := context.Background()
+	node := f.node(t, "uid")
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "stateful-0", Namespace: f.ns, Labels: map[string]string{"app": "uid"}},
+		Spec: corev1.PodSpec{
+			NodeName:                      node,
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "app", Image: "registry.invalid/app:1"}},
+		},
+	}
+	old, err := f.client.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := f.client.CoreV1().Pods(f.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		_, err := f.client.CoreV1().Pods(f.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), "old pod still there"
+	})
+	replacement, err := f.client.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.waitRunning(t, "app=uid", 1)
+
+	stale := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	if err := stale.Add(old); err != nil {
+		t.Fatal(err)
+	}
+	var log eventLog
+	drainer, err := drain.New(f.client, drain.Options{Listers: drain.Listers{Pods: stale}, OnEvent: log.add})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := drainer.Pass(ctx, node, drain.State{})
+	if err != nil {
+		t.Fatalf("pass: %v", err)
+	}
+	if res.Evictions != 0 {
+		t.Errorf("pass reports %d evictions of a pod that no longer exists", res.Evictions)
+	}
+	got, err := f.client.CoreV1().Pods(f.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatalf("replacement pod: %v", err)
+	}
+	if got.UID != replacement.UID || got.DeletionTimestamp != nil {
+		t.Errorf("the replacement pod was evicted (uid %s, deleting %v)", got.UID, got.DeletionTimestamp != nil)
+	}
+	for _, d := range res.Decisions {
+		if d.Pod.UID == old.UID && d.Action != drain.ActionGone {
+			t.Errorf("stale pod's decision %s, want %s", d.Action, drain.ActionGone)
+		}
+	}
+}
+
+// TestDrainWaitsForVolumeDetach drains six pods with simulated attachable
+// volumes, three at a time, each waiting until kube-controller-manager's
+// attach-detach controller has removed its VolumeAttachment.
+func TestDrainWaitsForVolumeDetach(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{DetachDelay: 2 * time.Second})
+	ctx := context.Background()
+	node := f.node(t, "volumes")
+	csiDriver := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: sim.CSIDriverName},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)},
+	}
+	if _, err := f.client.StorageV1().CSIDrivers().Create(ctx, csiDriver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	const pods = 6
+	pvOf := map[string]string{}
+	for i := range pods {
+		name := fmt.Sprintf("db-%d", i)
+		pvOf[name] = f.volume(t, name)
+		pod := &corev1.Pod{
+			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "db"}},
+			Spec: corev1.PodSpec{
+				NodeName:                      node,
+				TerminationGracePeriodSeconds: ptr.To[int64](1),
+				Containers:                    []corev1.Container{{Name: "db", Image: "registry.invalid/db:1"}},
+				Volumes: []corev1.Volume{{Name: "data", VolumeSource: corev1.VolumeSource{
+					PersistentVolumeClaim: &corev1.PersistentVolumeClaimVolumeSource{ClaimName: name},
+				}}},
+			},
+		}
+		if _, err := f.client.CoreV1().Pods(f.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	f.waitRunning(t, "app=db", pods)
+	attached := func(ctx context.Context) (map[string]bool, error) {
+		list, err := f.client.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, err
+		}
+		out := map[string]bool{}
+		for _, va := range list.Items {
+			if va.Spec.NodeName == node && va.Spec.Source.PersistentVolumeName != nil {
+				out[*va.Spec.Source.PersistentVolumeName] = va.Status.Attached
+			}
+		}
+		return out, nil
+	}
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		got, err := attached(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		n := 0
+		for _, ok := range got {
+			if ok {
+				n++
+			}
+		}
+		return n == pods, fmt.Sprintf("%d of %d volumes attached", n, pods)
+	})
+
+	var log eventLog
+	drainer, err := drain.New(f.client, drain.Options{
+		OnEvent:      log.add,
+		PollInterval: 300 * time.Millisecond,
+		Volumes:      drain.VolumeOptions{Parallelism: 3},
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	drainCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
+	defer cancel()
+	if res, err := drainer.Drain(drainCtx, node); err != nil {
+		t.Fatalf("drain: %v (%s)", err, res.Message)
+	}
+
+	started := map[string]time.Time{}
+	for _, e := range log.of(drain.EventEvictionStarted) {
+		started[e.Pod.Name] = e.Time
+	}
+	detached := map[string]time.Time{}
+	for _, e := range log.of(drain.EventVolumesDetached) {
+		detached[e.Pod.Name] = e.Time
+		if !slices.Equal(e.Volumes, []string{pvOf[e.Pod.Name]}) {
+			t.Errorf("pod %s: detached volumes %v, want [%s]", e.Pod.Name, e.Volumes, pvOf[e.Pod.Name])
+		}
+	}
+	if len(started) != pods || len(detached) != pods {
+		t.Fatalf("%d evictions and %d detaches, want %d each", len(started), len(detached), pods)
+	}
+	// Concurrency: at no moment more than three pods between eviction and
+	// detach, and more than one at some moment.
+	most := 0
+	for _, from := range started {
+		inFlight := 0
+		for other, s := range started {
+			if !s.After(from) && detached[other].After(from) {
+				inFlight++
+			}
+		}
+		most = max(most, inFlight)
+	}
+	if most > 3 || most < 2 {
+		t.Errorf("at most %d volume pods in flight at once, want between 2 and 3 (parallelism 3)", most)
+	}
+	left, err := attached(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(left) != 0 {
+		t.Errorf("volume attachments left on the node after the drain: %v", left)
+	}
+}
+
+// volume creates a bound claim named name on a simulated CSI volume and
+// returns the volume's name.
+func (f *fixture) volume(t *testing.T, name string) string {
+	t.Helper()
+	ctx := context.Background()
+	pvName := f.ns + "-" + name
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: sim.CSIDriverName, VolumeHandle: "vol-" + pvName,
+			}},
+			ClaimRef: &corev1.ObjectReference{Namespace: f.ns, Name: name},
+		},
+	}
+	if _, err := f.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		_ = f.client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
+			VolumeName:       pvName,
+			StorageClassName: ptr.To(""),
+		},
+	}
+	if _, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		got, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.Phase == corev1.ClaimBound, fmt.Sprintf("claim %s is %s", name, got.Status.Phase)
+	})
+	return pvName
+}
+
+// TestDrainHonoursContextDeadline drains a node blocked by a budget with a
+// 20 s context: Drain returns when the context ends, with a Result naming
+// the budget.
+func TestDrainHonoursContextDeadline(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	ctx := context.Background()
+	node := f.node(t, "blocked")
+	f.deployment(t, "blocked", node, 2)
+	f.waitRunning(t, "app=blocked", 2)
+	f.pdb(t, "blocked", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 2)
+
+	drainer, err := drain.New(f.client, drain.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const limit = 20 * time.Second
+	drainCtx, cancel := context.WithTimeout(ctx, limit)
+	defer cancel()
+	start := time.Now()
+	res, err := drainer.Drain(drainCtx, node)
+	took := time.Since(start)
+	if !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("Drain returned %v, want an error wrapping context.DeadlineExceeded", err)
+	}
+	if took < limit-time.Second || took > limit+time.Second {
+		t.Errorf("Drain returned after %v, want %v ± 1s", took, limit)
+	}
+	if !strings.Contains(res.Message, f.ns+"/blocked") || !strings.Contains(err.Error(), f.ns+"/blocked") {
+		t.Errorf("result message %q / error %q do not name the budget", res.Message, err)
+	}
+}
+
+// BenchmarkDrain200Pods drains a node running 200 pods of a Deployment, no
+// PodDisruptionBudgets, and reports pods drained per second. The benchmark
+// module under bench/ runs the same workload through kubectl's drain.
+func BenchmarkDrain200Pods(b *testing.B) {
+	const pods = 200
+	env := testenv.Get(b)
+	client := env.Client()
+	cluster := simcluster.Start(b, client, simcluster.Options{})
+	ctx := context.Background()
+	drainer, err := drain.New(client, drain.Options{PollInterval: 100 * time.Millisecond, EvictionConcurrency: 50})
+	if err != nil {
+		b.Fatal(err)
+	}
+	var total time.Duration
+	b.ResetTimer()
+	for i := 0; i < b.N; i++ {
+		b.StopTimer()
+		ns := env.Namespace(b)
+		node := cluster.AddNode(b, fmt.Sprintf("%s-n%d", ns[len(ns)-6:], i))
+		if err := simcluster.CreateDeployment(ctx, client, ns, "load", node, pods, nil); err != nil {
+			b.Fatal(err)
+		}
+		if err := simcluster.WaitPodsRunning(ctx, client, ns, "app=load", pods); err != nil {
+			b.Fatal(err)
+		}
+		b.StartTimer()
+		start := time.Now()
+		if res, err := drainer.Drain(ctx, node); err != nil {
+			b.Fatalf("drain: %v (%s)", err, res.Message)
+		}
+		total += time.Since(start)
+		b.StopTimer()
+		if left, err := simcluster.PodsOnNode(ctx, client, node); err != nil || left != 0 {
+			b.Fatalf("%d pods left on %s after the drain (%v)", left, node, err)
+		}
+	}
+	b.ReportMetric(float64(pods*b.N)/total.Seconds(), "pods/s")
+}

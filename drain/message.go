@@ -1,0 +1,207 @@
+package drain
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+)
+
+// maxNamed is how many pods a message names per reason before it says
+// "and N more".
+const maxNamed = 3
+
+// finish computes the summary fields of p from its decisions and volume
+// waits: Remaining, Done, NextCheck and Message.
+func finish(p *Plan, opts Options) {
+	opts = opts.withDefaults()
+	now := p.Now
+	var next time.Time
+	wake := func(t time.Time) {
+		if t.Before(now) {
+			t = now
+		}
+		if next.IsZero() || t.Before(next) {
+			next = t
+		}
+	}
+	poll := now.Add(opts.PollInterval)
+
+	p.Remaining = map[Action]int{}
+	for _, d := range p.Decisions {
+		if d.Action == ActionSkip || d.Action == ActionGone {
+			continue
+		}
+		p.Remaining[d.Action]++
+		switch d.Action {
+		case ActionEvict, ActionForceDelete:
+			if d.Error == "" {
+				wake(now) // work left for this very moment
+			} else {
+				wake(poll) // failed: do not retry in a hot loop
+			}
+		case ActionBlocked:
+			if !d.RetryAt.IsZero() {
+				wake(d.RetryAt)
+			} else {
+				wake(poll)
+			}
+		default:
+			wake(poll)
+		}
+		if d.ForceAt.After(now) {
+			wake(d.ForceAt)
+		}
+	}
+	for _, v := range p.Volumes {
+		wake(poll)
+		wake(v.Until)
+	}
+	if len(p.Remaining) == 0 {
+		p.Remaining = nil
+	}
+	p.Done = len(p.Remaining) == 0 && len(p.Volumes) == 0
+	p.NextCheck = time.Time{}
+	if !p.Done {
+		if !p.Unreachable && !p.NotReadySince.IsZero() && opts.Unreachable.After >= 0 {
+			wake(p.NotReadySince.Add(opts.Unreachable.After))
+		}
+		p.NextCheck = next
+	}
+	p.Message = message(p)
+}
+
+// message renders the short human summary of a plan. It names pods and
+// budgets but no times, so that it is stable while nothing changes.
+func message(p *Plan) string {
+	if p.Done {
+		skipped := 0
+		for _, d := range p.Decisions {
+			if d.Action == ActionSkip {
+				skipped++
+			}
+		}
+		if skipped == 0 {
+			return fmt.Sprintf("node %s is drained", p.Node)
+		}
+		return fmt.Sprintf("node %s is drained (%s left on it by policy)", p.Node, plural(skipped, "pod"))
+	}
+
+	type bucket struct {
+		title string
+		pods  []string
+	}
+	var order []string
+	buckets := map[string]*bucket{}
+	add := func(key, title, pod string) {
+		b, ok := buckets[key]
+		if !ok {
+			b = &bucket{title: title}
+			buckets[key] = b
+			order = append(order, key)
+		}
+		b.pods = append(b.pods, pod)
+	}
+	// The rank prefix of a key fixes the order of the parts.
+	for _, d := range p.Decisions {
+		pod := d.Pod.String()
+		switch d.Action {
+		case ActionRefuse:
+			add("0", "refused", pod+" ("+d.Reason+")")
+		case ActionBlocked:
+			switch {
+			case d.Cause == CauseRefusedPods:
+				add("9held", "held back by the refused pods", pod)
+			case d.Cause == CauseMultiplePDBs:
+				add("1multi", "selected by several PDBs, which the eviction API refuses", pod+" ("+pdbNames(d.PDBs)+")")
+			case len(d.PDBs) == 1 && (d.Cause == CauseDisruptionBudget || d.Cause == CauseMisconfiguredPDB):
+				add("1pdb "+d.PDBs[0].Name, "blocked by PDB "+d.PDBs[0].String(), pod)
+			case d.Cause == CauseNamespaceTerminating:
+				add("2ns", "in a terminating namespace", pod)
+			default:
+				add("2tmr", "eviction refused with 429, retrying", pod)
+			}
+		case ActionForceDelete:
+			if d.Error != "" {
+				add("3fail", "deletion failed", pod+": "+d.Error)
+			} else {
+				add("3force", "to force-delete", pod)
+			}
+		case ActionEvict:
+			if d.Error != "" {
+				add("4fail", "eviction failed", pod+": "+d.Error)
+			} else {
+				add("4evict", "to evict", pod)
+			}
+		case ActionWaitTermination:
+			add("5term", "terminating", pod)
+		case ActionWaitCompletion:
+			add("6compl", "waiting to complete", pod)
+		case ActionWaitVolumeSlot:
+			add("7slot", "waiting for a volume slot", pod)
+		case ActionWaitGroup:
+			current := ""
+			if len(p.Groups) > 0 {
+				current = " " + p.Groups[0].String()
+			}
+			add("8group", "in later groups, waiting for"+current, pod)
+		}
+	}
+	slices.Sort(order)
+
+	parts := make([]string, 0, len(order)+1)
+	for _, key := range order {
+		b := buckets[key]
+		if key == "8group" || key == "9held" {
+			parts = append(parts, fmt.Sprintf("%s %s", plural(len(b.pods), "pod"), b.title))
+			continue
+		}
+		parts = append(parts, b.title+": "+nameList(b.pods))
+	}
+	if len(p.Volumes) > 0 {
+		var detach, reattach []string
+		for _, v := range p.Volumes {
+			owner := ""
+			if !v.Pod.IsZero() {
+				owner = " (" + v.Pod.String() + ")"
+			}
+			for _, pv := range v.Volumes {
+				if v.Phase == VolumeReattach {
+					reattach = append(reattach, pv+owner)
+				} else {
+					detach = append(detach, pv+owner)
+				}
+			}
+		}
+		if len(detach) > 0 {
+			parts = append(parts, "volumes to detach: "+nameList(detach))
+		}
+		if len(reattach) > 0 {
+			parts = append(parts, "volumes to re-attach elsewhere: "+nameList(reattach))
+		}
+	}
+	n := p.RemainingPods()
+	return fmt.Sprintf("%s remaining: %s", plural(n, "pod"), strings.Join(parts, "; "))
+}
+
+func nameList(names []string) string {
+	if len(names) <= maxNamed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxNamed], ", "), len(names)-maxNamed)
+}
+
+func pdbNames(pdbs []PDBStatus) string {
+	names := make([]string, len(pdbs))
+	for i, s := range pdbs {
+		names[i] = s.Name
+	}
+	return strings.Join(names, ", ")
+}
+
+func plural(n int, noun string) string {
+	if n == 1 {
+		return "1 " + noun
+	}
+	return fmt.Sprintf("%d %ss", n, noun)
+}
