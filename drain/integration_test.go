@@ -21,7 +21,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/apimachinery/pkg/watch"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
@@ -101,7 +100,7 @@ func (f *fixture) pdb(t *testing.T, app string, spec policyv1.PodDisruptionBudge
 	if _, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := f.client.PolicyV1().PodDisruptionBudgets(f.ns).Get(ctx, app, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -109,19 +108,6 @@ func (f *fixture) pdb(t *testing.T, app string, spec policyv1.PodDisruptionBudge
 		return got.Status.ObservedGeneration == got.Generation && got.Status.CurrentHealthy == healthy,
 			fmt.Sprintf("status %+v", got.Status)
 	})
-}
-
-func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("not within %v: %s", timeout, last)
-	}
 }
 
 // eventLog collects the drain's pod events.
@@ -550,7 +536,7 @@ func TestDrainNeverEvictsAReplacement(t *testing.T) {
 	if err := f.client.CoreV1().Pods(f.ns).Delete(ctx, pod.Name, metav1.DeleteOptions{GracePeriodSeconds: ptr.To[int64](0)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		_, err := f.client.CoreV1().Pods(f.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), "old pod still there"
 	})
@@ -638,7 +624,7 @@ func TestDrainWaitsForVolumeDetach(t *testing.T) {
 		}
 		return out, nil
 	}
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := attached(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -741,7 +727,7 @@ func (f *fixture) volume(t *testing.T, name string) string {
 	if _, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

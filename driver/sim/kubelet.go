@@ -252,7 +252,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 
 // dropManagedFields keeps the caches small; nothing here reads them.
 func dropManagedFields(obj any) (any, error) {
-	if o, ok := obj.(metav1.Object); ok {
+	if o, ok := obj.(metav1.Object); ok && o.GetManagedFields() != nil {
 		o.SetManagedFields(nil)
 	}
 	return obj, nil

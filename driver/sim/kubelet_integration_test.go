@@ -12,55 +12,18 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/simcluster"
 	"github.com/mcmkit/mcm/internal/testenv"
 )
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{})
-}
-
-// startKubelet runs a simulated kubelet for cloud against the test
-// environment until the test ends.
-func startKubelet(t *testing.T, cloud *sim.Cloud, client kubernetes.Interface, opts sim.KubeletOptions) *sim.Kubelet {
-	t.Helper()
-	k := sim.NewKubelet(cloud, client, opts)
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- k.Run(ctx) }()
-	t.Cleanup(func() {
-		cancel()
-		if err := <-done; err != nil {
-			t.Errorf("kubelet Run: %v", err)
-		}
-	})
-	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
-	defer waitCancel()
-	if err := k.WaitRunning(waitCtx); err != nil {
-		t.Fatalf("kubelet caches never synced: %v", err)
-	}
-	return k
-}
-
-// eventually polls cond until it holds or fails t after timeout with cond's
-// last explanation.
-func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("not within %v: %s", timeout, last)
-	}
 }
 
 // simMachine returns the objects CreateMachine needs for a machine named
@@ -96,7 +59,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startKubelet(t, cloud, client, sim.KubeletOptions{})
+	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{})
 	d := cloud.Driver()
 
 	const count = 50
@@ -123,7 +86,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 		}
 		return out, nil
 	}
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		nodes, err := simNodes(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -146,7 +109,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 			t.Fatalf("delete %s: %v", machine.Name, err)
 		}
 	}
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		nodes, err := simNodes(ctx)
 		if err != nil {
 			return false, err.Error()
@@ -175,7 +138,7 @@ func oneNode(t *testing.T, cloud *sim.Cloud, client kubernetes.Interface, ns, na
 	t.Cleanup(func() {
 		_, _ = cloud.Driver().DeleteMachine(context.Background(), &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
 	})
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -195,12 +158,12 @@ func TestKubeletNodeConditions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := startKubelet(t, cloud, client, sim.KubeletOptions{})
+	k := simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{})
 	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-cond")
 
 	k.SetCondition(node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "container runtime is down"})
 	k.SetCondition(node, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue, Reason: "DockerHung"})
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -211,7 +174,7 @@ func TestKubeletNodeConditions(t *testing.T) {
 
 	// The node lifecycle controller reacts to the NotReady node with its
 	// taint, as in a real cluster.
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -225,7 +188,7 @@ func TestKubeletNodeConditions(t *testing.T) {
 	})
 
 	k.ClearCondition(node, corev1.NodeReady)
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -245,7 +208,7 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	startKubelet(t, cloud, client, sim.KubeletOptions{TerminationFraction: 0.5})
+	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{TerminationFraction: 0.5})
 	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-pods")
 
 	ctx := context.Background()
@@ -262,7 +225,7 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -280,7 +243,7 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 	if err := client.CoreV1().Pods(ns).Delete(ctx, "p0", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		_, err := client.CoreV1().Pods(ns).Get(ctx, "p0", metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("pod still there (err=%v)", err)
 	})
@@ -312,7 +275,7 @@ func TestKubeletStoppedVMFallsSilent(t *testing.T) {
 	}
 	// Renew leases every 2.5 s so the environment's 20 s grace period is
 	// the only wait.
-	startKubelet(t, cloud, client, sim.KubeletOptions{LeaseDuration: 10 * time.Second})
+	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{LeaseDuration: 10 * time.Second})
 	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-stop")
 	vm, ok := findVM(cloud, node)
 	if !ok {
@@ -321,7 +284,7 @@ func TestKubeletStoppedVMFallsSilent(t *testing.T) {
 	if err := cloud.StopVM(vm.ProviderID); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 90*time.Second, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -353,7 +316,7 @@ func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	const detachDelay = 3 * time.Second
-	startKubelet(t, cloud, client, sim.KubeletOptions{DetachDelay: detachDelay})
+	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{DetachDelay: detachDelay})
 	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-vol")
 	ctx := context.Background()
 
@@ -398,7 +361,7 @@ func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 	}
 	// The attach-detach controller builds a pod's volumes when it sees the
 	// pod; a claim that is not bound yet would postpone that by minutes.
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -430,7 +393,7 @@ func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 		}
 		return nil, nil
 	}
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		va, err := attachment(ctx)
 		switch {
 		case err != nil:
@@ -445,7 +408,7 @@ func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 		t.Fatal(err)
 	}
 	var podGone, detached time.Time
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		if podGone.IsZero() {
 			if _, err := client.CoreV1().Pods(ns).Get(ctx, pod.Name, metav1.GetOptions{}); apierrors.IsNotFound(err) {
 				podGone = time.Now()

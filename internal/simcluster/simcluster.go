@@ -9,7 +9,7 @@
 //	env := testenv.Get(t)
 //	c := simcluster.Start(t, env.Client(), simcluster.Options{})
 //	node := c.AddNode(t, "worker-1")
-//	err := simcluster.CreateReplicaSet(ctx, env.Client(), ns, "web", node, 20, nil)
+//	err := simcluster.CreateDeployment(ctx, env.Client(), ns, "web", node, 20, nil)
 //	err = simcluster.WaitPodsRunning(ctx, env.Client(), ns, "app=web", 20)
 package simcluster
 
@@ -63,7 +63,15 @@ func Start(tb testing.TB, client kubernetes.Interface, opts Options) *Cluster {
 			corev1.ResourcePods:   resource.MustParse("500"),
 		}
 	}
-	k := sim.NewKubelet(cloud, client, opts.Kubelet)
+	k := RunKubelet(tb, cloud, client, opts.Kubelet)
+	return &Cluster{Cloud: cloud, Kubelet: k, client: client, opts: opts}
+}
+
+// RunKubelet runs a simulated kubelet for cloud against client until tb
+// ends, and returns once its caches have synced.
+func RunKubelet(tb testing.TB, cloud *sim.Cloud, client kubernetes.Interface, opts sim.KubeletOptions) *sim.Kubelet {
+	tb.Helper()
+	k := sim.NewKubelet(cloud, client, opts)
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- k.Run(ctx) }()
@@ -78,7 +86,7 @@ func Start(tb testing.TB, client kubernetes.Interface, opts Options) *Cluster {
 	if err := k.WaitRunning(waitCtx); err != nil {
 		tb.Fatalf("simcluster: kubelet caches never synced: %v", err)
 	}
-	return &Cluster{Cloud: cloud, Kubelet: k, client: client, opts: opts}
+	return k
 }
 
 // machineObjects are what the sim driver needs to create or delete the VM
@@ -134,10 +142,10 @@ func (c *Cluster) AddNode(tb testing.TB, name string) string {
 	return resp.NodeName
 }
 
-// CreateReplicaSet runs replicas pods labelled app=name on node (by node
+// CreateDeployment runs replicas pods labelled app=name on node (by node
 // selector, through the scheduler), each with a one-second grace period.
 // mutate, if not nil, adjusts the pod template.
-func CreateReplicaSet(ctx context.Context, client kubernetes.Interface, ns, name, node string, replicas int32, mutate func(*corev1.PodTemplateSpec)) error {
+func CreateDeployment(ctx context.Context, client kubernetes.Interface, ns, name, node string, replicas int32, mutate func(*corev1.PodTemplateSpec)) error {
 	labels := map[string]string{"app": name}
 	template := corev1.PodTemplateSpec{
 		ObjectMeta: metav1.ObjectMeta{Labels: labels},
@@ -153,16 +161,16 @@ func CreateReplicaSet(ctx context.Context, client kubernetes.Interface, ns, name
 	if mutate != nil {
 		mutate(&template)
 	}
-	rs := &appsv1.ReplicaSet{
+	deployment := &appsv1.Deployment{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec: appsv1.ReplicaSetSpec{
+		Spec: appsv1.DeploymentSpec{
 			Replicas: ptr.To(replicas),
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: template,
 		},
 	}
-	if _, err := client.AppsV1().ReplicaSets(ns).Create(ctx, rs, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating replica set %s/%s: %w", ns, name, err)
+	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment, metav1.CreateOptions{}); err != nil {
+		return fmt.Errorf("creating deployment %s/%s: %w", ns, name, err)
 	}
 	return nil
 }

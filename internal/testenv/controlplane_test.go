@@ -14,7 +14,6 @@ import (
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
@@ -29,21 +28,6 @@ func testContext(t *testing.T) context.Context {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	t.Cleanup(cancel)
 	return ctx
-}
-
-// eventually polls cond until it holds, failing t with cond's last
-// explanation when timeout passes.
-func eventually(ctx context.Context, t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(ctx, 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("condition not met within %v: %s", timeout, last)
-	}
 }
 
 // TestGarbageCollector deletes an owner in the foreground: the API server
@@ -72,7 +56,7 @@ func TestGarbageCollector(t *testing.T) {
 	if err := cms.Delete(ctx, owner.Name, metav1.DeleteOptions{PropagationPolicy: ptr.To(metav1.DeletePropagationForeground)}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		for _, name := range []string{"dependent", "owner"} {
 			_, err := cms.Get(ctx, name, metav1.GetOptions{})
 			if !apierrors.IsNotFound(err) {
@@ -104,7 +88,7 @@ func TestDisruptionController(t *testing.T) {
 	if _, err := client.PolicyV1().PodDisruptionBudgets(ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := client.PolicyV1().PodDisruptionBudgets(ns).Get(ctx, pdb.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -129,7 +113,7 @@ func TestScheduler(t *testing.T) {
 	if _, err := client.AppsV1().Deployments(ns).Create(ctx, deployment("web", 1), metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(ctx, t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		pods, err := client.CoreV1().Pods(ns).List(ctx, metav1.ListOptions{LabelSelector: "app=web"})
 		if err != nil {
 			return false, err.Error()

@@ -17,6 +17,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -272,4 +273,20 @@ func (e *Env) Namespace(t testing.TB) string {
 		t.Fatalf("testenv: namespace %s never got its default service account: %v", name, err)
 	}
 	return name
+}
+
+// Eventually polls cond every 200ms until it holds, failing t after timeout
+// with cond's last explanation. cond reports whether it holds and, if not,
+// why, in words that help whoever reads the failure.
+func Eventually(t testing.TB, timeout time.Duration, cond func(context.Context) (bool, string)) {
+	t.Helper()
+	var last string
+	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
+		var ok bool
+		ok, last = cond(ctx)
+		return ok, nil
+	})
+	if err != nil {
+		t.Fatalf("not within %v: %s", timeout, last)
+	}
 }

@@ -1,0 +1,233 @@
+package machine
+
+import (
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// DeletionStep is a step of the deletion flow. The current step of a
+// machine being deleted is stored in its DeletionStepAnnotation; each step
+// is idempotent, and the annotation only moves on after the step's work is
+// done, so a crash between any two API writes repeats at most one step.
+type DeletionStep string
+
+// The deletion steps, in order.
+const (
+	// StepWaitPreDrainHooks waits until the machine has no annotation with
+	// PreDrainHookPrefix.
+	StepWaitPreDrainHooks DeletionStep = "WaitForPreDrainHooks"
+	// StepDrain cordons and drains the node in non-blocking passes; by
+	// force after the drain timeout, when the node has been NotReady for
+	// ForceDrainNotReadyAfter, or with the force-deletion label.
+	StepDrain DeletionStep = "DrainNode"
+	// StepWaitVolumeDetach waits for the node's VolumeAttachments to go
+	// away; on the force path it deletes them.
+	StepWaitVolumeDetach DeletionStep = "WaitForVolumeDetach"
+	// StepWaitPreTerminateHooks waits until the machine has no annotation
+	// with PreTerminateHookPrefix.
+	StepWaitPreTerminateHooks DeletionStep = "WaitForPreTerminateHooks"
+	// StepDeleteVM calls the driver's DeleteMachine.
+	StepDeleteVM DeletionStep = "DeleteVM"
+	// StepDeleteNode deletes the Node object.
+	StepDeleteNode DeletionStep = "DeleteNode"
+	// StepRemoveFinalizer removes the machine's finalizer.
+	StepRemoveFinalizer DeletionStep = "RemoveFinalizer"
+)
+
+// DeletionSteps lists the steps in order.
+var deletionSteps = []DeletionStep{
+	StepWaitPreDrainHooks, StepDrain, StepWaitVolumeDetach, StepWaitPreTerminateHooks,
+	StepDeleteVM, StepDeleteNode, StepRemoveFinalizer,
+}
+
+// DeletionSteps returns the deletion steps in order.
+func DeletionSteps() []DeletionStep { return slices.Clone(deletionSteps) }
+
+// CurrentDeletionStep returns the step stored on the machine. A machine
+// without (or with an unknown) step starts at the first: every step is
+// idempotent, so starting over is always safe.
+func CurrentDeletionStep(m *v1alpha1.Machine) DeletionStep {
+	s := DeletionStep(m.Annotations[DeletionStepAnnotation])
+	if slices.Contains(deletionSteps, s) {
+		return s
+	}
+	return StepWaitPreDrainHooks
+}
+
+// next returns the step after s.
+func (s DeletionStep) next() DeletionStep {
+	i := slices.Index(deletionSteps, s)
+	if i < 0 || i+1 >= len(deletionSteps) {
+		return StepRemoveFinalizer
+	}
+	return deletionSteps[i+1]
+}
+
+// deletionAction is what the current step needs done.
+type deletionAction int
+
+const (
+	// delAdvance: nothing to do, move on to the next step.
+	delAdvance deletionAction = iota
+	// delWait: wait (hooks, blocked by missing input); requeue.
+	delWait
+	delDrain
+	delDetachVolumes
+	delDeleteVM
+	delDeleteNode
+	delRemoveFinalizer
+)
+
+// deletionInput is what deciding a deletion step looks at.
+type deletionInput struct {
+	Now       time.Time
+	Machine   *v1alpha1.Machine
+	Config    v1alpha1.MachineConfiguration
+	HasTarget bool
+	// NodeName is the machine's node ("" if it has none); Node is the node
+	// object if it exists.
+	NodeName string
+	Node     *corev1.Node
+	// ClassFound reports whether class and secret could be resolved
+	// (DeleteMachine needs them); ClassProblem says why not.
+	ClassFound   bool
+	ClassProblem string
+	// ForceDrainNotReadyAfter from Options.
+	ForceDrainNotReadyAfter time.Duration
+}
+
+// deletionDecision is what to do in the current step.
+type deletionDecision struct {
+	Step   DeletionStep
+	Action deletionAction
+	// Description for lastOperation while the step runs (or is skipped).
+	Description string
+	// Force is set for StepDrain and StepWaitVolumeDetach on the force
+	// path; ForceReason says why. DrainDeadline is when remaining pods
+	// are deleted without eviction.
+	Force         bool
+	ForceReason   string
+	DrainDeadline time.Time
+	// RequeueAfter for delWait.
+	RequeueAfter time.Duration
+	// BadInput is set when the step cannot run until someone acts.
+	BadInput bool
+}
+
+// decideDeletion decides the current step of a machine being deleted. It is
+// pure.
+func decideDeletion(in deletionInput) deletionDecision {
+	m := in.Machine
+	d := deletionDecision{Step: CurrentDeletionStep(m)}
+	switch d.Step {
+	case StepWaitPreDrainHooks, StepWaitPreTerminateHooks:
+		prefix := PreDrainHookPrefix
+		if d.Step == StepWaitPreTerminateHooks {
+			prefix = PreTerminateHookPrefix
+		}
+		if hooks := hooksOf(m, prefix); len(hooks) > 0 {
+			d.Action = delWait
+			d.Description = fmt.Sprintf("Waiting for %s hooks: %s", hookKind(d.Step), strings.Join(hooks, ", "))
+			d.RequeueAfter = time.Minute
+			return d
+		}
+		d.Action = delAdvance
+		d.Description = fmt.Sprintf("No %s hooks left", hookKind(d.Step))
+	case StepDrain, StepWaitVolumeDetach:
+		if !in.HasTarget || in.NodeName == "" || in.Node == nil {
+			d.Action = delAdvance
+			d.Description = "Skipping drain: the machine has no node. Initiate VM deletion"
+			return d
+		}
+		d.Force, d.ForceReason = forceDrain(in)
+		d.DrainDeadline = m.DeletionTimestamp.Add(in.Config.MachineDrainTimeout.Duration)
+		if d.Force {
+			d.DrainDeadline = in.Now
+		}
+		if d.Step == StepDrain {
+			d.Action = delDrain
+			d.Description = "Initiate node drain"
+			if d.Force {
+				d.Description = "Initiate force drain (" + d.ForceReason + ")"
+			}
+		} else {
+			d.Action = delDetachVolumes
+			d.Description = "Waiting for volume attachments to be removed"
+			if d.Force {
+				d.Description = "Delete Volume Attachments"
+			}
+		}
+	case StepDeleteVM:
+		if !in.ClassFound {
+			if m.Spec.ProviderID == "" && m.Annotations[CreationStartedAnnotation] == "" {
+				d.Action = delAdvance
+				d.Description = "No VM was ever created. Initiate node object deletion"
+				return d
+			}
+			d.Action = delWait
+			d.BadInput = true
+			d.Description = "Cannot delete VM: " + in.ClassProblem
+			return d
+		}
+		d.Action = delDeleteVM
+		d.Description = "Initiate VM deletion"
+	case StepDeleteNode:
+		if !in.HasTarget || in.NodeName == "" {
+			d.Action = delAdvance
+			d.Description = "No node object to delete. Initiate machine object finalizer removal"
+			return d
+		}
+		d.Action = delDeleteNode
+		d.Description = "Initiate node object deletion"
+	case StepRemoveFinalizer:
+		d.Action = delRemoveFinalizer
+		d.Description = "Initiate machine object finalizer removal"
+	}
+	return d
+}
+
+func hookKind(s DeletionStep) string {
+	if s == StepWaitPreTerminateHooks {
+		return "pre-terminate"
+	}
+	return "pre-drain"
+}
+
+// hooksOf returns the sorted annotation keys of m with the given prefix.
+func hooksOf(m *v1alpha1.Machine, prefix string) []string {
+	var out []string
+	for k := range m.Annotations {
+		if strings.HasPrefix(k, prefix) {
+			out = append(out, k)
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// forceDrain reports whether the node is drained by force, and why.
+func forceDrain(in deletionInput) (bool, string) {
+	m := in.Machine
+	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDeletionLabelKey]); err == nil && v {
+		return true, "force-deletion label"
+	}
+	if timeout := in.Config.MachineDrainTimeout.Duration; in.Now.Sub(m.DeletionTimestamp.Time) > timeout {
+		return true, fmt.Sprintf("drain timeout %v exceeded", timeout)
+	}
+	if in.Node != nil {
+		for _, c := range in.Node.Status.Conditions {
+			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue &&
+				in.Now.Sub(c.LastTransitionTime.Time) > in.ForceDrainNotReadyAfter {
+				return true, fmt.Sprintf("node not Ready for more than %v", in.ForceDrainNotReadyAfter)
+			}
+		}
+	}
+	return false, ""
+}

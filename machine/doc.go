@@ -1,0 +1,92 @@
+// Package machine is the machine controller: it reconciles Machines of the
+// machine.sapcloud.io/v1alpha1 API against a driver.Driver (the cloud) and
+// the Nodes of a target cluster, as Gardener MCM's machine controller does,
+// and keeps finalizers on the MachineClasses and Secrets that machines use.
+// A provider embeds it with its driver.
+//
+// # Machines
+//
+// Every sync of a machine observes (informer caches, safety gate, clock),
+// plans with a pure function (planMachine, planHealth, planCreateOutcome,
+// decideDeletion, planNodeSync), applies the plan, and patches the status
+// only when it changed. Phases and lastOperation use MCM's vocabulary, and
+// lastOperation.errorCode carries the driver's error code (for example
+// ResourceExhausted) for the cluster-autoscaler; the description is for
+// people and is never parsed.
+//
+//   - Validation: a machine, class or secret that is invalid or missing
+//     gets lastOperation state Failed with a clear description and a
+//     Warning event; nothing is created, and the machine is retried with
+//     backoff (sooner when the class or secret changes).
+//   - Creation: GetMachineStatus first, so an existing VM (an earlier
+//     attempt whose answer was lost) is adopted; CreateMachine only on
+//     NotFound; InitializeMachine afterwards (Unimplemented skips it). The
+//     provider ID, the node label and the default priority annotation are
+//     stored, then phase Pending (Available without a target cluster, with
+//     the driver's addresses). A VM whose node name belongs to another
+//     machine's Node is deleted and the machine marked Failed. Failures
+//     give CrashLoopBackOff, or Failed once the creation timeout has
+//     passed since CreationStartedAnnotation.
+//   - Join and health: Pending becomes Running when the node is Ready and
+//     none of the configured node conditions is True; Running becomes
+//     Unknown when that stops (UnhealthySinceAnnotation records when);
+//     Unknown becomes Failed after the health timeout, at most
+//     Options.MaxReplacements at once per MachineDeployment (label
+//     "name"). Node conditions are copied to the status when they change.
+//   - Node sync: the nodeTemplate's labels, annotations and taints are
+//     applied to the Node by a three-way merge against the
+//     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation,
+//     so keys someone else set survive; the machine-name label is set.
+//   - Deletion: an explicit step machine stored in DeletionStepAnnotation
+//     (see DeletionStep): pre-drain hooks, drain (non-blocking passes of the
+//     drain engine, state in DrainStateAnnotation, force after the drain
+//     timeout, when the node has been NotReady for ForceDrainNotReadyAfter
+//     or with the force-deletion label), volume detach (VolumeAttachments
+//     deleted on the force path), pre-terminate hooks, DeleteMachine,
+//     Node deletion, finalizer removal. Each step is idempotent and the
+//     step only advances after its work, so a crash repeats at most one
+//     step. No worker waits for a drain.
+//   - Frozen (Options.SafetyGate): no creation and no health transition;
+//     deletions go on.
+//
+// A write's resourceVersion is remembered until the informer cache has
+// caught up, so no sync acts on a cache older than the controller's own
+// writes.
+//
+// # Retries
+//
+// After a failure a machine is retried after a period chosen by the driver
+// error code: ShortRetry (5s) for Unavailable, DeadlineExceeded, Aborted,
+// Unknown, Canceled and Uninitialized; ResourceExhaustedRetry (default
+// LongRetry, 10m) for ResourceExhausted; MediumRetry (3m) for everything
+// else, bad input included. Consecutive failures of one machine double the
+// wait, up to MaxRetryDelay.
+//
+// # Observability
+//
+// Events use the Reason* constants. With Options.Registerer set: the queue
+// metrics of package workqueue; the driver's through driver.Instrument;
+// the drain engine's; mcm_machine_{create,initialize,join,drain,delete}_duration_seconds
+// histograms and mcm_machine_num_failed_join, labelled namespace and
+// machine_deployment; mcm_machine_items_total, mcm_machine_phase_machines
+// and mcm_machine_controller_frozen at scrape time.
+//
+// # Usage
+//
+//	mf := externalversions.NewSharedInformerFactoryWithOptions(machineClient, 0, externalversions.WithNamespace(ns))
+//	cf := informers.NewSharedInformerFactoryWithOptions(controlClient, 0, informers.WithNamespace(ns))
+//	tf := informers.NewSharedInformerFactory(targetClient, 0)
+//	ctrl, err := machine.NewController(machineClient, controlClient, targetClient, machine.Informers{
+//		Machines: mf.Machine().V1alpha1().Machines(),
+//		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+//		Secrets:  cf.Core().V1().Secrets(),
+//		Nodes:    tf.Core().V1().Nodes(), // nil, with a nil targetClient, for no target cluster
+//	}, providerDriver, machine.Options{Registerer: registry, Recorder: recorder})
+//	if err != nil {
+//		return err
+//	}
+//	mf.Start(ctx.Done())
+//	cf.Start(ctx.Done())
+//	tf.Start(ctx.Done())
+//	return ctrl.Run(ctx, 10) // blocks until ctx ends
+package machine

@@ -1,0 +1,272 @@
+package machine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/clock"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/drain"
+)
+
+// Defaults of the Options fields that MCM has no flag for, or whose MCM
+// default is hard-coded.
+const (
+	// DefaultShortRetry is the first wait after a transient driver failure
+	// (Unavailable, DeadlineExceeded, Aborted, Unknown), as MCM's ShortRetry.
+	DefaultShortRetry = 5 * time.Second
+	// DefaultMediumRetry is the first wait after other driver failures and
+	// bad input, as MCM's MediumRetry.
+	DefaultMediumRetry = 3 * time.Minute
+	// DefaultLongRetry is the periodic resync of a settled machine and the
+	// first wait after ResourceExhausted unless ResourceExhaustedRetry is
+	// set, as MCM's LongRetry.
+	DefaultLongRetry = 10 * time.Minute
+	// DefaultMaxRetryDelay caps the exponential growth of retry waits.
+	DefaultMaxRetryDelay = 30 * time.Minute
+	// DefaultForceDrainNotReadyAfter: a node NotReady for longer is drained
+	// by force (MCM hard-codes 5m).
+	DefaultForceDrainNotReadyAfter = 5 * time.Minute
+	// DefaultPVDetachTimeout bounds the wait for volume attachments to go
+	// away after a drain (MCM --machine-pv-detach-timeout).
+	DefaultPVDetachTimeout = 2 * time.Minute
+	// DefaultPVReattachTimeout bounds the wait for volumes to attach
+	// elsewhere (MCM --machine-pv-reattach-timeout).
+	DefaultPVReattachTimeout = 90 * time.Second
+	// DefaultHealthCheckPeriod is how often a Pending or Unknown machine is
+	// looked at again while a timeout runs.
+	DefaultHealthCheckPeriod = 30 * time.Second
+	// DefaultWorkers is the number of workers of the class, secret and node
+	// queues when Options leave them unset.
+	DefaultWorkers = 5
+	// DefaultFieldManager names the controller in managed fields.
+	DefaultFieldManager = "mcm-machine-controller"
+)
+
+// Annotations under mcmkit.io/ that hold the controller's own bookkeeping on
+// Machines. They are the source of truth for timeouts and for the deletion
+// flow; status.lastOperation.description is only ever written, never read.
+const (
+	// CreationStartedAnnotation records (RFC 3339) when the controller first
+	// tried to create the machine's VM. The creation timeout counts from
+	// here (falling back to metadata.creationTimestamp), never from a
+	// lastUpdateTime that other writes move.
+	CreationStartedAnnotation = "mcmkit.io/creation-started"
+	// UnhealthySinceAnnotation records (RFC 3339) when the machine was last
+	// found unhealthy after being Running. The health timeout counts from
+	// here; it is removed when the machine is healthy again.
+	UnhealthySinceAnnotation = "mcmkit.io/unhealthy-since"
+	// DeletionStepAnnotation holds the current DeletionStep of a machine
+	// being deleted.
+	DeletionStepAnnotation = "mcmkit.io/deletion-step"
+	// DeletionStepSinceAnnotation records (RFC 3339) when the current
+	// deletion step began, for per-step timeouts.
+	DeletionStepSinceAnnotation = "mcmkit.io/deletion-step-since"
+	// DrainStateAnnotation holds the JSON drain.State between drain passes.
+	DrainStateAnnotation = "mcmkit.io/drain-state"
+	// PreDrainHookPrefix: while a machine being deleted has an annotation
+	// whose key starts with this prefix, its node is not drained.
+	PreDrainHookPrefix = "pre-drain.delete.hook.machine.mcmkit.io"
+	// PreTerminateHookPrefix: while a machine being deleted has an
+	// annotation whose key starts with this prefix, its VM is not deleted.
+	PreTerminateHookPrefix = "pre-terminate.delete.hook.machine.mcmkit.io"
+)
+
+// Event reasons, stable for alerting.
+const (
+	ReasonInvalidMachine     = "InvalidMachine"
+	ReasonInvalidClass       = "InvalidMachineClass"
+	ReasonClassNotFound      = "MachineClassNotFound"
+	ReasonSecretNotFound     = "SecretNotFound"
+	ReasonSecretInvalid      = "SecretInvalid"
+	ReasonCreateFailed       = "CreateFailed"
+	ReasonCreated            = "Created"
+	ReasonStaleNode          = "StaleNode"
+	ReasonJoined             = "Joined"
+	ReasonJoinTimeout        = "JoinTimeout"
+	ReasonUnhealthy          = "Unhealthy"
+	ReasonRecovered          = "Recovered"
+	ReasonHealthTimeout      = "HealthTimeout"
+	ReasonReplacementLimited = "ReplacementLimited"
+	ReasonDrainFailed        = "DrainFailed"
+	ReasonDrained            = "Drained"
+	ReasonDeleteFailed       = "DeleteFailed"
+	ReasonDeleted            = "Deleted"
+)
+
+// Drainer runs one non-blocking drain pass over a node; *drain.Drainer
+// implements it. Pass must cordon the node, start evictions, and return
+// without waiting for pods to terminate.
+type Drainer interface {
+	Pass(ctx context.Context, node string, state drain.State) (drain.Result, error)
+}
+
+// SafetyGate tells the controller whether it is frozen. While frozen, no
+// VM is created and no health transition happens; deletions continue.
+type SafetyGate interface {
+	Frozen(ctx context.Context) bool
+}
+
+// SafetyGateFunc adapts a function to SafetyGate.
+type SafetyGateFunc func(ctx context.Context) bool
+
+// Frozen calls f.
+func (f SafetyGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }
+
+// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
+// implements it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Options configures a Controller. The zero value works: MCM's defaults,
+// no events, no metrics, the real clock.
+type Options struct {
+	// Machine holds controller-wide defaults of the per-machine
+	// configuration (creation timeout 20m, health timeout 10m, drain
+	// timeout 2h, node conditions KernelDeadlock, ReadonlyFilesystem,
+	// DiskPressure, NetworkUnavailable, max evict retries 360). Unset
+	// fields take v1alpha1.DefaultMachineConfiguration; a machine's own
+	// spec overrides them.
+	Machine v1alpha1.MachineConfiguration
+
+	// MaxReplacements bounds, per MachineDeployment (machines sharing the
+	// "name" label), how many machines may be Failed or being deleted at
+	// once before another unhealthy machine is marked Failed by the health
+	// timeout. A number or a percentage of the deployment's machines
+	// (rounded down, at least 1). Nil means 1, as MCM.
+	MaxReplacements *intstr.IntOrString
+
+	// ShortRetry, MediumRetry, ResourceExhaustedRetry are the first waits
+	// after a failure, by driver error code (see RetryDelay); each repeated
+	// failure of the same machine doubles the wait, up to MaxRetryDelay.
+	// LongRetry is the resync period of settled machines. Zero means the
+	// Default* constants (ResourceExhaustedRetry: LongRetry).
+	ShortRetry, MediumRetry, LongRetry, ResourceExhaustedRetry, MaxRetryDelay time.Duration
+
+	// HealthCheckPeriod is how often Pending and Unknown machines are
+	// re-examined. Zero means DefaultHealthCheckPeriod.
+	HealthCheckPeriod time.Duration
+
+	// ForceDrainNotReadyAfter: a node that has not been Ready for this long
+	// is drained by force. Zero means DefaultForceDrainNotReadyAfter.
+	ForceDrainNotReadyAfter time.Duration
+	// PVDetachTimeout bounds the wait for a drained node's volume
+	// attachments to disappear. Zero means DefaultPVDetachTimeout.
+	PVDetachTimeout time.Duration
+	// PVReattachTimeout is passed to the drain engine. Zero means
+	// DefaultPVReattachTimeout.
+	PVReattachTimeout time.Duration
+
+	// Drainer drains nodes. Nil means a *drain.Drainer built on the target
+	// client with DrainOptions.
+	Drainer Drainer
+	// DrainOptions configures the drain engine built when Drainer is nil.
+	// Its Clock and Registerer default to the controller's.
+	DrainOptions drain.Options
+
+	// SafetyGate is asked before creations and health transitions. Nil
+	// means never frozen.
+	SafetyGate SafetyGate
+
+	// ClassWorkers, SecretWorkers and NodeWorkers are the worker counts of
+	// the class, secret and node queues (Run's workers argument sizes the
+	// machine queue). Zero means DefaultWorkers.
+	ClassWorkers, SecretWorkers, NodeWorkers int
+
+	// Logger is used where no context carries one (informer handlers).
+	Logger logr.Logger
+	// Recorder receives events. Nil means none.
+	Recorder EventRecorder
+	// Registerer receives the controller's, the queues', the driver's
+	// and the drain engine's metrics. Nil means none.
+	Registerer prometheus.Registerer
+	// Clock is the time source. Nil means the real clock.
+	Clock clock.WithTicker
+	// FieldManager names the controller in managed fields. Empty means
+	// DefaultFieldManager.
+	FieldManager string
+}
+
+// complete validates o and fills in its defaults.
+func (o Options) complete() (Options, error) {
+	var errs []error
+	for name, d := range map[string]time.Duration{
+		"ShortRetry": o.ShortRetry, "MediumRetry": o.MediumRetry, "LongRetry": o.LongRetry,
+		"ResourceExhaustedRetry": o.ResourceExhaustedRetry, "MaxRetryDelay": o.MaxRetryDelay,
+		"HealthCheckPeriod": o.HealthCheckPeriod, "ForceDrainNotReadyAfter": o.ForceDrainNotReadyAfter,
+		"PVDetachTimeout": o.PVDetachTimeout, "PVReattachTimeout": o.PVReattachTimeout,
+	} {
+		if d < 0 {
+			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", name, d))
+		}
+	}
+	if o.MaxReplacements != nil {
+		if _, err := resolveMaxReplacements(o.MaxReplacements, 1); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if o.ClassWorkers < 0 || o.SecretWorkers < 0 || o.NodeWorkers < 0 {
+		errs = append(errs, errors.New("worker counts must not be negative"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&o.ShortRetry, DefaultShortRetry)
+	def(&o.MediumRetry, DefaultMediumRetry)
+	def(&o.LongRetry, DefaultLongRetry)
+	def(&o.ResourceExhaustedRetry, o.LongRetry)
+	def(&o.MaxRetryDelay, DefaultMaxRetryDelay)
+	def(&o.HealthCheckPeriod, DefaultHealthCheckPeriod)
+	def(&o.ForceDrainNotReadyAfter, DefaultForceDrainNotReadyAfter)
+	def(&o.PVDetachTimeout, DefaultPVDetachTimeout)
+	def(&o.PVReattachTimeout, DefaultPVReattachTimeout)
+	if o.MaxReplacements == nil {
+		one := intstr.FromInt32(1)
+		o.MaxReplacements = &one
+	}
+	for _, w := range []*int{&o.ClassWorkers, &o.SecretWorkers, &o.NodeWorkers} {
+		if *w == 0 {
+			*w = DefaultWorkers
+		}
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	return o, nil
+}
+
+// resolveMaxReplacements turns MaxReplacements into a count for a
+// deployment of total machines: a percentage rounds down but never below 1.
+func resolveMaxReplacements(v *intstr.IntOrString, total int) (int, error) {
+	if v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%") {
+		return 0, fmt.Errorf("MaxReplacements %q: want a number or a percentage", v.StrVal)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, false)
+	if err != nil {
+		return 0, fmt.Errorf("MaxReplacements: %w", err)
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("MaxReplacements must not be negative, got %v", v.String())
+	}
+	if v.Type == intstr.String && n < 1 {
+		n = 1
+	}
+	return n, nil
+}

@@ -1,0 +1,453 @@
+package machine
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
+)
+
+// observation is everything one sync of a (not deleted) machine looks at.
+// observe fills it; planMachine reads it and does no I/O.
+type observation struct {
+	Now     time.Time
+	Machine *v1alpha1.Machine // read-only
+	// Config is the machine's effective configuration.
+	Config    v1alpha1.MachineConfiguration
+	HasTarget bool
+	Frozen    bool
+	// ValidationErrors of the machine itself.
+	ValidationErrors field.ErrorList
+	// Class is nil when it does not exist; ClassErrors are its validation errors.
+	Class       *v1alpha1.MachineClass
+	ClassErrors field.ErrorList
+	// SecretProblem describes why no usable secret was found ("" if fine),
+	// SecretReason is the event reason for it.
+	SecretProblem, SecretReason string
+	// Node is the machine's node in the target cluster, nil if absent.
+	Node *corev1.Node
+	// Budget is the replacement budget of the machine's deployment.
+	Budget replacementBudget
+}
+
+// replacementBudget says how many machines of a deployment are being
+// replaced (Failed or being deleted) and how many may be at once.
+type replacementBudget struct {
+	Deployment    string
+	InFlight, Max int
+}
+
+// planKind is what a sync of a (not deleted) machine must do beyond writing
+// the planned machine.
+type planKind int
+
+const (
+	// planUpdate: write the planned metadata and status (often nothing).
+	planUpdate planKind = iota
+	// planAddFinalizer: store the finalizer before anything else happens.
+	planAddFinalizer
+	// planBadInput: report a problem a person must fix; retry with backoff.
+	planBadInput
+	// planWaitForClass: the class has no finalizer yet; its reconciler is
+	// asked to add it.
+	planWaitForClass
+	// planFrozen: the safety gate is closed.
+	planFrozen
+	// planCreate: run the creation flow against the driver.
+	planCreate
+)
+
+var planKindNames = [...]string{"Update", "AddFinalizer", "BadInput", "WaitForClass", "Frozen", "Create"}
+
+func (k planKind) String() string { return planKindNames[k] }
+
+// event is an event to record on the machine.
+type event struct {
+	Type, Reason, Message string
+}
+
+// machinePlan is the outcome of planning: the machine as it should be
+// written, and what else to do.
+type machinePlan struct {
+	Kind planKind
+	// Machine is the desired machine: metadata, spec.providerID and status.
+	Machine *v1alpha1.Machine
+	// Node is the desired node, nil if it needs no change.
+	Node  *corev1.Node
+	Event *event
+	// Retry is the backoff class when the plan reports a failure; with
+	// retryNone the key is requeued after RequeueAfter (0: not at all).
+	Retry        retryClass
+	RequeueAfter time.Duration
+	// MarkedFailed is set when the health timeout marks the machine Failed
+	// (it uses the deployment's replacement budget).
+	MarkedFailed bool
+	// Joined is how long the machine took to join, when it just did.
+	Joined time.Duration
+	// FailedJoin is set when the creation timeout ran out before a join.
+	FailedJoin bool
+}
+
+// planMachine decides what a sync of a machine that is not being deleted
+// does. It is pure: everything it needs is in obs.
+func planMachine(obs observation, o *Options) machinePlan {
+	m := obs.Machine.DeepCopy()
+	p := machinePlan{Machine: m}
+	if !slices.Contains(m.Finalizers, v1alpha1.MachineFinalizer) {
+		m.Finalizers = append(m.Finalizers, v1alpha1.MachineFinalizer)
+		p.Kind = planAddFinalizer
+		return p
+	}
+	if len(obs.ValidationErrors) > 0 {
+		return badInput(p, obs.Now, ReasonInvalidMachine,
+			"Machine validation failed: "+obs.ValidationErrors.ToAggregate().Error())
+	}
+	if obs.Frozen {
+		p.Kind = planFrozen
+		p.RequeueAfter = o.HealthCheckPeriod
+		return p
+	}
+	if needsCreate(m) {
+		switch {
+		case obs.Class == nil:
+			return badInput(p, obs.Now, ReasonClassNotFound,
+				fmt.Sprintf("MachineClass %q not found in namespace %q", m.Spec.Class.Name, m.Namespace))
+		case len(obs.ClassErrors) > 0:
+			return badInput(p, obs.Now, ReasonInvalidClass,
+				fmt.Sprintf("MachineClass %q is invalid: %v", obs.Class.Name, obs.ClassErrors.ToAggregate()))
+		case obs.SecretProblem != "":
+			return badInput(p, obs.Now, obs.SecretReason, obs.SecretProblem)
+		case !slices.Contains(obs.Class.Finalizers, v1alpha1.MachineFinalizer):
+			p.Kind = planWaitForClass
+			p.RequeueAfter = time.Second
+			return p
+		}
+		if _, ok := m.Annotations[CreationStartedAnnotation]; !ok {
+			setAnnotation(m, CreationStartedAnnotation, formatTime(obs.Now))
+		}
+		p.Kind = planCreate
+		return p
+	}
+	if !obs.HasTarget {
+		p.RequeueAfter = o.LongRetry
+		return p
+	}
+	planHealth(&p, obs, o)
+	if obs.Node != nil {
+		p.Node = planNodeSync(obs.Node, m)
+	}
+	return p
+}
+
+// needsCreate reports whether the machine still needs its VM created (or
+// adopted): no provider ID yet, or creation not finished. Failed machines
+// are left to their MachineSet.
+func needsCreate(m *v1alpha1.Machine) bool {
+	phase := m.Status.CurrentStatus.Phase
+	if phase == v1alpha1.MachineFailed || phase == v1alpha1.MachineTerminating {
+		return false
+	}
+	return m.Spec.ProviderID == "" || phase == "" || phase == v1alpha1.MachineCrashLoopBackOff
+}
+
+// badInput reports a problem with the machine, its class or its secret.
+func badInput(p machinePlan, now time.Time, reason, message string) machinePlan {
+	p.Kind = planBadInput
+	p.Retry = retryMedium
+	if setLastOperation(p.Machine, v1alpha1.LastOperation{
+		Description: message,
+		State:       v1alpha1.MachineStateFailed,
+		Type:        v1alpha1.MachineOperationCreate,
+	}, now) {
+		p.Event = &event{Type: corev1.EventTypeWarning, Reason: reason, Message: message}
+	}
+	return p
+}
+
+// createOutcome is what the creation flow learned from the driver.
+type createOutcome struct {
+	// FailedOp is the operation that failed; empty on success.
+	FailedOp driver.Operation
+	Err      error
+	// Of the VM created or adopted.
+	ProviderID, NodeName string
+	Addresses            []corev1.NodeAddress
+	LastKnownState       string
+	// StaleNodeOwner is set when a node named NodeName exists that belongs
+	// to this other machine; the new VM was deleted.
+	StaleNodeOwner string
+}
+
+// planCreateOutcome turns the result of the creation flow into the machine
+// to write. It is pure.
+func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePlan {
+	m := obs.Machine.DeepCopy()
+	p := machinePlan{Machine: m}
+	if out.LastKnownState != "" {
+		m.Status.LastKnownState = out.LastKnownState
+	}
+	timedOut := obs.Now.Sub(creationStart(m)) > obs.Config.MachineCreationTimeout.Duration
+	failPhase := v1alpha1.MachineCrashLoopBackOff
+	if timedOut {
+		failPhase = v1alpha1.MachineFailed
+	}
+	switch {
+	case out.StaleNodeOwner != "":
+		msg := fmt.Sprintf("VM using old node obj: node %q of the new VM belongs to machine %q; the VM was deleted", out.NodeName, out.StaleNodeOwner)
+		setPhase(m, v1alpha1.MachineFailed, obs.Now)
+		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate}, obs.Now)
+		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonStaleNode, Message: msg}
+		p.Retry = retryShort
+		return p
+	case out.FailedOp != "":
+		code := driver.CodeOf(out.Err)
+		msg := fmt.Sprintf("Cloud provider message - %s failed: %v", out.FailedOp, out.Err)
+		if out.FailedOp == driver.OperationInitializeMachine {
+			msg = fmt.Sprintf("Provider error: %v. Initialize VM Instance", out.Err)
+		}
+		setPhase(m, failPhase, obs.Now)
+		m.Status.CurrentStatus.TimeoutActive = !timedOut
+		if setLastOperation(m, v1alpha1.LastOperation{
+			Description: msg, ErrorCode: code.String(),
+			State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate,
+		}, obs.Now) {
+			p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonCreateFailed, Message: msg}
+		}
+		p.Retry = retryClassOf(code)
+		return p
+	}
+	m.Spec.ProviderID = out.ProviderID
+	if m.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
+		setAnnotation(m, v1alpha1.MachinePriorityAnnotation, v1alpha1.MachinePriorityDefault)
+	}
+	if obs.HasTarget {
+		setLabel(m, v1alpha1.NodeLabelKey, out.NodeName)
+		setPhase(m, v1alpha1.MachinePending, obs.Now)
+		m.Status.CurrentStatus.TimeoutActive = true
+		setLastOperation(m, v1alpha1.LastOperation{
+			Description: "Creating machine on cloud provider",
+			State:       v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationCreate,
+		}, obs.Now)
+		p.RequeueAfter = o.HealthCheckPeriod
+	} else {
+		setPhase(m, v1alpha1.MachineAvailable, obs.Now)
+		m.Status.CurrentStatus.TimeoutActive = false
+		m.Status.Addresses = slices.Clone(out.Addresses)
+		setLastOperation(m, v1alpha1.LastOperation{
+			Description: "Created machine on cloud provider",
+			State:       v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate,
+		}, obs.Now)
+		p.RequeueAfter = o.LongRetry
+	}
+	p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonCreated, Message: fmt.Sprintf("Created VM %s", out.ProviderID)}
+	return p
+}
+
+// planHealth plans join and health transitions of a machine whose VM exists.
+func planHealth(p *machinePlan, obs observation, o *Options) {
+	m := p.Machine
+	now := obs.Now
+	node := obs.Node
+	if node != nil && !conditionsEquivalent(m.Status.Conditions, node.Status.Conditions) {
+		m.Status.Conditions = nil
+		for _, c := range node.Status.Conditions {
+			m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
+		}
+	}
+	healthy, why := nodeHealth(node, conditionTypes(obs.Config.NodeConditions))
+	period := o.HealthCheckPeriod
+	switch m.Status.CurrentStatus.Phase {
+	case v1alpha1.MachinePending, v1alpha1.MachineAvailable:
+		if healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey) {
+			joined := now.Sub(creationStart(m)).Round(time.Millisecond)
+			setPhase(m, v1alpha1.MachineRunning, now)
+			m.Status.CurrentStatus.TimeoutActive = false
+			setAnnotation(m, v1alpha1.MachineJoinDurationAnnotation, joined.String())
+			deleteAnnotation(m, UnhealthySinceAnnotation)
+			msg := fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, joined)
+			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate}, now)
+			p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonJoined, Message: msg}
+			p.Joined = joined
+			p.RequeueAfter = o.LongRetry
+			return
+		}
+		timeout := obs.Config.MachineCreationTimeout.Duration
+		elapsed := now.Sub(creationStart(m))
+		if elapsed > timeout {
+			msg := fmt.Sprintf("Machine %s failed to join the cluster in %v", m.Name, timeout)
+			setPhase(m, v1alpha1.MachineFailed, now)
+			m.Status.CurrentStatus.TimeoutActive = false
+			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate}, now)
+			p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonJoinTimeout, Message: msg}
+			p.FailedJoin = true
+			p.RequeueAfter = o.LongRetry
+			return
+		}
+		p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
+	case v1alpha1.MachineRunning:
+		if healthy {
+			p.RequeueAfter = o.LongRetry
+			return
+		}
+		msg := fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, why)
+		setPhase(m, v1alpha1.MachineUnknown, now)
+		m.Status.CurrentStatus.TimeoutActive = true
+		setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
+		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck}, now)
+		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonUnhealthy, Message: msg}
+		p.RequeueAfter = min(period, obs.Config.MachineHealthTimeout.Duration+time.Millisecond)
+	case v1alpha1.MachineUnknown:
+		if healthy {
+			msg := fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name)
+			setPhase(m, v1alpha1.MachineRunning, now)
+			m.Status.CurrentStatus.TimeoutActive = false
+			deleteAnnotation(m, UnhealthySinceAnnotation)
+			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationHealthCheck}, now)
+			p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonRecovered, Message: msg}
+			p.RequeueAfter = o.LongRetry
+			return
+		}
+		since, ok := parseTime(m.Annotations[UnhealthySinceAnnotation])
+		if !ok {
+			// Unknown without the timestamp (set by another controller,
+			// or a crash between the two writes): the timer starts now.
+			since = now
+			setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
+		}
+		if *obs.Config.DisableHealthTimeout {
+			p.RequeueAfter = period
+			return
+		}
+		timeout := obs.Config.MachineHealthTimeout.Duration
+		elapsed := now.Sub(since)
+		if elapsed <= timeout {
+			p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
+			return
+		}
+		if obs.Budget.InFlight >= obs.Budget.Max {
+			msg := fmt.Sprintf("Machine %s is unhealthy for more than %v, but %d of at most %d machines of deployment %q are being replaced; waiting",
+				m.Name, timeout, obs.Budget.InFlight, obs.Budget.Max, obs.Budget.Deployment)
+			if setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck}, now) {
+				p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonReplacementLimited, Message: msg}
+			}
+			p.RequeueAfter = period
+			return
+		}
+		msg := fmt.Sprintf("Machine %s health checks failed for %v (%s) - changing MachineState to Failed", m.Name, timeout, why)
+		setPhase(m, v1alpha1.MachineFailed, now)
+		m.Status.CurrentStatus.TimeoutActive = false
+		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck}, now)
+		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonHealthTimeout, Message: msg}
+		p.MarkedFailed = true
+		p.RequeueAfter = o.LongRetry
+	default: // Failed, CrashLoopBackOff: left to the MachineSet or the creation flow.
+		p.RequeueAfter = o.LongRetry
+	}
+}
+
+// nodeHealth reports whether node is healthy: Ready is True and none of
+// the given condition types is True. why explains an unhealthy verdict.
+func nodeHealth(node *corev1.Node, bad []corev1.NodeConditionType) (healthy bool, why string) {
+	if node == nil {
+		return false, "Node object went missing"
+	}
+	ready := false
+	var problems []string
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			ready = c.Status == corev1.ConditionTrue
+			if !ready {
+				problems = append(problems, fmt.Sprintf("Ready=%s", c.Status))
+			}
+		} else if c.Status == corev1.ConditionTrue && slices.Contains(bad, c.Type) {
+			problems = append(problems, fmt.Sprintf("%s=True", c.Type))
+		}
+	}
+	if !ready && len(problems) == 0 {
+		problems = append(problems, "Ready condition missing")
+	}
+	if len(problems) > 0 {
+		return false, "Node conditions: " + strings.Join(problems, ", ")
+	}
+	return true, ""
+}
+
+// conditionTypes splits the comma-separated nodeConditions setting.
+func conditionTypes(list *string) []corev1.NodeConditionType {
+	if list == nil {
+		return nil
+	}
+	var out []corev1.NodeConditionType
+	for s := range strings.SplitSeq(*list, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			out = append(out, corev1.NodeConditionType(s))
+		}
+	}
+	return out
+}
+
+// conditionsEquivalent compares conditions ignoring heartbeat times, which
+// the kubelet bumps all the time.
+func conditionsEquivalent(a, b []corev1.NodeCondition) bool {
+	return slices.EqualFunc(a, b, func(x, y corev1.NodeCondition) bool {
+		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason &&
+			x.Message == y.Message && x.LastTransitionTime.Equal(&y.LastTransitionTime)
+	})
+}
+
+func hasTaint(node *corev1.Node, key string) bool {
+	return node != nil && slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
+}
+
+// creationStart is when the creation timeout started counting.
+func creationStart(m *v1alpha1.Machine) time.Time {
+	if t, ok := parseTime(m.Annotations[CreationStartedAnnotation]); ok {
+		return t
+	}
+	return m.CreationTimestamp.Time
+}
+
+// setPhase sets the phase, and its lastUpdateTime only when it changes.
+func setPhase(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, now time.Time) {
+	if m.Status.CurrentStatus.Phase == phase {
+		return
+	}
+	m.Status.CurrentStatus.Phase = phase
+	m.Status.CurrentStatus.LastUpdateTime = metav1Time(now)
+}
+
+// setLastOperation sets op, stamped with now, unless the last operation
+// already says the same; it reports whether it changed anything.
+func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.Time) bool {
+	cur := m.Status.LastOperation
+	if cur.Description == op.Description && cur.State == op.State && cur.Type == op.Type && cur.ErrorCode == op.ErrorCode {
+		return false
+	}
+	op.LastUpdateTime = metav1Time(now)
+	m.Status.LastOperation = op
+	return true
+}
+
+func setAnnotation(m *v1alpha1.Machine, key, value string) {
+	if m.Annotations == nil {
+		m.Annotations = map[string]string{}
+	}
+	m.Annotations[key] = value
+}
+
+func deleteAnnotation(m *v1alpha1.Machine, key string) {
+	delete(m.Annotations, key)
+}
+
+func setLabel(m *v1alpha1.Machine, key, value string) {
+	if m.Labels == nil {
+		m.Labels = map[string]string{}
+	}
+	m.Labels[key] = value
+}

@@ -1,0 +1,631 @@
+package machine
+
+import (
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
+)
+
+var t0 = time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+
+func testOptions(t *testing.T) *Options {
+	t.Helper()
+	o, err := Options{}.complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &o
+}
+
+func baseMachine() *v1alpha1.Machine {
+	return &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns", Finalizers: []string{v1alpha1.MachineFinalizer},
+			CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Name: "c"}},
+	}
+}
+
+func withPhase(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, providerID string) *v1alpha1.Machine {
+	m.Status.CurrentStatus.Phase = phase
+	m.Spec.ProviderID = providerID
+	if providerID != "" {
+		m.Labels = map[string]string{v1alpha1.NodeLabelKey: "n1"}
+	}
+	return m
+}
+
+func readyClass() *v1alpha1.MachineClass {
+	return &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", Finalizers: []string{v1alpha1.MachineFinalizer}}}
+}
+
+func node(conds ...corev1.NodeCondition) *corev1.Node {
+	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: conds}}
+}
+
+func cond(t corev1.NodeConditionType, s corev1.ConditionStatus) corev1.NodeCondition {
+	return corev1.NodeCondition{Type: t, Status: s, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}
+}
+
+func obsFor(m *v1alpha1.Machine) observation {
+	return observation{
+		Now: t0, Machine: m, HasTarget: true,
+		Config: v1alpha1.EffectiveMachineConfiguration(m, nil),
+		Class:  readyClass(),
+		Budget: replacementBudget{Deployment: "d", Max: 1},
+	}
+}
+
+// TestPlanMachineKinds covers each branch of planMachine's dispatch.
+func TestPlanMachineKinds(t *testing.T) {
+	o := testOptions(t)
+	tests := []struct {
+		name      string
+		obs       func() observation
+		wantKind  planKind
+		wantRetry retryClass
+		wantEvent string
+		wantDesc  string
+	}{
+		{"no finalizer", func() observation {
+			m := baseMachine()
+			m.Finalizers = nil
+			return obsFor(m)
+		}, planAddFinalizer, retryNone, "", ""},
+		{"invalid machine", func() observation {
+			o := obsFor(baseMachine())
+			o.ValidationErrors = field.ErrorList{field.Required(field.NewPath("spec", "class", "name"), "")}
+			return o
+		}, planBadInput, retryMedium, ReasonInvalidMachine, "Machine validation failed: spec.class.name: Required value"},
+		{"frozen", func() observation {
+			o := obsFor(baseMachine())
+			o.Frozen = true
+			return o
+		}, planFrozen, retryNone, "", ""},
+		{"class missing", func() observation {
+			o := obsFor(baseMachine())
+			o.Class = nil
+			return o
+		}, planBadInput, retryMedium, ReasonClassNotFound, `MachineClass "c" not found in namespace "ns"`},
+		{"class invalid", func() observation {
+			o := obsFor(baseMachine())
+			o.ClassErrors = field.ErrorList{field.Required(field.NewPath("providerSpec"), "")}
+			return o
+		}, planBadInput, retryMedium, ReasonInvalidClass, `MachineClass "c" is invalid: providerSpec: Required value`},
+		{"secret problem", func() observation {
+			o := obsFor(baseMachine())
+			o.SecretProblem, o.SecretReason = "no userData", ReasonSecretInvalid
+			return o
+		}, planBadInput, retryMedium, ReasonSecretInvalid, "no userData"},
+		{"class without finalizer", func() observation {
+			o := obsFor(baseMachine())
+			o.Class.Finalizers = nil
+			return o
+		}, planWaitForClass, retryNone, "", ""},
+		{"create", func() observation { return obsFor(baseMachine()) }, planCreate, retryNone, "", ""},
+		{"crashloop retries create", func() observation {
+			return obsFor(withPhase(baseMachine(), v1alpha1.MachineCrashLoopBackOff, ""))
+		}, planCreate, retryNone, "", ""},
+		{"failed machine is not created again", func() observation {
+			return obsFor(withPhase(baseMachine(), v1alpha1.MachineFailed, ""))
+		}, planUpdate, retryNone, "", ""},
+		{"no target: available stays", func() observation {
+			o := obsFor(withPhase(baseMachine(), v1alpha1.MachineAvailable, "p1"))
+			o.HasTarget = false
+			return o
+		}, planUpdate, retryNone, "", ""},
+		{"running machine needs no class", func() observation {
+			o := obsFor(withPhase(baseMachine(), v1alpha1.MachineRunning, "p1"))
+			o.Class = nil
+			o.Node = node(cond(corev1.NodeReady, corev1.ConditionTrue))
+			return o
+		}, planUpdate, retryNone, "", ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			obs := tc.obs()
+			before := obs.Machine.DeepCopy()
+			p := planMachine(obs, o)
+			if diff := cmp.Diff(before, obs.Machine); diff != "" {
+				t.Errorf("planMachine modified its input (-before +after):\n%s", diff)
+			}
+			got := struct {
+				Kind  planKind
+				Retry retryClass
+				Event string
+				Desc  string
+			}{p.Kind, p.Retry, "", ""}
+			if p.Event != nil {
+				got.Event = p.Event.Reason
+			}
+			if p.Kind == planBadInput {
+				got.Desc = p.Machine.Status.LastOperation.Description
+				if p.Machine.Status.LastOperation.State != v1alpha1.MachineStateFailed {
+					t.Errorf("bad input state %q", p.Machine.Status.LastOperation.State)
+				}
+			}
+			want := struct {
+				Kind  planKind
+				Retry retryClass
+				Event string
+				Desc  string
+			}{tc.wantKind, tc.wantRetry, tc.wantEvent, tc.wantDesc}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("plan (-want +got):\n%s", diff)
+			}
+			if p.Kind == planCreate && p.Machine.Annotations[CreationStartedAnnotation] != formatTime(t0) {
+				t.Errorf("creation start not recorded: %v", p.Machine.Annotations)
+			}
+			if p.Kind == planAddFinalizer && len(p.Machine.Finalizers) != 1 {
+				t.Errorf("finalizers %v", p.Machine.Finalizers)
+			}
+		})
+	}
+}
+
+func TestPlanMachineBadInputIsQuietWhenUnchanged(t *testing.T) {
+	o := testOptions(t)
+	obs := obsFor(baseMachine())
+	obs.Class = nil
+	first := planMachine(obs, o)
+	obs.Machine = first.Machine
+	obs.Now = t0.Add(time.Minute)
+	second := planMachine(obs, o)
+	if second.Event != nil {
+		t.Errorf("repeated bad input recorded another event: %+v", second.Event)
+	}
+	if diff := cmp.Diff(first.Machine.Status, second.Machine.Status); diff != "" {
+		t.Errorf("status changed although nothing did (-first +second):\n%s", diff)
+	}
+}
+
+func TestKeepsCreationStartAcrossRetries(t *testing.T) {
+	o := testOptions(t)
+	m := baseMachine()
+	m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-time.Hour))}
+	p := planMachine(obsFor(m), o)
+	if got := p.Machine.Annotations[CreationStartedAnnotation]; got != formatTime(t0.Add(-time.Hour)) {
+		t.Errorf("creation start moved to %s", got)
+	}
+}
+
+func TestPlanCreateOutcome(t *testing.T) {
+	o := testOptions(t)
+	type result struct {
+		Phase      v1alpha1.MachinePhase
+		State      v1alpha1.MachineState
+		ErrorCode  string
+		ProviderID string
+		NodeLabel  string
+		Priority   string
+		Retry      retryClass
+		Addresses  int
+	}
+	addr := []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	tests := []struct {
+		name     string
+		target   bool
+		started  time.Duration // before t0
+		out      createOutcome
+		want     result
+		wantDesc string
+	}{
+		{"created with target", true, time.Minute, createOutcome{ProviderID: "p1", NodeName: "n1"},
+			result{v1alpha1.MachinePending, v1alpha1.MachineStateProcessing, "", "p1", "n1", "3", retryNone, 0}, "Creating machine on cloud provider"},
+		{"created without target", false, time.Minute, createOutcome{ProviderID: "p1", NodeName: "n1", Addresses: addr},
+			result{v1alpha1.MachineAvailable, v1alpha1.MachineStateSuccessful, "", "p1", "", "3", retryNone, 1}, "Created machine on cloud provider"},
+		{"resource exhausted", true, time.Minute, createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.ResourceExhausted, "quota")},
+			result{v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineStateFailed, "ResourceExhausted", "", "", "", retryExhausted, 0}, ""},
+		{"unavailable retries fast", true, time.Minute, createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.Unavailable, "down")},
+			result{v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineStateFailed, "Unavailable", "", "", "", retryShort, 0}, ""},
+		{"invalid argument retries medium", true, time.Minute, createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.InvalidArgument, "bad spec")},
+			result{v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineStateFailed, "InvalidArgument", "", "", "", retryMedium, 0}, ""},
+		{"failure after the creation timeout", true, time.Hour, createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.ResourceExhausted, "quota")},
+			result{v1alpha1.MachineFailed, v1alpha1.MachineStateFailed, "ResourceExhausted", "", "", "", retryExhausted, 0}, ""},
+		{"initialize failed", true, time.Minute, createOutcome{FailedOp: driver.OperationInitializeMachine, Err: driver.NewError(driver.Internal, "nic")},
+			result{v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineStateFailed, "Internal", "", "", "", retryMedium, 0}, ""},
+		{"plain error counts as Unknown", true, time.Minute, createOutcome{FailedOp: driver.OperationGetMachineStatus, Err: errors.New("boom")},
+			result{v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineStateFailed, "Unknown", "", "", "", retryShort, 0}, ""},
+		{"stale node", true, time.Minute, createOutcome{ProviderID: "p1", NodeName: "n1", StaleNodeOwner: "other"},
+			result{v1alpha1.MachineFailed, v1alpha1.MachineStateFailed, "", "", "", "", retryShort, 0}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := baseMachine()
+			m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-tc.started))}
+			obs := obsFor(m)
+			obs.HasTarget = tc.target
+			p := planCreateOutcome(obs, tc.out, o)
+			pm := p.Machine
+			got := result{pm.Status.CurrentStatus.Phase, pm.Status.LastOperation.State, pm.Status.LastOperation.ErrorCode,
+				pm.Spec.ProviderID, pm.Labels[v1alpha1.NodeLabelKey], pm.Annotations[v1alpha1.MachinePriorityAnnotation], p.Retry, len(pm.Status.Addresses)}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+			if tc.wantDesc != "" && pm.Status.LastOperation.Description != tc.wantDesc {
+				t.Errorf("description %q, want %q", pm.Status.LastOperation.Description, tc.wantDesc)
+			}
+			if pm.Status.LastOperation.Type != v1alpha1.MachineOperationCreate {
+				t.Errorf("type %q", pm.Status.LastOperation.Type)
+			}
+			if p.Event == nil {
+				t.Error("no event")
+			}
+		})
+	}
+}
+
+func TestPlanHealth(t *testing.T) {
+	o := testOptions(t)
+	ready := cond(corev1.NodeReady, corev1.ConditionTrue)
+	notReady := cond(corev1.NodeReady, corev1.ConditionFalse)
+	disk := cond("DiskPressure", corev1.ConditionTrue)
+	type result struct {
+		Phase          v1alpha1.MachinePhase
+		Type           v1alpha1.MachineOperationType
+		State          v1alpha1.MachineState
+		UnhealthySince string
+		MarkedFailed   bool
+		FailedJoin     bool
+		Event          string
+	}
+	tests := []struct {
+		name    string
+		phase   v1alpha1.MachinePhase
+		started time.Duration // creation started before t0
+		since   string        // unhealthy-since annotation
+		node    *corev1.Node
+		budget  replacementBudget
+		disable bool
+		want    result
+	}{
+		{"pending joins", v1alpha1.MachinePending, time.Minute, "", node(ready), replacementBudget{}, false,
+			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateSuccessful, "", false, false, ReasonJoined}},
+		{"pending waits for critical components", v1alpha1.MachinePending, time.Minute, "", func() *corev1.Node {
+			n := node(ready)
+			n.Spec.Taints = []corev1.Taint{{Key: v1alpha1.CriticalComponentsNotReadyTaintKey, Effect: corev1.TaintEffectNoSchedule}}
+			return n
+		}(), replacementBudget{}, false, result{v1alpha1.MachinePending, "", "", "", false, false, ""}},
+		{"pending without node waits", v1alpha1.MachinePending, time.Minute, "", nil, replacementBudget{}, false,
+			result{v1alpha1.MachinePending, "", "", "", false, false, ""}},
+		{"pending times out", v1alpha1.MachinePending, time.Hour, "", nil, replacementBudget{}, false,
+			result{v1alpha1.MachineFailed, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateFailed, "", false, true, ReasonJoinTimeout}},
+		{"running stays", v1alpha1.MachineRunning, time.Hour, "", node(ready), replacementBudget{}, false,
+			result{v1alpha1.MachineRunning, "", "", "", false, false, ""}},
+		{"running not ready", v1alpha1.MachineRunning, time.Hour, "", node(notReady), replacementBudget{}, false,
+			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
+		{"running with a bad condition", v1alpha1.MachineRunning, time.Hour, "", node(ready, disk), replacementBudget{}, false,
+			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
+		{"running node gone", v1alpha1.MachineRunning, time.Hour, "", nil, replacementBudget{}, false,
+			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
+		{"unknown recovers", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(ready), replacementBudget{}, false,
+			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateSuccessful, "", false, false, ReasonRecovered}},
+		{"unknown within timeout", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(notReady), replacementBudget{Max: 1}, false,
+			result{v1alpha1.MachineUnknown, "", "", formatTime(t0.Add(-time.Minute)), false, false, ""}},
+		{"unknown without timestamp starts the timer", v1alpha1.MachineUnknown, time.Hour, "", node(notReady), replacementBudget{Max: 1}, false,
+			result{v1alpha1.MachineUnknown, "", "", formatTime(t0), false, false, ""}},
+		{"unknown times out", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{Max: 1}, false,
+			result{v1alpha1.MachineFailed, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateFailed, formatTime(t0.Add(-time.Hour)), true, false, ReasonHealthTimeout}},
+		{"unknown times out but budget is used", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{InFlight: 1, Max: 1, Deployment: "d"}, false,
+			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0.Add(-time.Hour)), false, false, ReasonReplacementLimited}},
+		{"health timeout disabled", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{Max: 1}, true,
+			result{v1alpha1.MachineUnknown, "", "", formatTime(t0.Add(-time.Hour)), false, false, ""}},
+		{"failed is left alone", v1alpha1.MachineFailed, time.Hour, "", node(notReady), replacementBudget{}, false,
+			result{v1alpha1.MachineFailed, "", "", "", false, false, ""}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := withPhase(baseMachine(), tc.phase, "p1")
+			m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-tc.started))}
+			if tc.since != "" {
+				m.Annotations[UnhealthySinceAnnotation] = tc.since
+			}
+			if tc.disable {
+				m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{DisableHealthTimeout: new(true)}
+			}
+			obs := obsFor(m)
+			obs.Node, obs.Budget = tc.node, tc.budget
+			p := machinePlan{Machine: m.DeepCopy()}
+			planHealth(&p, obs, o)
+			pm := p.Machine
+			got := result{pm.Status.CurrentStatus.Phase, pm.Status.LastOperation.Type, pm.Status.LastOperation.State,
+				pm.Annotations[UnhealthySinceAnnotation], p.MarkedFailed, p.FailedJoin, ""}
+			if p.Event != nil {
+				got.Event = p.Event.Reason
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("health (-want +got):\n%s", diff)
+			}
+			if p.RequeueAfter <= 0 {
+				t.Errorf("no requeue: %v", p.RequeueAfter)
+			}
+			if tc.node != nil && !conditionsEquivalent(pm.Status.Conditions, tc.node.Status.Conditions) {
+				t.Errorf("conditions not copied: %v", pm.Status.Conditions)
+			}
+		})
+	}
+}
+
+func TestPlanHealthTimeoutFromDedicatedTimestamp(t *testing.T) {
+	// lastUpdateTime is recent (other writes moved it), the unhealthy-since
+	// annotation is old: the machine must fail (MCM #1009).
+	o := testOptions(t)
+	m := withPhase(baseMachine(), v1alpha1.MachineUnknown, "p1")
+	m.Status.CurrentStatus.LastUpdateTime = metav1.NewTime(t0)
+	m.Status.LastOperation.LastUpdateTime = metav1.NewTime(t0)
+	m.Annotations = map[string]string{UnhealthySinceAnnotation: formatTime(t0.Add(-11 * time.Minute))}
+	obs := obsFor(m)
+	obs.Node = node(cond(corev1.NodeReady, corev1.ConditionUnknown))
+	p := machinePlan{Machine: m.DeepCopy()}
+	planHealth(&p, obs, o)
+	if p.Machine.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+		t.Errorf("phase %q, want Failed", p.Machine.Status.CurrentStatus.Phase)
+	}
+}
+
+func TestDecideDeletion(t *testing.T) {
+	deleted := metav1.NewTime(t0.Add(-time.Minute))
+	type result struct {
+		Step     DeletionStep
+		Action   deletionAction
+		Force    bool
+		BadInput bool
+	}
+	tests := []struct {
+		name   string
+		step   string
+		mutate func(*v1alpha1.Machine, *deletionInput)
+		want   result
+	}{
+		{"new deletion waits for pre-drain hook", "", func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.Annotations[PreDrainHookPrefix+"/x"] = ""
+		}, result{StepWaitPreDrainHooks, delWait, false, false}},
+		{"unknown step restarts", "Bogus", nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
+		{"no pre-drain hooks", string(StepWaitPreDrainHooks), nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
+		{"drain", string(StepDrain), nil, result{StepDrain, delDrain, false, false}},
+		{"drain without node", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.Node = nil }, result{StepDrain, delAdvance, false, false}},
+		{"drain without target", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.HasTarget = false }, result{StepDrain, delAdvance, false, false}},
+		{"force by label", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.Labels = map[string]string{v1alpha1.ForceDeletionLabelKey: "True"}
+		}, result{StepDrain, delDrain, true, false}},
+		{"force after drain timeout", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.DeletionTimestamp = &metav1.Time{Time: t0.Add(-3 * time.Hour)}
+		}, result{StepDrain, delDrain, true, false}},
+		{"force when node not ready long", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) {
+			in.Node = node(cond(corev1.NodeReady, corev1.ConditionUnknown))
+		}, result{StepDrain, delDrain, true, false}},
+		{"detach volumes", string(StepWaitVolumeDetach), nil, result{StepWaitVolumeDetach, delDetachVolumes, false, false}},
+		{"pre-terminate hook", string(StepWaitPreTerminateHooks), func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.Annotations[PreTerminateHookPrefix+"/y"] = ""
+		}, result{StepWaitPreTerminateHooks, delWait, false, false}},
+		{"delete VM", string(StepDeleteVM), nil, result{StepDeleteVM, delDeleteVM, false, false}},
+		{"delete VM without class, never created", string(StepDeleteVM), func(m *v1alpha1.Machine, in *deletionInput) {
+			in.ClassFound = false
+			m.Spec.ProviderID = ""
+		}, result{StepDeleteVM, delAdvance, false, false}},
+		{"delete VM without class", string(StepDeleteVM), func(_ *v1alpha1.Machine, in *deletionInput) {
+			in.ClassFound = false
+		}, result{StepDeleteVM, delWait, false, true}},
+		{"delete node", string(StepDeleteNode), nil, result{StepDeleteNode, delDeleteNode, false, false}},
+		{"no node to delete", string(StepDeleteNode), func(_ *v1alpha1.Machine, in *deletionInput) { in.NodeName = "" }, result{StepDeleteNode, delAdvance, false, false}},
+		{"remove finalizer", string(StepRemoveFinalizer), nil, result{StepRemoveFinalizer, delRemoveFinalizer, false, false}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
+			m.DeletionTimestamp = &deleted
+			m.Annotations = map[string]string{}
+			if tc.step != "" {
+				m.Annotations[DeletionStepAnnotation] = tc.step
+			}
+			in := deletionInput{Now: t0, Machine: m, Config: v1alpha1.EffectiveMachineConfiguration(m, nil), HasTarget: true,
+				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), ClassFound: true,
+				ForceDrainNotReadyAfter: 5 * time.Minute}
+			if tc.mutate != nil {
+				tc.mutate(m, &in)
+			}
+			d := decideDeletion(in)
+			got := result{d.Step, d.Action, d.Force, d.BadInput}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("decision (-want +got):\n%s", diff)
+			}
+			if d.Description == "" {
+				t.Error("no description")
+			}
+			if d.Action == delDrain {
+				want := deleted.Add(v1alpha1.DefaultMachineDrainTimeout)
+				if d.Force {
+					want = t0
+				}
+				if !d.DrainDeadline.Equal(want) {
+					t.Errorf("drain deadline %v, want %v", d.DrainDeadline, want)
+				}
+			}
+		})
+	}
+}
+
+func TestDeletionStepsOrder(t *testing.T) {
+	var got []DeletionStep
+	for s := StepWaitPreDrainHooks; ; s = s.next() {
+		got = append(got, s)
+		if s == StepRemoveFinalizer {
+			break
+		}
+	}
+	if diff := cmp.Diff(DeletionSteps(), got); diff != "" {
+		t.Errorf("steps (-want +got):\n%s", diff)
+	}
+}
+
+func TestPlanNodeSync(t *testing.T) {
+	m := baseMachine()
+	m.Spec.NodeTemplateSpec.Labels = map[string]string{"a": "1", "b": "2"}
+	m.Spec.NodeTemplateSpec.Annotations = map[string]string{"note": "x"}
+	m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}}
+
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"user": "mine"}}}
+	first := planNodeSync(n, m)
+	if first == nil {
+		t.Fatal("no change planned for a fresh node")
+	}
+	wantLabels := map[string]string{"a": "1", "b": "2", "user": "mine", v1alpha1.MachineNameLabelKey: "m1"}
+	if diff := cmp.Diff(wantLabels, first.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if planNodeSync(first, m) != nil {
+		t.Error("second sync is not a no-op")
+	}
+	// Template changes: a removed, b changed, taint value changed; the
+	// user adds a taint and a label of their own meanwhile.
+	first.Labels["user2"] = "also"
+	first.Spec.Taints = append(first.Spec.Taints, corev1.Taint{Key: "user-taint", Effect: corev1.TaintEffectNoExecute})
+	m.Spec.NodeTemplateSpec.Labels = map[string]string{"b": "3"}
+	m.Spec.NodeTemplateSpec.Annotations = nil
+	m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "t", Value: "w", Effect: corev1.TaintEffectNoSchedule}}
+	second := planNodeSync(first, m)
+	wantLabels = map[string]string{"b": "3", "user": "mine", "user2": "also", v1alpha1.MachineNameLabelKey: "m1"}
+	if diff := cmp.Diff(wantLabels, second.Labels); diff != "" {
+		t.Errorf("labels (-want +got):\n%s", diff)
+	}
+	if _, ok := second.Annotations["note"]; ok {
+		t.Error("annotation removed from the template stayed")
+	}
+	wantTaints := []corev1.Taint{{Key: "t", Value: "w", Effect: corev1.TaintEffectNoSchedule}, {Key: "user-taint", Effect: corev1.TaintEffectNoExecute}}
+	if diff := cmp.Diff(wantTaints, second.Spec.Taints); diff != "" {
+		t.Errorf("taints (-want +got):\n%s", diff)
+	}
+	if n.Labels["a"] != "" {
+		t.Error("input node modified")
+	}
+}
+
+func TestMergePatch(t *testing.T) {
+	tests := []struct {
+		name     string
+		old, new map[string]any
+		want     map[string]any
+	}{
+		{"equal", map[string]any{"a": "1"}, map[string]any{"a": "1"}, map[string]any{}},
+		{"changed", map[string]any{"a": "1"}, map[string]any{"a": "2"}, map[string]any{"a": "2"}},
+		{"removed", map[string]any{"a": "1", "b": "2"}, map[string]any{"a": "1"}, map[string]any{"b": nil}},
+		{"nil means absent", map[string]any{"a": "1"}, map[string]any{"a": nil}, map[string]any{"a": nil}},
+		{"nested", map[string]any{"m": map[string]any{"x": "1", "y": "2"}}, map[string]any{"m": map[string]any{"x": "1", "y": "3"}},
+			map[string]any{"m": map[string]any{"y": "3"}}},
+		{"new object", map[string]any{}, map[string]any{"m": map[string]any{"x": "1", "z": nil}}, map[string]any{"m": map[string]any{"x": "1"}}},
+		{"list replaced", map[string]any{"l": []any{"a"}}, map[string]any{"l": []any{"a", "b"}}, map[string]any{"l": []any{"a", "b"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, mergePatch(tc.old, tc.new)); diff != "" {
+				t.Errorf("patch (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestStatusPatchOnlyWhenChanged(t *testing.T) {
+	m := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
+	m.ResourceVersion = "7"
+	if p, err := machineStatusPatch(m, m.DeepCopy()); err != nil || p != nil {
+		t.Fatalf("patch for an unchanged status: %s, %v", p, err)
+	}
+	d := m.DeepCopy()
+	d.Status.LastOperation.ErrorCode = ""
+	m.Status.LastOperation.ErrorCode = "ResourceExhausted"
+	p, err := machineStatusPatch(m, d)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"metadata":{"resourceVersion":"7"},"status":{"lastOperation":{"errorCode":null}}}`
+	if string(p) != want {
+		t.Errorf("patch %s, want %s", p, want)
+	}
+}
+
+func TestRetryDelay(t *testing.T) {
+	o := testOptions(t)
+	tests := []struct {
+		code     driver.Code
+		failures int
+		want     time.Duration
+	}{
+		{driver.Unavailable, 1, 5 * time.Second},
+		{driver.DeadlineExceeded, 2, 10 * time.Second},
+		{driver.Aborted, 3, 20 * time.Second},
+		{driver.Unknown, 1, 5 * time.Second},
+		{driver.ResourceExhausted, 1, 10 * time.Minute},
+		{driver.ResourceExhausted, 2, 20 * time.Minute},
+		{driver.ResourceExhausted, 5, 30 * time.Minute},
+		{driver.InvalidArgument, 1, 3 * time.Minute},
+		{driver.Internal, 4, 24 * time.Minute},
+		{driver.PermissionDenied, 10, 30 * time.Minute},
+		{driver.OK, 1, 0},
+	}
+	for _, tc := range tests {
+		if got := o.RetryDelay(tc.code, tc.failures); got != tc.want {
+			t.Errorf("RetryDelay(%v, %d) = %v, want %v", tc.code, tc.failures, got, tc.want)
+		}
+	}
+}
+
+func TestResolveMaxReplacements(t *testing.T) {
+	tests := []struct {
+		v       intstr.IntOrString
+		total   int
+		want    int
+		wantErr bool
+	}{
+		{intstr.FromInt32(1), 10, 1, false},
+		{intstr.FromInt32(3), 10, 3, false},
+		{intstr.FromString("20%"), 10, 2, false},
+		{intstr.FromString("10%"), 3, 1, false},
+		{intstr.FromString("50"), 3, 0, true},
+		{intstr.FromInt32(-1), 3, 0, true},
+	}
+	for _, tc := range tests {
+		got, err := resolveMaxReplacements(&tc.v, tc.total)
+		if (err != nil) != tc.wantErr || got != tc.want {
+			t.Errorf("resolveMaxReplacements(%v, %d) = %d, %v; want %d, err %v", tc.v.String(), tc.total, got, err, tc.want, tc.wantErr)
+		}
+	}
+}
+
+func TestNodeHealth(t *testing.T) {
+	bad := conditionTypes(new(v1alpha1.DefaultNodeConditions))
+	tests := []struct {
+		name string
+		node *corev1.Node
+		want bool
+	}{
+		{"ready", node(cond(corev1.NodeReady, corev1.ConditionTrue)), true},
+		{"no conditions", node(), false},
+		{"not ready", node(cond(corev1.NodeReady, corev1.ConditionFalse)), false},
+		{"kernel deadlock", node(cond(corev1.NodeReady, corev1.ConditionTrue), cond("KernelDeadlock", corev1.ConditionTrue)), false},
+		{"unlisted condition ignored", node(cond(corev1.NodeReady, corev1.ConditionTrue), cond("MemoryPressure", corev1.ConditionTrue)), true},
+		{"missing", nil, false},
+	}
+	for _, tc := range tests {
+		if got, why := nodeHealth(tc.node, bad); got != tc.want {
+			t.Errorf("%s: healthy %v (%s), want %v", tc.name, got, why, tc.want)
+		}
+	}
+}
+
+func TestOptionsRejectNegative(t *testing.T) {
+	if _, err := (Options{ShortRetry: -1}).complete(); err == nil {
+		t.Error("negative ShortRetry accepted")
+	}
+	bad := intstr.FromString("lots")
+	if _, err := (Options{MaxReplacements: &bad}).complete(); err == nil {
+		t.Error("bad MaxReplacements accepted")
+	}
+}

@@ -1,0 +1,105 @@
+package machine
+
+import (
+	"sync"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcmkit/mcm/driver"
+)
+
+// retryClass is how soon a failed machine is tried again.
+type retryClass int
+
+const (
+	retryNone retryClass = iota
+	// retryShort: transient failures (Unavailable, DeadlineExceeded,
+	// Aborted, Unknown, Canceled, Uninitialized): Options.ShortRetry.
+	retryShort
+	// retryMedium: everything else, bad input included: Options.MediumRetry.
+	retryMedium
+	// retryExhausted: ResourceExhausted: Options.ResourceExhaustedRetry.
+	retryExhausted
+)
+
+// retryClassOf maps a driver error code to its retry class, as the issue
+// and MCM do: Unavailable, DeadlineExceeded, Aborted and Unknown retry
+// fast, ResourceExhausted on its own period, the rest medium.
+func retryClassOf(code driver.Code) retryClass {
+	switch code {
+	case driver.OK:
+		return retryNone
+	case driver.Unavailable, driver.DeadlineExceeded, driver.Aborted, driver.Unknown,
+		driver.Canceled, driver.Uninitialized:
+		return retryShort
+	case driver.ResourceExhausted:
+		return retryExhausted
+	default:
+		return retryMedium
+	}
+}
+
+// RetryDelay returns the wait before attempt number failures+1 of a
+// machine whose last failure had the given driver error code: the code's
+// base period (ShortRetry, MediumRetry or ResourceExhaustedRetry), doubled
+// for each earlier consecutive failure, at most MaxRetryDelay (but never
+// below the base). failures counts the failures so far, at least 1.
+func (o *Options) RetryDelay(code driver.Code, failures int) time.Duration {
+	return o.retryDelay(retryClassOf(code), failures)
+}
+
+func (o *Options) retryDelay(class retryClass, failures int) time.Duration {
+	var base time.Duration
+	switch class {
+	case retryNone:
+		return 0
+	case retryShort:
+		base = o.ShortRetry
+	case retryExhausted:
+		base = o.ResourceExhaustedRetry
+	default:
+		base = o.MediumRetry
+	}
+	limit := max(o.MaxRetryDelay, base)
+	d := base
+	for i := 1; i < failures && d < limit; i++ {
+		d *= 2
+	}
+	return min(d, limit)
+}
+
+// failureCounter counts consecutive failures per key, in memory. After a
+// restart counting starts again, which only shortens one wait.
+type failureCounter struct {
+	mu sync.Mutex
+	n  map[string]int
+}
+
+func (f *failureCounter) inc(key string) int {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.n == nil {
+		f.n = map[string]int{}
+	}
+	f.n[key]++
+	return f.n[key]
+}
+
+func (f *failureCounter) reset(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.n, key)
+}
+
+func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
+
+func parseTime(s string) (time.Time, bool) {
+	if s == "" {
+		return time.Time{}, false
+	}
+	t, err := time.Parse(time.RFC3339Nano, s)
+	return t, err == nil
+}
+
+func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC().Truncate(time.Second)) }
