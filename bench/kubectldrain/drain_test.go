@@ -23,7 +23,7 @@ func TestMain(m *testing.M) {
 }
 
 // BenchmarkKubectlDrain200Pods drains a node running 200 pods of a
-// ReplicaSet, no PodDisruptionBudgets, and reports pods drained per second.
+// Deployment, no PodDisruptionBudgets, and reports pods drained per second.
 // Compare with BenchmarkDrain200Pods in the drain package.
 func BenchmarkKubectlDrain200Pods(b *testing.B) {
 	const pods = 200
@@ -38,7 +38,7 @@ func BenchmarkKubectlDrain200Pods(b *testing.B) {
 		b.StopTimer()
 		ns := env.Namespace(b)
 		node := cluster.AddNode(b, fmt.Sprintf("%s-n%d", ns[len(ns)-6:], i))
-		if err := simcluster.CreateReplicaSet(ctx, client, ns, "load", node, pods, nil); err != nil {
+		if err := simcluster.CreateDeployment(ctx, client, ns, "load", node, pods, nil); err != nil {
 			b.Fatal(err)
 		}
 		if err := simcluster.WaitPodsRunning(ctx, client, ns, "app=load", pods); err != nil {
