@@ -22,7 +22,6 @@ import (
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/simcluster"
@@ -516,4 +515,81 @@ func TestIntegrationBadInput(t *testing.T) {
 	}
 }
 
-var _ = drain.State{}
+
+// TestIntegrationInvalidProviderSpec gives a machine a class whose
+// providerSpec the driver rejects: the machine shows the driver's
+// InvalidArgument with the offending field, no VM is created, and the
+// driver is asked again only with backoff.
+func TestIntegrationInvalidProviderSpec(t *testing.T) {
+	rec := record.NewFakeRecorder(100)
+	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec, MediumRetry: time.Second, MaxRetryDelay: 4 * time.Second}})
+	ctx := context.Background()
+	createClass(t, w.mc, w.core, w.ns, true)
+	patch := []byte(`{"providerSpec":{"zone":"zone-a","instanceType":"m1","cpuCount":4}}`)
+	if _, err := w.mc.MachineV1alpha1().MachineClasses(w.ns).Patch(ctx, "sim", types.MergePatchType, patch, metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	createMachine(t, w.mc, newMachine(w.ns, w.name(0), "sim", nil))
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		m, err := getMachine(ctx, w.mc, w.ns, w.name(0))
+		if err != nil {
+			return false, err.Error()
+		}
+		op := m.Status.LastOperation
+		return op.State == v1alpha1.MachineStateFailed && op.ErrorCode == driver.InvalidArgument.String() &&
+			strings.Contains(op.Description, "cpuCount"), fmt.Sprintf("%+v", op)
+	})
+	first := w.cloud.Calls(driver.OperationGetMachineStatus) + w.cloud.Calls(driver.OperationCreateMachine)
+	const window = 8 * time.Second
+	time.Sleep(window)
+	calls := w.cloud.Calls(driver.OperationGetMachineStatus) + w.cloud.Calls(driver.OperationCreateMachine) - first
+	// Backoff from 1 s doubling to 4 s: at most 1+2+4+4 s worth of retries
+	// in the window; a hot loop would make hundreds of calls.
+	if calls > 5 {
+		t.Errorf("%d driver calls in %v for a class the driver rejects: no backoff", calls, window)
+	}
+	if len(w.cloud.VMs()) != 0 {
+		t.Errorf("VMs created for an invalid providerSpec: %v", w.cloud.VMs())
+	}
+	found := false
+	for len(rec.Events) > 0 {
+		if e := <-rec.Events; strings.Contains(e, "cpuCount") {
+			found = true
+		}
+	}
+	if !found {
+		t.Error("no event names the invalid providerSpec field")
+	}
+}
+
+// TestIntegrationNodeDeletedDeletesMachine deletes a running machine's Node
+// behind the controller's back: the machine goes too, and its VM with it.
+func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
+	w := integration(t, worldOptions{})
+	ctx := context.Background()
+	createClass(t, w.mc, w.core, w.ns, true)
+	createMachine(t, w.mc, newMachine(w.ns, w.name(0), "sim", nil))
+	testenv.Eventually(t, time.Minute, phaseIs(w.mc, w.ns, w.name(0), v1alpha1.MachineRunning))
+	m, err := getMachine(ctx, w.mc, w.ns, w.name(0))
+	if err != nil {
+		t.Fatal(err)
+	}
+	node := m.Labels[v1alpha1.NodeLabelKey]
+	if node == "" {
+		t.Fatalf("running machine has no %s label", v1alpha1.NodeLabelKey)
+	}
+	if err := w.core.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, machineGone(w.mc, w.ns, w.name(0)))
+	testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		vms := w.cloud.VMs()
+		live := 0
+		for _, vm := range vms {
+			if vm.State != sim.VMTerminating {
+				live++
+			}
+		}
+		return live == 0, fmt.Sprintf("%d VMs still live", live)
+	})
+}
