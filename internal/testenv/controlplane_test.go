@@ -3,6 +3,7 @@ package testenv_test
 import (
 	"context"
 	"fmt"
+	"os"
 	"testing"
 	"time"
 
@@ -204,4 +205,25 @@ func registerReadyNode(ctx context.Context, t *testing.T, client kubernetes.Inte
 		t.Fatal(err)
 	}
 	return name
+}
+
+// TestStartOutsideTests starts and stops a standalone cluster, as a local
+// demo does, and checks that it leaves no files behind.
+func TestStartOutsideTests(t *testing.T) {
+	testenv.Get(t) // skips or fails like every integration test without binaries
+	ctx := testContext(t)
+	env, err := testenv.Start(ctx, "standalone")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := env.Client().CoreV1().Namespaces().Get(ctx, "default", metav1.GetOptions{}); err != nil {
+		t.Errorf("standalone cluster does not answer: %v", err)
+	}
+	dir := env.Dir()
+	if err := env.Stop(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(dir); !os.IsNotExist(err) {
+		t.Errorf("cluster dir %s still there after Stop (%v)", dir, err)
+	}
 }

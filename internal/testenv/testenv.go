@@ -167,6 +167,42 @@ func get(t testing.TB, which func() *lazy) *Env {
 	return env
 }
 
+// BinDir returns the directory of the environment's binaries, or an error
+// naming what is missing and how to build it.
+func BinDir() (string, error) {
+	dir, missing := binDir()
+	if missing != "" {
+		return "", fmt.Errorf("testenv: %s; run 'make testenv' to build it", missing)
+	}
+	return dir, nil
+}
+
+// Start runs a cluster outside of tests, e.g. for a local demo: the same
+// control plane as Get, named name, with setup applied. Stop it with Stop;
+// MCM_TESTENV_KEEP=1 keeps its files. On failure the error carries the tail
+// of the component logs.
+func Start(ctx context.Context, name string, setup ...func(context.Context, *rest.Config) error) (*Env, error) {
+	bin, err := BinDir()
+	if err != nil {
+		return nil, err
+	}
+	env, logs, err := start(ctx, name, bin, setup)
+	if err != nil && logs != "" {
+		return nil, fmt.Errorf("%w\n%s", err, logs)
+	}
+	return env, err
+}
+
+// Stop ends the cluster's components and removes its files (unless
+// MCM_TESTENV_KEEP=1). Only for clusters from Start: Main stops the
+// clusters of tests.
+func (e *Env) Stop() error {
+	return e.cluster.stop(os.Getenv(EnvKeep) == "1")
+}
+
+// Dir is the cluster's temp dir: data, certificates, kubeconfig and logs.
+func (e *Env) Dir() string { return e.cluster.dir }
+
 // binDir finds the environment's binaries, or says what is missing.
 func binDir() (dir, missing string) {
 	root := os.Getenv(EnvDir)
