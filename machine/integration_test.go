@@ -515,7 +515,6 @@ func TestIntegrationBadInput(t *testing.T) {
 	}
 }
 
-
 // TestIntegrationInvalidProviderSpec gives a machine a class whose
 // providerSpec the driver rejects: the machine shows the driver's
 // InvalidArgument with the offending field, no VM is created, and the
