@@ -37,8 +37,9 @@
 //   - reference: a thin binary wiring the controllers together.
 //
 // The API, clients, CRDs, workqueue, expectations, driver (with its
-// simulator and conformance kit) and drain packages are here; the
-// controllers and the reference binary are being built on them.
+// simulator and conformance kit), drain and machine packages are here, with
+// the reference binary; the MachineSet, MachineDeployment and safety
+// controllers are being built on them.
 //
 // # Usage
 //
