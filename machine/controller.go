@@ -271,7 +271,10 @@ func (c *Controller) register(inf Informers) error {
 
 // Run waits for the informer caches, then reconciles until ctx ends:
 // workers workers on the machine queue, Options.*Workers on the others. It
-// returns when every worker has stopped.
+// returns nil when every worker has stopped after ctx ended (also when ctx
+// ends before the caches synced), and an error only for invalid arguments.
+// While the caches do not sync (the machine CRDs are missing, the API server
+// is unreachable) it logs that every 15 seconds instead of waiting silently.
 func (c *Controller) Run(ctx context.Context, workers int) error {
 	logger := logr.FromContextOrDiscard(ctx)
 	if _, err := logr.FromContext(ctx); err != nil {
@@ -282,8 +285,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("machine: need at least one worker, got %d", workers)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
-		return fmt.Errorf("machine: caches did not sync: %w", context.Cause(ctx))
+	if !c.waitForCaches(ctx, logger) {
+		// The caller ended the run before the caches synced: nothing
+		// failed, there is just nothing to do any more.
+		return nil
 	}
 	c.metrics.attachCollector(c)
 	logger.Info("Caches synced; starting workers", "workers", workers, "targetCluster", c.target != nil)
@@ -429,4 +434,32 @@ func nodeChanged(old, n *corev1.Node) bool {
 		!mapsEqual(old.Labels, n.Labels) || !mapsEqual(old.Annotations, n.Annotations) ||
 		len(old.Spec.Taints) != len(n.Spec.Taints) || !taintsEqual(old.Spec.Taints, n.Spec.Taints) ||
 		(old.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// waitForCaches waits until every informer has synced, logging what it
+// waits for every 15 seconds; false means ctx ended first.
+func (c *Controller) waitForCaches(ctx context.Context, logger logr.Logger) bool {
+	const report = 15 * time.Second
+	last := c.opts.Clock.Now()
+	for {
+		pending := 0
+		for _, synced := range c.synced {
+			if !synced() {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return true
+		}
+		if now := c.opts.Clock.Now(); now.Sub(last) >= report {
+			logger.Info("Waiting for informer caches; are the machine CRDs installed and the API servers reachable?",
+				"pending", pending, "total", len(c.synced))
+			last = now
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
 }

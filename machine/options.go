@@ -184,7 +184,10 @@ type Options struct {
 
 	// Logger is used where no context carries one (informer handlers).
 	Logger logr.Logger
-	// Recorder receives events. Nil means none.
+	// Recorder receives events. Nil means none. A client-go recorder needs
+	// a scheme with the machine API registered (v1alpha1.AddToScheme on the
+	// scheme given to the broadcaster), or events about machines are
+	// dropped: objects from informers carry no type information.
 	Recorder EventRecorder
 	// Registerer receives the controller's, the queues', the driver's
 	// and the drain engine's metrics. Nil means none.
