@@ -12,9 +12,14 @@ TEST_TIMEOUT ?= 30m
 
 all: test
 
+## run: the whole machine lifecycle on a local control plane (reference/demo):
+## builds the test environment once (cached), starts a cluster in a temp dir,
+## runs the reference manager with --driver=sim and shows the machines'
+## progress until Ctrl-C. ARGS take the demo's and the manager's flags, e.g.
+## ARGS="--control-kubeconfig ~/.kube/config" or ARGS=--exit-when-running.
 run:
-	@echo "make run arrives with the reference binary (reference/); until then use 'make test'." >&2
-	@exit 1
+	$(GO) build -o _output/bin/mcm-demo ./reference/demo
+	./_output/bin/mcm-demo $(ARGS)
 
 ## test: everything CI checks, on a cold machine included.
 test: fmt-check vet verify-codegen check-deps testenv

@@ -1,0 +1,342 @@
+package main
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
+
+	"github.com/mcmkit/mcm/api/crds"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/reference/manager"
+)
+
+func TestMain(m *testing.M) {
+	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install}})
+}
+
+// binary builds the reference binary into a temp dir of t.
+func binary(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "mcm")
+	if out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	return path
+}
+
+// Bad flags end the binary with exit code 2 and one line on stderr that
+// gives the reason and the usage hint.
+func TestBinaryRejectsBadFlags(t *testing.T) {
+	bin := binary(t)
+	kc := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ok := []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--driver", "sim"}
+	tests := []struct {
+		name   string
+		args   []string
+		reason string
+	}{
+		{"target kubeconfig pointing nowhere", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "/nowhere/kubeconfig", "--driver", "sim"},
+			"--target-kubeconfig: kubeconfig /nowhere/kubeconfig: no such file or directory"},
+		{"unknown controller", append(ok, "--controllers=foo"), `--controllers: unknown controller "foo" (known: machine)`},
+		{"negative timeout", append(ok, "--machine-health-timeout=-5m"), "--machine-health-timeout must not be negative, got -5m0s"},
+		{"contradictory", append(ok, "--leader-elect=false", "--leader-elect-lease-duration=1s"), "--leader-elect-lease-duration contradicts --leader-elect=false"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var stderr bytes.Buffer
+			cmd := exec.Command(bin, tt.args...)
+			cmd.Stderr = &stderr
+			err := cmd.Run()
+			var exit *exec.ExitError
+			if !errors.As(err, &exit) || exit.ExitCode() != 2 {
+				t.Fatalf("exit: %v, want exit code 2; stderr:\n%s", err, stderr.String())
+			}
+			want := "mcm: " + tt.reason + " (see mcm -h)\n"
+			if stderr.String() != want {
+				t.Errorf("stderr = %q\nwant     %q", stderr.String(), want)
+			}
+		})
+	}
+}
+
+// instance is one running reference binary.
+type instance struct {
+	name string
+	cmd  *exec.Cmd
+	port int
+	log  *bytes.Buffer
+	mu   *sync.Mutex
+	done chan error
+}
+
+func freePort(t *testing.T) int {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().(*net.TCPAddr).Port
+}
+
+type lockedWriter struct {
+	mu *sync.Mutex
+	w  io.Writer
+}
+
+func (l lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+func start(t *testing.T, bin, name string, args ...string) *instance {
+	t.Helper()
+	in := &instance{name: name, port: freePort(t), log: &bytes.Buffer{}, mu: &sync.Mutex{}, done: make(chan error, 1)}
+	args = append(args, "--address=127.0.0.1", "--port="+strconv.Itoa(in.port))
+	in.cmd = exec.Command(bin, args...)
+	in.cmd.Stdout = lockedWriter{in.mu, in.log}
+	in.cmd.Stderr = lockedWriter{in.mu, in.log}
+	if err := in.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { in.done <- in.cmd.Wait() }()
+	t.Cleanup(func() {
+		_ = in.cmd.Process.Kill()
+		<-in.done
+		if t.Failed() {
+			in.mu.Lock()
+			t.Logf("log of %s:\n%s", name, in.log.String())
+			in.mu.Unlock()
+		}
+	})
+	return in
+}
+
+func (in *instance) get(path string) (int, string) {
+	client := http.Client{Timeout: 2 * time.Second}
+	resp, err := client.Get(fmt.Sprintf("http://127.0.0.1:%d%s", in.port, path))
+	if err != nil {
+		return 0, err.Error()
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
+}
+
+// metric returns the value of an unlabelled sample, or "" if absent.
+func (in *instance) metric(name string) string {
+	_, body := in.get("/metrics")
+	sc := bufio.NewScanner(strings.NewReader(body))
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), name+" "); ok {
+			return v
+		}
+	}
+	return ""
+}
+
+func randomSuffix(t *testing.T) string {
+	b := make([]byte, 3)
+	if _, err := rand.Read(b); err != nil {
+		t.Fatal(err)
+	}
+	return hex.EncodeToString(b)
+}
+
+// Two instances with leader election: one leads and reconciles, the other
+// stands by (ready, but never calls the driver). When the leader is killed
+// the standby takes over within the lease duration (plus one retry
+// period) and reconciles; SIGTERM stops it within 5s, releasing the lease.
+func TestLeaderElectionFailoverAndShutdown(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	ctx := context.Background()
+	mc := versioned.NewForConfigOrDie(env.Config())
+	suffix := randomSuffix(t) // node names are cluster-wide
+	createMachineObjects(t, env, mc, ns)
+
+	const (
+		leaseDuration = 4 * time.Second
+		retryPeriod   = 500 * time.Millisecond
+	)
+	args := []string{
+		"--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
+		"--namespace", ns, "--driver", "sim", "--concurrent-syncs", "5",
+		"--leader-elect-lease-duration", leaseDuration.String(), "--leader-elect-renew-deadline", "3s",
+		"--leader-elect-retry-period", retryPeriod.String(), "-v", "1",
+	}
+	bin := binary(t)
+	a := start(t, bin, "a", args...)
+	b := start(t, bin, "b", args...)
+
+	var leader, standby *instance
+	testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		la, lb := a.metric("mcm_manager_leader"), b.metric("mcm_manager_leader")
+		switch {
+		case la == "1" && lb == "0":
+			leader, standby = a, b
+		case lb == "1" && la == "0":
+			leader, standby = b, a
+		default:
+			return false, fmt.Sprintf("mcm_manager_leader: a=%q b=%q, want one 1 and one 0", la, lb)
+		}
+		return true, ""
+	})
+	t.Logf("leader %s, standby %s", leader.name, standby.name)
+	for _, in := range []*instance{leader, standby} {
+		testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+			code, body := in.get("/readyz")
+			return code == http.StatusOK, fmt.Sprintf("%s /readyz = %d %q", in.name, code, body)
+		})
+		if code, body := in.get("/healthz"); code != http.StatusOK {
+			t.Errorf("%s /healthz = %d %q", in.name, code, body)
+		}
+	}
+	if _, body := standby.get("/readyz"); !strings.Contains(body, "standby; lease held by") {
+		t.Errorf("standby /readyz = %q, want it to say standby", body)
+	}
+	if _, body := leader.get("/readyz"); !strings.Contains(body, "leader; caches synced") {
+		t.Errorf("leader /readyz = %q, want it to say leader", body)
+	}
+
+	first := "first-" + suffix
+	createMachine(t, mc, ns, first)
+	waitPhase(t, mc, ns, first, v1alpha1.MachineRunning, 2*time.Minute)
+
+	// Only the leader reconciled: only it called its driver and has
+	// controller metrics.
+	_, leaderMetrics := leader.get("/metrics")
+	_, standbyMetrics := standby.get("/metrics")
+	for _, m := range []string{"mcm_cloud_api_driver_request_duration_seconds_count", "mcm_machine_items_total", "mcm_workqueue_adds_total"} {
+		if !strings.Contains(leaderMetrics, m) {
+			t.Errorf("leader /metrics lacks %s", m)
+		}
+		if strings.Contains(standbyMetrics, m) {
+			t.Errorf("standby /metrics has %s: the standby reconciled", m)
+		}
+	}
+	lease, err := env.Client().CoordinationV1().Leases(ns).Get(ctx, manager.DefaultLeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity == "" {
+		t.Fatalf("lease %s/%s: %v %+v, want a holder", ns, manager.DefaultLeaseName, err, lease)
+	}
+
+	// Kill the leader: no release, so the standby must wait out the lease.
+	killed := time.Now()
+	if err := leader.cmd.Process.Signal(syscall.SIGKILL); err != nil {
+		t.Fatal(err)
+	}
+	<-leader.done
+	leader.done <- nil // for the cleanup
+	// Expiry comes at most leaseDuration after the last renewal (which was at
+	// most one retry period before the kill); the standby notices within one
+	// jittered retry period; allow 2s for API calls on a loaded machine.
+	limit := leaseDuration + 2*retryPeriod + 2*time.Second
+	testenv.Eventually(t, limit, func(context.Context) (bool, string) {
+		v := standby.metric("mcm_manager_leader")
+		return v == "1", fmt.Sprintf("standby mcm_manager_leader = %q %v after the leader was killed", v, time.Since(killed))
+	})
+	t.Logf("standby took over %v after the leader was killed (lease duration %v)", time.Since(killed).Round(10*time.Millisecond), leaseDuration)
+
+	second := "second-" + suffix
+	createMachine(t, mc, ns, second)
+	waitPhase(t, mc, ns, second, v1alpha1.MachineRunning, 2*time.Minute)
+
+	// SIGTERM: clean exit within 5s, lease released.
+	term := time.Now()
+	if err := standby.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case err := <-standby.done:
+		standby.done <- err
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+		t.Logf("exited %v after SIGTERM", time.Since(term).Round(time.Millisecond))
+	case <-time.After(5 * time.Second):
+		t.Fatalf("still running 5s after SIGTERM")
+	}
+	lease, err = env.Client().CoordinationV1().Leases(ns).Get(ctx, manager.DefaultLeaseName, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h := lease.Spec.HolderIdentity; h != nil && *h != "" {
+		t.Errorf("lease holder after shutdown = %q, want it released", *h)
+	}
+	standby.mu.Lock()
+	log := standby.log.String()
+	standby.mu.Unlock()
+	for _, line := range []string{"Workers stopped", "Controllers stopped; lease released"} {
+		if !strings.Contains(log, line) {
+			t.Errorf("log lacks %q", line)
+		}
+	}
+}
+
+func createMachineObjects(t *testing.T, env *testenv.Env, mc versioned.Interface, ns string) {
+	t.Helper()
+	ctx := context.Background()
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "cloud", Namespace: ns}, Data: map[string][]byte{
+		v1alpha1.UserDataKey: []byte("#cloud-config"), sim.CredentialsKey: []byte("token"),
+	}}
+	if _, err := env.Client().CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class := &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: "sim", Namespace: ns},
+		Provider:     sim.ProviderName,
+		ProviderSpec: sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}.RawExtension(),
+		SecretRef:    &corev1.SecretReference{Name: "cloud", Namespace: ns},
+	}
+	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func createMachine(t *testing.T, mc versioned.Interface, ns, name string) {
+	t.Helper()
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "sim"}}}
+	if _, err := mc.MachineV1alpha1().Machines(ns).Create(context.Background(), m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func waitPhase(t *testing.T, mc versioned.Interface, ns, name string, phase v1alpha1.MachinePhase, timeout time.Duration) {
+	t.Helper()
+	testenv.Eventually(t, timeout, func(ctx context.Context) (bool, string) {
+		m, err := mc.MachineV1alpha1().Machines(ns).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return m.Status.CurrentStatus.Phase == phase, fmt.Sprintf("machine %s phase %q (%s), want %s",
+			name, m.Status.CurrentStatus.Phase, m.Status.LastOperation.Description, phase)
+	})
+}

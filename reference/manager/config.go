@@ -1,0 +1,377 @@
+package manager
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// Special values of --control-kubeconfig and --target-kubeconfig.
+const (
+	// InCluster selects the pod's service account through
+	// rest.InClusterConfig. MCM's spelling "inClusterConfig" is accepted too.
+	InCluster = "in-cluster"
+	// NoTarget (--target-kubeconfig only) runs without a target cluster:
+	// no Nodes, no drain; machines become Available once their VM exists.
+	NoTarget = "none"
+
+	mcmInCluster = "inClusterConfig"
+)
+
+// AllControllers is the --controllers value that selects every controller
+// of the table.
+const AllControllers = "*"
+
+// Defaults of the flags, MCM's where MCM has the flag.
+const (
+	DefaultNamespace           = "default"
+	DefaultConcurrentSyncs     = 50 // MCM's machine controller
+	DefaultKubeAPIQPS          = 20
+	DefaultKubeAPIBurst        = 30
+	DefaultLeaseDuration       = 15 * time.Second
+	DefaultRenewDeadline       = 10 * time.Second
+	DefaultRetryPeriod         = 2 * time.Second
+	DefaultLeaseName           = "machine-controller-manager"
+	DefaultAddress             = "0.0.0.0"
+	DefaultPort                = 10258
+	DefaultPVDetachTimeout     = 2 * time.Minute
+	DefaultPVReattachTimeout   = 90 * time.Second
+	DefaultResourceExhaustedRe = 10 * time.Minute
+)
+
+// Config is the manager's configuration, one field per flag. Start from
+// DefaultConfig, bind it to a flag.FlagSet with BindFlags or fill it in
+// code, and check it with Validate (New does).
+type Config struct {
+	// ControlKubeconfig is the control cluster (Machines, MachineClasses,
+	// Secrets, the lease): a kubeconfig path or InCluster. Required.
+	ControlKubeconfig string
+	// TargetKubeconfig is the target cluster (Nodes, Pods, volumes): a
+	// kubeconfig path, InCluster or NoTarget. Required.
+	TargetKubeconfig string
+	// Namespace of the control cluster whose machine objects are managed.
+	Namespace string
+	// Controllers to run, names from the controller table, or AllControllers.
+	Controllers []string
+	// Driver names the driver registry entry that talks to the cloud.
+	Driver string
+
+	ConcurrentSyncs int
+	KubeAPIQPS      float64
+	KubeAPIBurst    int
+
+	MachineCreationTimeout   time.Duration
+	MachineHealthTimeout     time.Duration
+	MachineDrainTimeout      time.Duration
+	MachineMaxEvictRetries   int
+	MachinePVDetachTimeout   time.Duration
+	MachinePVReattachTimeout time.Duration
+	ResourceExhaustedRetry   time.Duration
+	NodeConditions           string
+
+	LeaderElect    bool
+	LeaseDuration  time.Duration
+	RenewDeadline  time.Duration
+	RetryPeriod    time.Duration
+	LeaseNamespace string // empty: Namespace
+	LeaseName      string
+	// LeaderElectIdentity names this instance in the lease (no flag);
+	// empty means the hostname plus a random suffix.
+	LeaderElectIdentity string
+
+	// Address and Port of the HTTP server (/metrics, /healthz, /readyz,
+	// /debug/pprof with Profiling). Port 0 serves nothing.
+	Address   string
+	Port      int
+	Profiling bool
+
+	// Verbosity of the log (-v).
+	Verbosity int
+}
+
+// DefaultConfig returns the flag defaults. The kubeconfigs and the driver
+// have none: they must be given.
+func DefaultConfig() Config {
+	d := v1alpha1.DefaultMachineConfiguration()
+	return Config{
+		Namespace:                DefaultNamespace,
+		Controllers:              []string{AllControllers},
+		ConcurrentSyncs:          DefaultConcurrentSyncs,
+		KubeAPIQPS:               DefaultKubeAPIQPS,
+		KubeAPIBurst:             DefaultKubeAPIBurst,
+		MachineCreationTimeout:   d.MachineCreationTimeout.Duration,
+		MachineHealthTimeout:     d.MachineHealthTimeout.Duration,
+		MachineDrainTimeout:      d.MachineDrainTimeout.Duration,
+		MachineMaxEvictRetries:   int(*d.MaxEvictRetries),
+		MachinePVDetachTimeout:   DefaultPVDetachTimeout,
+		MachinePVReattachTimeout: DefaultPVReattachTimeout,
+		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
+		NodeConditions:           *d.NodeConditions,
+		LeaderElect:              true,
+		LeaseDuration:            DefaultLeaseDuration,
+		RenewDeadline:            DefaultRenewDeadline,
+		RetryPeriod:              DefaultRetryPeriod,
+		LeaseName:                DefaultLeaseName,
+		Address:                  DefaultAddress,
+		Port:                     DefaultPort,
+	}
+}
+
+// listFlag is a comma-separated list.
+type listFlag struct{ list *[]string }
+
+func (l listFlag) String() string {
+	if l.list == nil {
+		return ""
+	}
+	return strings.Join(*l.list, ",")
+}
+
+func (l listFlag) Set(s string) error {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	*l.list = out
+	return nil
+}
+
+// BindFlags defines the manager's flags on fs, with c's current values as
+// defaults, writing into c when fs is parsed.
+func (c *Config) BindFlags(fs *flag.FlagSet) {
+	fs.StringVar(&c.ControlKubeconfig, "control-kubeconfig", c.ControlKubeconfig,
+		"control cluster (machines, classes, secrets, lease): kubeconfig path or "+InCluster+" (required)")
+	fs.StringVar(&c.TargetKubeconfig, "target-kubeconfig", c.TargetKubeconfig,
+		"target cluster (nodes, pods, volumes): kubeconfig path, "+InCluster+" or "+NoTarget+" (required)")
+	fs.StringVar(&c.Namespace, "namespace", c.Namespace, "control cluster namespace whose machine objects are managed")
+	fs.Var(listFlag{&c.Controllers}, "controllers", "comma-separated controllers to run, or "+AllControllers+" for all")
+	fs.StringVar(&c.Driver, "driver", c.Driver, "driver registry entry that talks to the cloud (required by the machine controller)")
+	fs.IntVar(&c.ConcurrentSyncs, "concurrent-syncs", c.ConcurrentSyncs, "workers per machine queue")
+	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "queries per second to each API server")
+	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "burst of queries to each API server")
+	fs.DurationVar(&c.MachineCreationTimeout, "machine-creation-timeout", c.MachineCreationTimeout, "how long a new machine may take to join")
+	fs.DurationVar(&c.MachineHealthTimeout, "machine-health-timeout", c.MachineHealthTimeout, "how long a machine may be unhealthy before it is Failed")
+	fs.DurationVar(&c.MachineDrainTimeout, "machine-drain-timeout", c.MachineDrainTimeout, "how long a drain may take before pods are force-deleted")
+	fs.IntVar(&c.MachineMaxEvictRetries, "machine-max-evict-retries", c.MachineMaxEvictRetries, "eviction attempts per pod during a drain")
+	fs.DurationVar(&c.MachinePVDetachTimeout, "machine-pv-detach-timeout", c.MachinePVDetachTimeout, "how long to wait for volumes to detach from a drained node")
+	fs.DurationVar(&c.MachinePVReattachTimeout, "machine-pv-reattach-timeout", c.MachinePVReattachTimeout, "how long to wait for volumes to attach elsewhere")
+	fs.DurationVar(&c.ResourceExhaustedRetry, "resource-exhausted-retry", c.ResourceExhaustedRetry, "first wait after a ResourceExhausted driver error")
+	fs.StringVar(&c.NodeConditions, "node-conditions", c.NodeConditions, "comma-separated node conditions that make a machine unhealthy while True")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
+	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
+	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")
+	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", c.RetryPeriod, "how often to try to acquire or renew the lease")
+	fs.StringVar(&c.LeaseNamespace, "leader-elect-resource-namespace", c.LeaseNamespace, "namespace of the lease (default: --namespace)")
+	fs.StringVar(&c.LeaseName, "leader-elect-resource-name", c.LeaseName, "name of the lease")
+	fs.StringVar(&c.Address, "address", c.Address, "address of the HTTP server (metrics, health, pprof)")
+	fs.IntVar(&c.Port, "port", c.Port, "port of the HTTP server; 0 serves nothing")
+	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve /debug/pprof on the HTTP server")
+	fs.IntVar(&c.Verbosity, "v", c.Verbosity, "log verbosity")
+}
+
+// leaderElectFlags are meaningless with --leader-elect=false.
+var leaderElectFlags = []string{
+	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
+	"leader-elect-resource-namespace", "leader-elect-resource-name",
+}
+
+// ParseFlags parses args into a Config that starts from DefaultConfig and
+// validates it against the controller and driver tables. Flags that
+// contradict each other are an error. It returns flag.ErrHelp, after
+// printing the usage to usage, for -h.
+func ParseFlags(name string, args []string, controllers Controllers, drivers Drivers, usage io.Writer) (Config, error) {
+	c := DefaultConfig()
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	c.BindFlags(fs)
+	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
+	fs.Usage = func() {}
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			fmt.Fprintf(usage, "Usage of %s:\n", name)
+			fs.SetOutput(usage)
+			fs.PrintDefaults()
+		}
+		return c, err
+	}
+	if fs.NArg() > 0 {
+		return c, fmt.Errorf("unexpected argument %q: %s takes flags only", fs.Arg(0), name)
+	}
+	if err := checkExplicit(fs, c); err != nil {
+		return c, err
+	}
+	return c, c.Validate(controllers, drivers)
+}
+
+// checkExplicit rejects flags that were set but cannot take effect.
+func checkExplicit(fs *flag.FlagSet, c Config) error {
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	if !c.LeaderElect {
+		for _, f := range leaderElectFlags {
+			if set[f] {
+				return fmt.Errorf("--%s contradicts --leader-elect=false", f)
+			}
+		}
+	}
+	if c.Port == 0 && set["profiling"] && c.Profiling {
+		return errors.New("--profiling needs the HTTP server, but --port=0 disables it")
+	}
+	return nil
+}
+
+// Validate checks c against the controller and driver tables and returns
+// every problem, each naming its flag, joined in one line.
+func (c Config) Validate(controllers Controllers, drivers Drivers) error {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+
+	checkKubeconfig := func(flagName, value string, allowNone bool) {
+		switch value {
+		case "":
+			hint := "a kubeconfig path or " + InCluster
+			if allowNone {
+				hint += " or " + NoTarget
+			}
+			add("--%s is required (%s)", flagName, hint)
+		case InCluster, mcmInCluster:
+		case NoTarget:
+			if !allowNone {
+				add("--%s cannot be %q: the control cluster is required", flagName, NoTarget)
+			}
+		default:
+			if fi, err := os.Stat(value); err != nil {
+				var pe *os.PathError
+				if errors.As(err, &pe) {
+					err = pe.Err
+				}
+				add("--%s: kubeconfig %s: %v", flagName, value, err)
+			} else if fi.IsDir() {
+				add("--%s: kubeconfig %s is a directory", flagName, value)
+			}
+		}
+	}
+	checkKubeconfig("control-kubeconfig", c.ControlKubeconfig, false)
+	checkKubeconfig("target-kubeconfig", c.TargetKubeconfig, true)
+
+	if c.Namespace == "" {
+		add("--namespace must not be empty")
+	}
+	selected, err := c.selectedControllers(controllers)
+	if err != nil {
+		add("%v", err)
+	}
+	needsDriver := false
+	for _, n := range selected {
+		needsDriver = needsDriver || controllers[n].NeedsDriver
+	}
+	switch {
+	case c.Driver == "" && needsDriver:
+		add("--driver is required by the selected controllers (known: %s)", strings.Join(sortedKeys(drivers), ", "))
+	case c.Driver != "" && drivers[c.Driver] == nil:
+		add("--driver: unknown driver %q (known: %s)", c.Driver, strings.Join(sortedKeys(drivers), ", "))
+	}
+
+	if c.ConcurrentSyncs < 1 {
+		add("--concurrent-syncs must be at least 1, got %d", c.ConcurrentSyncs)
+	}
+	if c.KubeAPIQPS <= 0 {
+		add("--kube-api-qps must be positive, got %v", c.KubeAPIQPS)
+	}
+	if c.KubeAPIBurst < 1 {
+		add("--kube-api-burst must be at least 1, got %d", c.KubeAPIBurst)
+	}
+	for _, d := range []struct {
+		flag  string
+		value time.Duration
+	}{
+		{"machine-creation-timeout", c.MachineCreationTimeout},
+		{"machine-health-timeout", c.MachineHealthTimeout},
+		{"machine-drain-timeout", c.MachineDrainTimeout},
+		{"machine-pv-detach-timeout", c.MachinePVDetachTimeout},
+		{"machine-pv-reattach-timeout", c.MachinePVReattachTimeout},
+		{"resource-exhausted-retry", c.ResourceExhaustedRetry},
+	} {
+		if d.value < 0 {
+			add("--%s must not be negative, got %v", d.flag, d.value)
+		}
+	}
+	if c.MachineMaxEvictRetries < 0 {
+		add("--machine-max-evict-retries must not be negative, got %d", c.MachineMaxEvictRetries)
+	}
+	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
+		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {
+			add("--node-conditions: %q is not a comma-separated list of condition types", c.NodeConditions)
+			break
+		}
+	}
+	if c.LeaderElect {
+		switch {
+		case c.LeaseDuration <= 0 || c.RenewDeadline <= 0 || c.RetryPeriod <= 0:
+			add("--leader-elect-lease-duration, -renew-deadline and -retry-period must be positive")
+		case c.LeaseDuration <= c.RenewDeadline:
+			add("--leader-elect-lease-duration (%v) must be greater than --leader-elect-renew-deadline (%v)", c.LeaseDuration, c.RenewDeadline)
+		case float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod):
+			add("--leader-elect-renew-deadline (%v) must be greater than 1.2 × --leader-elect-retry-period (%v)", c.RenewDeadline, c.RetryPeriod)
+		}
+		if c.LeaseName == "" {
+			add("--leader-elect-resource-name must not be empty")
+		}
+	}
+	if c.Port < 0 || c.Port > 65535 {
+		add("--port must be between 0 and 65535, got %d", c.Port)
+	}
+	if c.Verbosity < 0 {
+		add("-v must not be negative, got %d", c.Verbosity)
+	}
+	if len(errs) == 0 {
+		return nil
+	}
+	return errors.New(strings.Join(errs, "; "))
+}
+
+// selectedControllers resolves --controllers against the table, sorted.
+func (c Config) selectedControllers(controllers Controllers) ([]string, error) {
+	if len(c.Controllers) == 0 {
+		return nil, fmt.Errorf("--controllers selects nothing (known: %s)", strings.Join(sortedKeys(controllers), ", "))
+	}
+	var out []string
+	for _, n := range c.Controllers {
+		if n == AllControllers {
+			return sortedKeys(controllers), nil
+		}
+		if _, ok := controllers[n]; !ok {
+			return nil, fmt.Errorf("--controllers: unknown controller %q (known: %s)", n, strings.Join(sortedKeys(controllers), ", "))
+		}
+		if !slices.Contains(out, n) {
+			out = append(out, n)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// leaseNamespace is the namespace of the leader-election lease.
+func (c Config) leaseNamespace() string {
+	if c.LeaseNamespace != "" {
+		return c.LeaseNamespace
+	}
+	return c.Namespace
+}
+
+func sortedKeys[V any](m map[string]V) []string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	return keys
+}

@@ -1,0 +1,189 @@
+package manager
+
+import (
+	"errors"
+	"flag"
+	"io"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
+)
+
+func kubeconfigFile(t *testing.T) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "kubeconfig")
+	if err := os.WriteFile(path, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+func TestParseFlagsAccepts(t *testing.T) {
+	kc := kubeconfigFile(t)
+	base := []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--driver", "sim"}
+	withDefaults := func(f func(*Config)) Config {
+		c := DefaultConfig()
+		c.ControlKubeconfig, c.TargetKubeconfig, c.Driver = kc, kc, "sim"
+		f(&c)
+		return c
+	}
+	tests := []struct {
+		name string
+		args []string
+		want Config
+	}{
+		{"defaults", nil, withDefaults(func(*Config) {})},
+		{"MCM flags", []string{
+			"--namespace=shoot", "--controllers=machine", "--concurrent-syncs=5", "--kube-api-qps=50", "--kube-api-burst=100",
+			"--machine-creation-timeout=5m", "--machine-health-timeout=1m", "--machine-drain-timeout=30m",
+			"--machine-max-evict-retries=10", "--machine-pv-detach-timeout=1m", "--node-conditions=ReadonlyFilesystem",
+			"--leader-elect-lease-duration=30s", "--leader-elect-renew-deadline=20s", "--leader-elect-retry-period=5s",
+			"--leader-elect-resource-namespace=kube-system", "--leader-elect-resource-name=mc", "--port=0", "-v=3",
+		}, withDefaults(func(c *Config) {
+			c.Namespace, c.Controllers, c.ConcurrentSyncs, c.KubeAPIQPS, c.KubeAPIBurst = "shoot", []string{"machine"}, 5, 50, 100
+			c.MachineCreationTimeout, c.MachineHealthTimeout, c.MachineDrainTimeout = 5*time.Minute, time.Minute, 30*time.Minute
+			c.MachineMaxEvictRetries, c.MachinePVDetachTimeout, c.NodeConditions = 10, time.Minute, "ReadonlyFilesystem"
+			c.LeaseDuration, c.RenewDeadline, c.RetryPeriod = 30*time.Second, 20*time.Second, 5*time.Second
+			c.LeaseNamespace, c.LeaseName, c.Port, c.Verbosity = "kube-system", "mc", 0, 3
+		})},
+		{"no target cluster, no leader election", []string{"--target-kubeconfig=none", "--leader-elect=false", "--profiling"},
+			withDefaults(func(c *Config) { c.TargetKubeconfig, c.LeaderElect, c.Profiling = NoTarget, false, true })},
+		{"in-cluster, MCM spelling", []string{"--control-kubeconfig=inClusterConfig", "--target-kubeconfig=in-cluster"},
+			withDefaults(func(c *Config) { c.ControlKubeconfig, c.TargetKubeconfig = "inClusterConfig", InCluster })},
+		{"empty node conditions", []string{"--node-conditions="}, withDefaults(func(c *Config) { c.NodeConditions = "" })},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := ParseFlags("mcm", append(append([]string{}, base...), tt.args...), DefaultControllers(), BuiltinDrivers(), io.Discard)
+			if err != nil {
+				t.Fatalf("ParseFlags: %v", err)
+			}
+			if diff := cmp.Diff(tt.want, got, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("config (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestParseFlagsRejects(t *testing.T) {
+	kc := kubeconfigFile(t)
+	ok := []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--driver", "sim"}
+	tests := []struct {
+		name string
+		args []string
+		want string // the whole one-line message
+	}{
+		{"target kubeconfig pointing nowhere", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "/does/not/exist", "--driver", "sim"},
+			"--target-kubeconfig: kubeconfig /does/not/exist: no such file or directory"},
+		{"kubeconfig is a directory", []string{"--control-kubeconfig", filepath.Dir(kc), "--target-kubeconfig", "none", "--driver", "sim"},
+			"--control-kubeconfig: kubeconfig " + filepath.Dir(kc) + " is a directory"},
+		{"kubeconfigs missing", []string{"--driver", "sim"},
+			"--control-kubeconfig is required (a kubeconfig path or in-cluster); --target-kubeconfig is required (a kubeconfig path or in-cluster or none)"},
+		{"control none", []string{"--control-kubeconfig", "none", "--target-kubeconfig", "none", "--driver", "sim"},
+			`--control-kubeconfig cannot be "none": the control cluster is required`},
+		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine)`},
+		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine)"},
+		{"unknown driver", append(ok, "--driver=aws"), `--driver: unknown driver "aws" (known: sim)`},
+		{"driver missing", []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc}, "--driver is required by the selected controllers (known: sim)"},
+		{"negative timeouts", append(ok, "--machine-creation-timeout=-1s", "--machine-drain-timeout=-2h"),
+			"--machine-creation-timeout must not be negative, got -1s; --machine-drain-timeout must not be negative, got -2h0m0s"},
+		{"negative evict retries", append(ok, "--machine-max-evict-retries=-1"), "--machine-max-evict-retries must not be negative, got -1"},
+		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},
+		{"bad qps", append(ok, "--kube-api-qps=0", "--kube-api-burst=0"), "--kube-api-qps must be positive, got 0; --kube-api-burst must be at least 1, got 0"},
+		{"lease shorter than renew deadline", append(ok, "--leader-elect-lease-duration=5s"),
+			"--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)"},
+		{"retry period too long", append(ok, "--leader-elect-retry-period=9s"),
+			"--leader-elect-renew-deadline (10s) must be greater than 1.2 × --leader-elect-retry-period (9s)"},
+		{"leader election flags without leader election", append(ok, "--leader-elect=false", "--leader-elect-resource-name=x"),
+			"--leader-elect-resource-name contradicts --leader-elect=false"},
+		{"profiling without server", append(ok, "--port=0", "--profiling"), "--profiling needs the HTTP server, but --port=0 disables it"},
+		{"bad port", append(ok, "--port=70000"), "--port must be between 0 and 65535, got 70000"},
+		{"bad node conditions", append(ok, "--node-conditions=A,,B"), `--node-conditions: "A,,B" is not a comma-separated list of condition types`},
+		{"unknown flag", append(ok, "--machine-safety-foo=1"), "flag provided but not defined: -machine-safety-foo"},
+		{"bad duration", append(ok, "--machine-health-timeout=soon"), `invalid value "soon" for flag -machine-health-timeout: parse error`},
+		{"positional argument", append(ok, "extra"), `unexpected argument "extra": mcm takes flags only`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := ParseFlags("mcm", tt.args, DefaultControllers(), BuiltinDrivers(), io.Discard)
+			if err == nil {
+				t.Fatal("ParseFlags accepted the flags")
+			}
+			if diff := cmp.Diff(tt.want, err.Error()); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+			if strings.Contains(err.Error(), "\n") {
+				t.Errorf("error is not one line: %q", err)
+			}
+		})
+	}
+}
+
+func TestParseFlagsHelp(t *testing.T) {
+	var out strings.Builder
+	_, err := ParseFlags("mcm", []string{"-h"}, DefaultControllers(), BuiltinDrivers(), &out)
+	if !errors.Is(err, flag.ErrHelp) {
+		t.Fatalf("err = %v, want flag.ErrHelp", err)
+	}
+	for _, f := range []string{"-control-kubeconfig", "-target-kubeconfig", "-leader-elect-lease-duration", "-machine-drain-timeout", "-driver"} {
+		if !strings.Contains(out.String(), f) {
+			t.Errorf("usage lacks %s:\n%s", f, out.String())
+		}
+	}
+}
+
+// A controller table with one more entry is all another controller needs.
+func TestControllerTableExtends(t *testing.T) {
+	kc := kubeconfigFile(t)
+	controllers := DefaultControllers()
+	controllers["machineset"] = Controller{Resources: []string{"machinesets"}, New: nil}
+	c, err := ParseFlags("mcm", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset"},
+		controllers, BuiltinDrivers(), io.Discard)
+	if err != nil {
+		t.Fatalf("ParseFlags: %v", err)
+	}
+	got, err := c.selectedControllers(controllers)
+	if err != nil || !cmp.Equal(got, []string{"machineset"}) {
+		t.Errorf("selected = %v, %v; want [machineset]", got, err)
+	}
+	m := &Manager{cfg: DefaultConfig(), opts: Options{Controllers: controllers}}
+	run, skipped := m.runnableControllers([]string{"machineclasses", "machines"})
+	if diff := cmp.Diff([]string{"machine"}, run); diff != "" {
+		t.Errorf("runnable (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(map[string][]string{"machineset": {"machinesets"}}, skipped); diff != "" {
+		t.Errorf("skipped (-want +got):\n%s", diff)
+	}
+}
+
+func TestReadiness(t *testing.T) {
+	tests := []struct {
+		name  string
+		state *state
+		ready bool
+		why   string
+	}{
+		{"starting", &state{waiting: "control API server https://x is not ready: connection refused", leaderElect: true}, false,
+			"starting: control API server https://x is not ready: connection refused"},
+		{"standby", &state{leaderElect: true, holder: "other_1"}, true, "standby; lease held by other_1"},
+		{"standby before any leader", &state{leaderElect: true}, true, "standby; lease held by nobody yet"},
+		{"leader syncing", &state{leaderElect: true, leading: true}, false, "leading; waiting for informer caches to sync"},
+		{"leader synced", &state{leaderElect: true, leading: true, synced: true}, true, "leader; caches synced"},
+		{"no leader election", &state{leading: true, synced: true, skipped: []string{"machineset"}}, true,
+			"running without leader election; caches synced; skipped controllers: machineset"},
+		{"stopping", &state{leaderElect: true, leading: true, synced: true, stopping: true}, false, "shutting down"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ready, why := tt.state.readiness()
+			if ready != tt.ready || why != tt.why {
+				t.Errorf("readiness() = %v, %q; want %v, %q", ready, why, tt.ready, tt.why)
+			}
+		})
+	}
+}

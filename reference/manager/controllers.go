@@ -1,0 +1,113 @@
+package manager
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/machine"
+)
+
+// ControllerContext is what a controller is built from. The informer
+// factories are shared by all controllers of one run; a controller takes
+// the informers it needs (before they start) and must not start them.
+type ControllerContext struct {
+	Config Config
+
+	// Control cluster clients.
+	Machines    versioned.Interface
+	ControlCore kubernetes.Interface
+	// TargetCore is the target cluster's client; nil with
+	// --target-kubeconfig=none.
+	TargetCore kubernetes.Interface
+
+	// MachineInformers and ControlInformers watch --namespace of the
+	// control cluster.
+	MachineInformers externalversions.SharedInformerFactory
+	ControlInformers informers.SharedInformerFactory
+	// TargetInformers watch the target cluster; nil without one.
+	TargetInformers informers.SharedInformerFactory
+
+	// Driver is the selected driver; nil when no selected controller
+	// needs one and --driver is empty.
+	Driver     driver.Driver
+	Registerer prometheus.Registerer
+	Recorder   record.EventRecorder
+	Logger     logr.Logger
+}
+
+// Controller is an entry of the controller table.
+type Controller struct {
+	// Resources are the machine.sapcloud.io/v1alpha1 resources (plural)
+	// the controller needs served. A controller whose resources are not
+	// all served is skipped with a warning; the others run.
+	Resources []string
+	// NeedsDriver: the controller calls the driver, so --driver is
+	// required when it is selected.
+	NeedsDriver bool
+	// New builds the controller: it takes its informers from the
+	// factories and registers its handlers, and returns the function that
+	// runs it until its context ends.
+	New func(ctx context.Context, cc ControllerContext) (Runnable, error)
+}
+
+// Controllers is the controller table: --controllers names entries.
+type Controllers map[string]Controller
+
+// DefaultControllers returns a fresh table of this module's controllers.
+// Each further controller (MachineSet, MachineDeployment, safety) is one
+// more line here.
+func DefaultControllers() Controllers {
+	return Controllers{
+		"machine": {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
+	}
+}
+
+// baseResources must be served before anything runs: without Machines
+// and MachineClasses there is nothing to manage.
+var baseResources = []string{"machines", "machineclasses"}
+
+func newMachineController(_ context.Context, cc ControllerContext) (Runnable, error) {
+	c := cc.Config
+	evict := int32(c.MachineMaxEvictRetries)
+	conditions := c.NodeConditions
+	inf := machine.Informers{
+		Machines: cc.MachineInformers.Machine().V1alpha1().Machines(),
+		Classes:  cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
+		Secrets:  cc.ControlInformers.Core().V1().Secrets(),
+	}
+	var target kubernetes.Interface
+	if cc.TargetCore != nil {
+		target = cc.TargetCore
+		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
+	}
+	ctrl, err := machine.NewController(cc.Machines, cc.ControlCore, target, inf, cc.Driver, machine.Options{
+		Machine: v1alpha1.MachineConfiguration{
+			MachineCreationTimeout: &metav1.Duration{Duration: c.MachineCreationTimeout},
+			MachineHealthTimeout:   &metav1.Duration{Duration: c.MachineHealthTimeout},
+			MachineDrainTimeout:    &metav1.Duration{Duration: c.MachineDrainTimeout},
+			MaxEvictRetries:        &evict,
+			NodeConditions:         &conditions,
+		},
+		PVDetachTimeout:        c.MachinePVDetachTimeout,
+		PVReattachTimeout:      c.MachinePVReattachTimeout,
+		ResourceExhaustedRetry: c.ResourceExhaustedRetry,
+		Logger:                 cc.Logger,
+		Recorder:               cc.Recorder,
+		Registerer:             cc.Registerer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("machine controller: %w", err)
+	}
+	return func(ctx context.Context) error { return ctrl.Run(ctx, c.ConcurrentSyncs) }, nil
+}

@@ -1,0 +1,105 @@
+// Package manager is the reference machine-controller-manager as a
+// library: flags, configuration checks, clients, the wait for the API
+// servers and the machine CRDs, leader election, the HTTP server for
+// metrics and health, the controller table and the driver registry. The
+// reference binary (package reference) is one call to Main; a provider's
+// own binary is the same call with its driver added to the registry.
+//
+// # Flags
+//
+// MCM's names and defaults where MCM has the flag: --control-kubeconfig,
+// --target-kubeconfig, --namespace (default), --concurrent-syncs (50),
+// --kube-api-qps (20), --kube-api-burst (30), --machine-creation-timeout
+// (20m), --machine-health-timeout (10m), --machine-drain-timeout (2h),
+// --machine-max-evict-retries (360), --machine-pv-detach-timeout (2m),
+// --machine-pv-reattach-timeout (90s), --resource-exhausted-retry (10m),
+// --node-conditions, --leader-elect (true), --leader-elect-lease-duration
+// (15s), --leader-elect-renew-deadline (10s), --leader-elect-retry-period
+// (2s), --leader-elect-resource-namespace (--namespace),
+// --leader-elect-resource-name (machine-controller-manager), --address
+// (0.0.0.0), --port (10258; 0 serves nothing), --profiling, -v. Ours:
+// --controllers (names from the controller table, or *) and --driver (a
+// driver registry entry).
+//
+// Both kubeconfig flags are required, and mean exactly what they say: a
+// kubeconfig path, "in-cluster" (rest.InClusterConfig; MCM's
+// "inClusterConfig" also works) or, for the target, "none" (no target
+// cluster: no Nodes and no drain; machines become Available). Nothing
+// falls back to $KUBECONFIG or the service account silently.
+//
+// Bad flags are reported in one line that names each offending flag:
+// unknown flags and controllers, a kubeconfig path that does not exist,
+// negative timeouts, leader election timings client-go would reject, and
+// contradictions (--leader-elect-* with --leader-elect=false, --profiling
+// with --port=0). Main then exits with code 2.
+//
+// # Startup
+//
+// Run serves HTTP first, then waits for the control (and target) API
+// server's /readyz and for machine.sapcloud.io/v1alpha1 to serve machines
+// and machineclasses. It never gives up: it logs why it waits and retries
+// with backoff up to 10s, and /readyz shows the reason. Controllers whose
+// other resources are not served (say, machinesets for a MachineSet
+// controller) are skipped with a warning naming the missing CRDs, and
+// /readyz lists them; the others run.
+//
+// # Leader election
+//
+// With --leader-elect, client-go's leaderelection with a Lease lock in the
+// control cluster. The controllers and their informers are built when the
+// lease is won and run in Run's goroutine; the lease is released
+// (ReleaseOnCancel) only after they have stopped, so two instances never
+// reconcile at once. Losing the lease stops the controllers and Run
+// returns ErrLeadershipLost: the process exits and its restart campaigns
+// afresh, with fresh caches.
+//
+// # Health
+//
+// /healthz is 200 unless the leader has failed to renew its lease for 20s
+// past its duration (client-go's HealthzAdaptor): then a restart helps.
+//
+// /readyz is 200 ("ok: ..." with the role) when the startup checks have
+// passed, the manager is not shutting down, and either
+//
+//   - it is a standby (leader election on, lease held by another instance
+//     or by nobody yet): it is ready because it can take over at once, and
+//     a Deployment rollout must not wait for it to lead; or
+//   - it reconciles (it leads, or leader election is off) and every
+//     informer cache of its controllers has synced.
+//
+// Otherwise it is 503 with the reason: waiting for an API server or the
+// CRDs, a new leader whose caches are syncing, or shutting down. Later API
+// server outages do not flip readiness; the informers retry by themselves.
+//
+// # Metrics
+//
+// /metrics serves the manager's own registry (never the global one): the
+// Go and process collectors, mcm_manager_leader, and everything the
+// controllers register (mcm_machine_*, mcm_workqueue_*, the driver's
+// mcm_cloud_api_driver_*, the drain engine's). A standby has only the
+// first three: controller metrics appear when it starts leading.
+//
+// # Shutdown
+//
+// On SIGINT or SIGTERM (Main uses signal.NotifyContext; a second signal
+// kills at once) the controllers stop taking keys, finish the reconciles
+// in flight (their context is cancelled) and drop the rest, the informers
+// stop, the lease is released, the event broadcaster is flushed, the
+// driver's background work ends and the HTTP server closes — typically
+// in milliseconds, well within 5s.
+//
+// # Extending
+//
+// A controller is one line in DefaultControllers: its resources, whether
+// it needs the driver, and a constructor that takes its informers from the
+// shared factories of the ControllerContext and returns its run function.
+// A driver is one entry in the Drivers map handed to Main:
+//
+//	drivers := manager.BuiltinDrivers()
+//	drivers["mycloud"] = func(ctx context.Context, env manager.DriverEnv) (driver.Driver, manager.Runnable, error) {
+//		return mycloud.New(env.Logger), nil, nil
+//	}
+//	os.Exit(manager.Main("mycloud-mcm", os.Args[1:], manager.DefaultControllers(), drivers))
+//
+// examples/provider is such a program.
+package manager

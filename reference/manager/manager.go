@@ -1,0 +1,527 @@
+package manager
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/signal"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	kscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/leaderelection"
+	"k8s.io/client-go/tools/leaderelection/resourcelock"
+	"k8s.io/client-go/tools/record"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+)
+
+// ErrLeadershipLost is returned by Run when the lease could not be renewed
+// in time. The controllers have stopped by then; exit and let the restart
+// campaign afresh (controllers and their caches are built per term).
+var ErrLeadershipLost = errors.New("leadership lost: the lease was not renewed within --leader-elect-renew-deadline")
+
+// EventSource is the component name on the events the manager records.
+const EventSource = "machine-controller-manager"
+
+// Options are the parts of a Manager that are code, not flags.
+type Options struct {
+	// Controllers is the controller table; nil means DefaultControllers().
+	Controllers Controllers
+	// Drivers is the driver registry; nil means BuiltinDrivers().
+	Drivers Drivers
+	// Logger; the zero value means NewLogger(os.Stderr, Config.Verbosity).
+	Logger logr.Logger
+	// Registry for /metrics; nil means a new one with the Go and process
+	// collectors. Every metric of the manager, its controllers and its
+	// driver goes here; nothing uses the global registry.
+	Registry *prometheus.Registry
+}
+
+// Manager runs the selected controllers with one driver against a control
+// and a target cluster, with leader election and an HTTP server for
+// metrics and health. Build it with New and call Run once.
+type Manager struct {
+	cfg      Config
+	opts     Options
+	log      logr.Logger
+	reg      *prometheus.Registry
+	state    *state
+	leader   prometheus.Gauge
+	watchdog *leaderelection.HealthzAdaptor
+	ran      atomic.Bool
+}
+
+// New validates cfg against the tables of opts and returns a Manager.
+// Nothing is started and no cluster is contacted.
+func New(cfg Config, opts Options) (*Manager, error) {
+	if opts.Controllers == nil {
+		opts.Controllers = DefaultControllers()
+	}
+	if opts.Drivers == nil {
+		opts.Drivers = BuiltinDrivers()
+	}
+	if err := cfg.Validate(opts.Controllers, opts.Drivers); err != nil {
+		return nil, err
+	}
+	if opts.Logger.GetSink() == nil {
+		opts.Logger = NewLogger(os.Stderr, cfg.Verbosity)
+	}
+	reg := opts.Registry
+	if reg == nil {
+		reg = prometheus.NewRegistry()
+		reg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+	}
+	leader := prometheus.NewGauge(prometheus.GaugeOpts{
+		Namespace: "mcm", Subsystem: "manager", Name: "leader",
+		Help: "1 while this instance holds the lease and runs the controllers (always 1 without leader election).",
+	})
+	if err := reg.Register(leader); err != nil {
+		return nil, fmt.Errorf("registering metrics: %w", err)
+	}
+	m := &Manager{
+		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader,
+		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect},
+	}
+	if cfg.LeaderElect {
+		m.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+	}
+	return m, nil
+}
+
+// Registry is the registry /metrics serves.
+func (m *Manager) Registry() *prometheus.Registry { return m.reg }
+
+// Ready reports what /readyz reports: whether the manager is ready, and
+// why, in one line. See the package documentation for what ready means.
+func (m *Manager) Ready() (bool, string) { return m.state.readiness() }
+
+// Handler is the HTTP handler of /metrics, /healthz, /readyz and, with
+// --profiling, /debug/pprof/, for callers that serve it themselves (with
+// --port=0).
+func (m *Manager) Handler() http.Handler {
+	return newMux(m.reg, m.state, m.watchdog, m.cfg.Profiling)
+}
+
+// Run serves HTTP, waits for the API servers and the machine CRDs (logging
+// why and retrying, never giving up), builds the driver, and then runs the
+// controllers — after winning the lease, with leader election. It returns
+// nil once ctx ends and everything has stopped: the controllers' workqueues
+// drained (in-flight reconciles finished), informers stopped, the lease
+// released, the driver's background work ended, the HTTP server closed.
+// It returns ErrLeadershipLost if the lease was lost, and other errors for
+// configuration that does not work (a kubeconfig that does not load, the
+// port in use).
+func (m *Manager) Run(ctx context.Context) (err error) {
+	if !m.ran.CompareAndSwap(false, true) {
+		return errors.New("manager: Run called twice")
+	}
+	log := m.log
+	ctx = logr.NewContext(ctx, log)
+	defer context.AfterFunc(ctx, func() {
+		m.state.update(func(s *state) { s.stopping = true })
+		log.Info("Shutting down")
+	})()
+	defer func() {
+		if err != nil && ctx.Err() != nil && errors.Is(err, context.Cause(ctx)) {
+			err = nil // stopped while waiting: a clean shutdown
+		}
+	}()
+
+	if m.cfg.Port != 0 {
+		stop, err := m.serve(log)
+		if err != nil {
+			return err
+		}
+		defer stop()
+	}
+
+	m.state.setWaiting("loading kubeconfigs")
+	controlCfg, err := m.cfg.restConfig("control-kubeconfig", m.cfg.ControlKubeconfig)
+	if err != nil {
+		return err
+	}
+	var targetCfg *rest.Config
+	switch m.cfg.TargetKubeconfig {
+	case NoTarget:
+	case m.cfg.ControlKubeconfig:
+		targetCfg = rest.CopyConfig(controlCfg)
+	default:
+		if targetCfg, err = m.cfg.restConfig("target-kubeconfig", m.cfg.TargetKubeconfig); err != nil {
+			return err
+		}
+	}
+
+	if err := waitForAPIServer(ctx, log, "control", controlCfg, m.state.setWaiting); err != nil {
+		return err
+	}
+	if targetCfg != nil && m.cfg.TargetKubeconfig != m.cfg.ControlKubeconfig {
+		if err := waitForAPIServer(ctx, log, "target", targetCfg, m.state.setWaiting); err != nil {
+			return err
+		}
+	}
+	served, err := servedMachineResources(ctx, log, controlCfg, m.state.setWaiting)
+	if err != nil {
+		return err
+	}
+	runnable, skipped := m.runnableControllers(served)
+	for name, missing := range skipped {
+		log.Info("Skipping controller: the CRDs it needs are not served; install them and restart to run it",
+			"controller", name, "missing", missing)
+	}
+	if len(runnable) == 0 {
+		return fmt.Errorf("none of the selected controllers can run: their CRDs are not served (%v)", skipped)
+	}
+
+	cc, cleanup, err := m.clients(ctx, controlCfg, targetCfg)
+	if err != nil {
+		return err
+	}
+	defer cleanup()
+
+	if m.cfg.Driver != "" {
+		var background Runnable
+		cc.Driver, background, err = m.opts.Drivers[m.cfg.Driver](ctx, DriverEnv{
+			Config: m.cfg, Target: cc.TargetCore, Logger: log.WithName("driver"), Registerer: m.reg,
+		})
+		if err != nil {
+			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
+		}
+		if background != nil {
+			// The background work outlives the controllers: it stops last.
+			bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+			done := make(chan error, 1)
+			go func() { done <- background(bgCtx) }()
+			defer func() {
+				cancel()
+				if err := <-done; err != nil {
+					log.Error(err, "Driver background work failed")
+				}
+			}()
+		}
+	}
+
+	m.state.update(func(s *state) {
+		s.waiting = ""
+		s.skipped = sortedKeys(skipped)
+	})
+	log.Info("Startup checks passed", "controllers", runnable, "driver", m.cfg.Driver,
+		"namespace", m.cfg.Namespace, "targetCluster", targetCfg != nil)
+
+	if !m.cfg.LeaderElect {
+		m.setLeading(true)
+		defer m.setLeading(false)
+		return m.runControllers(ctx, cc, runnable)
+	}
+	return m.runLeaderElection(ctx, cc, runnable)
+}
+
+// serve starts the HTTP server and returns the function that stops it.
+func (m *Manager) serve(log logr.Logger) (func(), error) {
+	addr := net.JoinHostPort(m.cfg.Address, strconv.Itoa(m.cfg.Port))
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return nil, fmt.Errorf("--address/--port: %w", err)
+	}
+	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	log.Info("Serving /metrics, /healthz and /readyz", "address", ln.Addr().String(), "profiling", m.cfg.Profiling)
+	return func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(ctx)
+		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
+			log.Error(err, "HTTP server failed")
+		}
+	}, nil
+}
+
+// runnableControllers splits the selected controllers into those whose
+// resources are served and those (with the missing resources) that are not.
+func (m *Manager) runnableControllers(served []string) (runnable []string, skipped map[string][]string) {
+	selected, _ := m.cfg.selectedControllers(m.opts.Controllers) // validated in New
+	skipped = map[string][]string{}
+	for _, name := range selected {
+		var missing []string
+		for _, r := range m.opts.Controllers[name].Resources {
+			if !slices.Contains(served, r) {
+				missing = append(missing, r)
+			}
+		}
+		if len(missing) > 0 {
+			skipped[name] = missing
+		} else {
+			runnable = append(runnable, name)
+		}
+	}
+	return runnable, skipped
+}
+
+// clients builds the clients and the event recorder; cleanup stops the
+// event broadcaster.
+func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
+	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log}
+	var err error
+	if cc.Machines, err = versioned.NewForConfig(controlCfg); err != nil {
+		return cc, nil, fmt.Errorf("control cluster client: %w", err)
+	}
+	if cc.ControlCore, err = kubernetes.NewForConfig(controlCfg); err != nil {
+		return cc, nil, fmt.Errorf("control cluster client: %w", err)
+	}
+	if targetCfg != nil {
+		if cc.TargetCore, err = kubernetes.NewForConfig(targetCfg); err != nil {
+			return cc, nil, fmt.Errorf("target cluster client: %w", err)
+		}
+	}
+	scheme := runtime.NewScheme()
+	if err := kscheme.AddToScheme(scheme); err != nil {
+		return cc, nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return cc, nil, err
+	}
+	// The broadcaster outlives ctx: the lease release at shutdown records an
+	// event. cleanup stops it.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.ControlCore.CoreV1().Events("")})
+	cc.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource})
+	return cc, broadcaster.Shutdown, nil
+}
+
+func (m *Manager) setLeading(leading bool) {
+	m.state.update(func(s *state) {
+		s.leading = leading
+		if !leading {
+			s.synced = false
+		}
+	})
+	if leading {
+		m.leader.Set(1)
+	} else {
+		m.leader.Set(0)
+	}
+}
+
+// runLeaderElection campaigns for the lease and runs the controllers while
+// holding it. The lease is released only after the controllers have
+// stopped, so two instances never reconcile at once.
+func (m *Manager) runLeaderElection(ctx context.Context, cc ControllerContext, names []string) error {
+	log := m.log
+	id := m.cfg.LeaderElectIdentity
+	if id == "" {
+		host, err := os.Hostname()
+		if err != nil {
+			return fmt.Errorf("leader election identity: %w", err)
+		}
+		suffix := make([]byte, 4)
+		_, _ = rand.Read(suffix)
+		id = host + "_" + hex.EncodeToString(suffix)
+	}
+	lock := &resourcelock.LeaseLock{
+		LeaseMeta:  metav1.ObjectMeta{Namespace: m.cfg.leaseNamespace(), Name: m.cfg.LeaseName},
+		Client:     cc.ControlCore.CoordinationV1(),
+		LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: cc.Recorder},
+	}
+	leading := make(chan context.Context, 1)
+	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
+		Lock:            lock,
+		LeaseDuration:   m.cfg.LeaseDuration,
+		RenewDeadline:   m.cfg.RenewDeadline,
+		RetryPeriod:     m.cfg.RetryPeriod,
+		ReleaseOnCancel: true,
+		Name:            m.cfg.LeaseName,
+		WatchDog:        m.watchdog,
+		Callbacks: leaderelection.LeaderCallbacks{
+			// Run the controllers here, in Run's goroutine, not in the
+			// elector's: le.Run does not wait for this callback, and the
+			// lease must outlive the controllers.
+			OnStartedLeading: func(leCtx context.Context) { leading <- leCtx },
+			OnStoppedLeading: func() { m.setLeading(false) },
+			OnNewLeader: func(holder string) {
+				m.state.update(func(s *state) { s.holder = holder })
+				if holder != id {
+					log.Info("Another instance leads; standing by", "leader", holder)
+				}
+			},
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("leader election: %w", err)
+	}
+
+	// The elector runs on its own context, cancelled only once the
+	// controllers have stopped; cancelling it releases the lease.
+	electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
+	defer cancelElect()
+	elected := make(chan struct{})
+	go func() {
+		defer close(elected)
+		le.Run(electCtx)
+	}()
+	log.Info("Campaigning for leadership", "lease", m.cfg.leaseNamespace()+"/"+m.cfg.LeaseName, "identity", id)
+
+	select {
+	case <-ctx.Done():
+		cancelElect()
+		<-elected
+		return nil
+	case leCtx := <-leading:
+		m.setLeading(true)
+		log.Info("Leading; starting controllers", "identity", id)
+		runCtx, cancel := context.WithCancel(leCtx)
+		stop := context.AfterFunc(ctx, cancel)
+		err := m.runControllers(runCtx, cc, names)
+		stop()
+		cancel()
+		lost := ctx.Err() == nil && leCtx.Err() != nil
+		cancelElect()
+		<-elected
+		m.setLeading(false)
+		if lost {
+			return ErrLeadershipLost
+		}
+		if err == nil {
+			log.Info("Controllers stopped; lease released")
+		}
+		return err
+	}
+}
+
+// runControllers builds the informer factories and the controllers, starts
+// them and waits until ctx ends or a controller fails; then it stops all of
+// them and returns once they have stopped.
+func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, names []string) error {
+	ns := m.cfg.Namespace
+	cc.MachineInformers = externalversions.NewSharedInformerFactoryWithOptions(cc.Machines, 0, externalversions.WithNamespace(ns))
+	cc.ControlInformers = informers.NewSharedInformerFactoryWithOptions(cc.ControlCore, 0, informers.WithNamespace(ns))
+	if cc.TargetCore != nil {
+		cc.TargetInformers = informers.NewSharedInformerFactory(cc.TargetCore, 0)
+	}
+
+	runs := make([]Runnable, len(names))
+	for i, name := range names {
+		c := cc
+		c.Logger = m.log.WithName(name)
+		r, err := m.opts.Controllers[name].New(ctx, c)
+		if err != nil {
+			return fmt.Errorf("building the %s controller: %w", name, err)
+		}
+		runs[i] = r
+	}
+
+	runCtx, cancel := context.WithCancelCause(ctx)
+	cc.MachineInformers.Start(runCtx.Done())
+	cc.ControlInformers.Start(runCtx.Done())
+	if cc.TargetInformers != nil {
+		cc.TargetInformers.Start(runCtx.Done())
+	}
+
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		synced := true
+		for _, ok := range cc.MachineInformers.WaitForCacheSync(runCtx.Done()) {
+			synced = synced && ok
+		}
+		for _, ok := range cc.ControlInformers.WaitForCacheSync(runCtx.Done()) {
+			synced = synced && ok
+		}
+		if cc.TargetInformers != nil {
+			for _, ok := range cc.TargetInformers.WaitForCacheSync(runCtx.Done()) {
+				synced = synced && ok
+			}
+		}
+		if synced && runCtx.Err() == nil {
+			m.state.update(func(s *state) { s.synced = true })
+			m.log.Info("Informer caches synced; ready")
+		}
+	})
+	for i, run := range runs {
+		wg.Go(func() {
+			if err := run(logr.NewContext(runCtx, m.log)); err != nil && runCtx.Err() == nil {
+				cancel(fmt.Errorf("the %s controller failed: %w", names[i], err))
+			}
+		})
+	}
+	wg.Wait() // every controller has drained its queues
+	failed := context.Cause(runCtx)
+	parentDone := ctx.Err() != nil
+	cancel(nil)
+	cc.MachineInformers.Shutdown()
+	cc.ControlInformers.Shutdown()
+	if cc.TargetInformers != nil {
+		cc.TargetInformers.Shutdown()
+	}
+	m.state.update(func(s *state) { s.synced = false })
+	if parentDone {
+		return nil
+	}
+	return failed
+}
+
+// NewLogger returns a logr.Logger writing one text line per entry to w, at
+// verbosity v and below.
+func NewLogger(w io.Writer, v int) logr.Logger {
+	var mu sync.Mutex
+	return funcr.New(func(prefix, args string) {
+		mu.Lock()
+		defer mu.Unlock()
+		if prefix != "" {
+			fmt.Fprintf(w, "%s: %s\n", prefix, args)
+		} else {
+			fmt.Fprintln(w, args)
+		}
+	}, funcr.Options{LogTimestamp: true, TimestampFormat: time.RFC3339Nano, Verbosity: v})
+}
+
+// Main is the whole program of a manager binary: it parses args, runs
+// until SIGINT or SIGTERM (a second signal kills at once), and returns the
+// exit code: 0 after a clean shutdown, 2 for bad flags, 1 for any other
+// failure. Errors are one line on stderr.
+func Main(name string, args []string, controllers Controllers, drivers Drivers) int {
+	cfg, err := ParseFlags(name, args, controllers, drivers, os.Stdout)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s (see %s -h)\n", name, oneLine(err.Error()), name)
+		return 2
+	}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	context.AfterFunc(ctx, stop) // after the first signal, the next one kills
+	m, err := New(cfg, Options{Controllers: controllers, Drivers: drivers})
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, oneLine(err.Error()))
+		return 2
+	}
+	if err := m.Run(ctx); err != nil {
+		fmt.Fprintf(os.Stderr, "%s: %s\n", name, oneLine(err.Error()))
+		return 1
+	}
+	return 0
+}
