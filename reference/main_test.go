@@ -24,6 +24,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -339,4 +340,57 @@ func waitPhase(t *testing.T, mc versioned.Interface, ns, name string, phase v1al
 		return m.Status.CurrentStatus.Phase == phase, fmt.Sprintf("machine %s phase %q (%s), want %s",
 			name, m.Status.CurrentStatus.Phase, m.Status.LastOperation.Description, phase)
 	})
+}
+
+// TestDeployManifestsGrantEnough applies reference/deploy (the Deployment
+// only as a server-side dry run: it needs an image) and runs the binary as
+// the manifests' ServiceAccount, impersonated: with exactly the RBAC the
+// manifests grant, a machine reaches Running. A rule missing from the
+// manifests fails this test instead of a user's installation.
+func TestDeployManifestsGrantEnough(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	const ns, account = "mcm-system", "machine-controller-manager"
+	for _, f := range []string{"namespace.yaml", "rbac-control.yaml", "rbac-target.yaml"} {
+		if out, err := env.Kubectl(ctx, "apply", "-f", filepath.Join("deploy", f)); err != nil {
+			t.Fatalf("%v\n%s", err, out)
+		}
+	}
+	t.Cleanup(func() {
+		for _, f := range []string{"rbac-target.yaml", "rbac-control.yaml", "namespace.yaml"} {
+			_, _ = env.Kubectl(context.Background(), "delete", "--wait=false", "--ignore-not-found", "-f", filepath.Join("deploy", f))
+		}
+	})
+	if out, err := env.Kubectl(ctx, "apply", "--dry-run=server", "-f", filepath.Join("deploy", "deployment.yaml")); err != nil {
+		t.Fatalf("deployment.yaml: %v\n%s", err, out)
+	}
+
+	mc := versioned.NewForConfigOrDie(env.Config())
+	createMachineObjects(t, env, mc, ns)
+	name := "rbac-" + randomSuffix(t)
+	createMachine(t, mc, ns, name)
+
+	// The admin kubeconfig, impersonating the ServiceAccount.
+	kubeconfig, err := clientcmd.LoadFromFile(env.Kubeconfig())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, auth := range kubeconfig.AuthInfos {
+		auth.Impersonate = "system:serviceaccount:" + ns + ":" + account
+		auth.ImpersonateGroups = []string{"system:serviceaccounts", "system:serviceaccounts:" + ns, "system:authenticated"}
+	}
+	path := filepath.Join(t.TempDir(), "sa.kubeconfig")
+	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, binary(t), "sa",
+		"--control-kubeconfig", path, "--target-kubeconfig", path,
+		"--namespace", ns, "--driver", "sim", "--concurrent-syncs", "5", "-v", "1")
+	waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
+	in.mu.Lock()
+	log := in.log.String()
+	in.mu.Unlock()
+	if strings.Contains(log, "forbidden") {
+		t.Errorf("the manager hit RBAC denials as %s:\n%s", account, log)
+	}
 }
