@@ -88,6 +88,20 @@
 // driver's background work ends and the HTTP server closes — typically
 // in milliseconds, well within 5s.
 //
+// # Usage
+//
+// A binary is Main with the tables it wants; reference/main.go is exactly
+// this line:
+//
+//	os.Exit(manager.Main("mcm", os.Args[1:], manager.DefaultControllers(), manager.BuiltinDrivers()))
+//
+// To run the manager inside a larger program instead, parse or build a
+// Config, then New and Run:
+//
+//	cfg, err := manager.ParseFlags("mcm", args, manager.DefaultControllers(), manager.BuiltinDrivers(), os.Stderr)
+//	m, err := manager.New(cfg, manager.Options{Controllers: manager.DefaultControllers(), Drivers: manager.BuiltinDrivers()})
+//	err = m.Run(ctx) // until ctx ends or leadership is lost
+//
 // # Extending
 //
 // A controller is one line in DefaultControllers: its resources, whether
