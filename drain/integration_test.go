@@ -15,9 +15,7 @@ import (
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
-	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -209,15 +207,6 @@ func (tl *podTimeline) times(name string) (terminating, gone time.Time) {
 	return tl.terminating[name], tl.gone[name]
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // TestDrainRespectsDisruptionBudget drains 60 pods of three Deployments,
 // one of them under a budget with maxUnavailable 1: the budget's pods are
 // evicted one at a time as their replacements become ready on a second
@@ -251,7 +240,7 @@ func TestDrainRespectsDisruptionBudget(t *testing.T) {
 	watchPods(t, f.client, f.ns, "app=guarded", func(pods map[types.UID]*corev1.Pod) {
 		available := 0
 		for _, p := range pods {
-			if p.DeletionTimestamp == nil && podReady(p) {
+			if p.DeletionTimestamp == nil && simcluster.PodReady(p) {
 				available++
 			}
 		}
@@ -583,18 +572,11 @@ func TestDrainWaitsForVolumeDetach(t *testing.T) {
 	f := newFixture(t, sim.KubeletOptions{DetachDelay: 2 * time.Second})
 	ctx := context.Background()
 	node := f.node(t, "volumes")
-	csiDriver := &storagev1.CSIDriver{
-		ObjectMeta: metav1.ObjectMeta{Name: sim.CSIDriverName},
-		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true)},
-	}
-	if _, err := f.client.StorageV1().CSIDrivers().Create(ctx, csiDriver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
 	const pods = 6
 	pvOf := map[string]string{}
 	for i := range pods {
 		name := fmt.Sprintf("db-%d", i)
-		pvOf[name] = f.volume(t, name)
+		pvOf[name] = simcluster.CreateBoundClaim(t, f.client, f.ns, name)
 		pod := &corev1.Pod{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"app": "db"}},
 			Spec: corev1.PodSpec{
@@ -691,52 +673,6 @@ func TestDrainWaitsForVolumeDetach(t *testing.T) {
 	}
 }
 
-// volume creates a bound claim named name on a simulated CSI volume and
-// returns the volume's name.
-func (f *fixture) volume(t *testing.T, name string) string {
-	t.Helper()
-	ctx := context.Background()
-	pvName := f.ns + "-" + name
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: sim.CSIDriverName, VolumeHandle: "vol-" + pvName,
-			}},
-			ClaimRef: &corev1.ObjectReference{Namespace: f.ns, Name: name},
-		},
-	}
-	if _, err := f.client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = f.client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
-	})
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: name},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			VolumeName:       pvName,
-			StorageClassName: ptr.To(""),
-		},
-	}
-	if _, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		got, err := f.client.CoreV1().PersistentVolumeClaims(f.ns).Get(ctx, name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Phase == corev1.ClaimBound, fmt.Sprintf("claim %s is %s", name, got.Status.Phase)
-	})
-	return pvName
-}
-
 // TestDrainHonoursContextDeadline drains a node blocked by a budget with a
 // 20 s context: Drain returns when the context ends, with a Result naming
 // the budget.
@@ -786,14 +722,7 @@ func BenchmarkDrain200Pods(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		ns := env.Namespace(b)
-		node := cluster.AddNode(b, fmt.Sprintf("%s-n%d", ns[len(ns)-6:], i))
-		if err := simcluster.CreateDeployment(ctx, client, ns, "load", node, pods, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := simcluster.WaitPodsRunning(ctx, client, ns, "app=load", pods); err != nil {
-			b.Fatal(err)
-		}
+		node := cluster.NodeWithDeployment(b, env.Namespace(b), fmt.Sprintf("load%d", i), pods)
 		b.StartTimer()
 		start := time.Now()
 		if res, err := drainer.Drain(ctx, node); err != nil {

@@ -36,14 +36,7 @@ func BenchmarkKubectlDrain200Pods(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		ns := env.Namespace(b)
-		node := cluster.AddNode(b, fmt.Sprintf("%s-n%d", ns[len(ns)-6:], i))
-		if err := simcluster.CreateDeployment(ctx, client, ns, "load", node, pods, nil); err != nil {
-			b.Fatal(err)
-		}
-		if err := simcluster.WaitPodsRunning(ctx, client, ns, "app=load", pods); err != nil {
-			b.Fatal(err)
-		}
+		node := cluster.NodeWithDeployment(b, env.Namespace(b), fmt.Sprintf("load%d", i), pods)
 		var out, errOut bytes.Buffer
 		helper := &drain.Helper{
 			Ctx:                 ctx,

@@ -10,12 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/simcluster"
@@ -24,26 +21,6 @@ import (
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{})
-}
-
-// simMachine returns the objects CreateMachine needs for a machine named
-// name in namespace ns.
-func simMachine(ns, name, zone string) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret) {
-	class := &v1alpha1.MachineClass{
-		ObjectMeta: metav1.ObjectMeta{Name: "sim", Namespace: ns},
-		Provider:   sim.ProviderName,
-		ProviderSpec: sim.ProviderSpec{
-			Zone: zone, InstanceType: "m1",
-			Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("4"), corev1.ResourceMemory: resource.MustParse("8Gi")},
-			Labels:   map[string]string{"pool": "sim"},
-		}.RawExtension(),
-	}
-	machine := &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
-		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: class.Name}},
-	}
-	secret := &corev1.Secret{Data: map[string][]byte{sim.CredentialsKey: []byte("token"), v1alpha1.UserDataKey: []byte("#!/bin/sh\n")}}
-	return machine, class, secret
 }
 
 // TestKubeletRegistersAndRemovesNodes creates 50 VMs through the driver and
@@ -55,18 +32,14 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 	ns := env.Namespace(t)
 	ctx := context.Background()
 
-	cloud, err := sim.New(sim.Options{BootDelay: time.Second, BootJitter: time.Second, DeleteDelay: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{})
-	d := cloud.Driver()
+	c := simcluster.Start(t, client, simcluster.Options{Cloud: sim.Options{BootDelay: time.Second, BootJitter: time.Second, DeleteDelay: time.Second}})
+	d := c.Cloud.Driver()
 
 	const count = 50
 	prefix := ns[len(ns)-6:] + "-m"
 	wantProviderID := map[string]string{}
 	for i := range count {
-		machine, class, secret := simMachine(ns, fmt.Sprintf("%s%02d", prefix, i), "zone-a")
+		machine, class, secret := c.MachineObjects(fmt.Sprintf("%s%02d", prefix, i))
 		resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
 		if err != nil {
 			t.Fatalf("create %s: %v", machine.Name, err)
@@ -96,7 +69,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 			if n.Spec.ProviderID != wantProviderID[n.Name] {
 				return false, fmt.Sprintf("node %s has providerID %q, want %q", n.Name, n.Spec.ProviderID, wantProviderID[n.Name])
 			}
-			if nodeConditionStatus(&n, corev1.NodeReady) == corev1.ConditionTrue {
+			if simcluster.NodeConditionStatus(&n, corev1.NodeReady) == corev1.ConditionTrue {
 				ready++
 			}
 		}
@@ -104,7 +77,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 	})
 
 	for i := range count {
-		machine, class, secret := simMachine(ns, fmt.Sprintf("%s%02d", prefix, i), "zone-a")
+		machine, class, secret := c.MachineObjects(fmt.Sprintf("%s%02d", prefix, i))
 		if _, err := d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret}); err != nil {
 			t.Fatalf("delete %s: %v", machine.Name, err)
 		}
@@ -118,57 +91,23 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 	})
 }
 
-func nodeConditionStatus(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
-	for _, c := range n.Status.Conditions {
-		if c.Type == t {
-			return c.Status
-		}
-	}
-	return ""
-}
-
-// oneNode creates a VM and waits for its Ready node.
-func oneNode(t *testing.T, cloud *sim.Cloud, client kubernetes.Interface, ns, name string) string {
-	t.Helper()
-	machine, class, secret := simMachine(ns, name, "zone-b")
-	resp, err := cloud.Driver().CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_, _ = cloud.Driver().DeleteMachine(context.Background(), &driver.DeleteMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
-	})
-	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		n, err := client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, "node not Ready"
-	})
-	return resp.NodeName
-}
-
 // TestKubeletNodeConditions makes a node NotReady and reports a
 // node-problem-detector condition.
 func TestKubeletNodeConditions(t *testing.T) {
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
-	cloud, err := sim.New(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	k := simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{})
-	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-cond")
+	c := simcluster.Start(t, client, simcluster.Options{Kubelet: sim.KubeletOptions{}})
+	node := c.AddNode(t, ns[len(ns)-6:]+"-cond")
 
-	k.SetCondition(node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "container runtime is down"})
-	k.SetCondition(node, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue, Reason: "DockerHung"})
+	c.Kubelet.SetCondition(node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady", Message: "container runtime is down"})
+	c.Kubelet.SetCondition(node, corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue, Reason: "DockerHung"})
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		ready, deadlock := nodeConditionStatus(n, corev1.NodeReady), nodeConditionStatus(n, "KernelDeadlock")
+		ready, deadlock := simcluster.NodeConditionStatus(n, corev1.NodeReady), simcluster.NodeConditionStatus(n, "KernelDeadlock")
 		return ready == corev1.ConditionFalse && deadlock == corev1.ConditionTrue, fmt.Sprintf("Ready=%s KernelDeadlock=%s", ready, deadlock)
 	})
 
@@ -187,13 +126,13 @@ func TestKubeletNodeConditions(t *testing.T) {
 		return false, fmt.Sprintf("taints %v", n.Spec.Taints)
 	})
 
-	k.ClearCondition(node, corev1.NodeReady)
+	c.Kubelet.ClearCondition(node, corev1.NodeReady)
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := client.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
-		return nodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, "still not Ready"
+		return simcluster.NodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, "still not Ready"
 	})
 }
 
@@ -204,12 +143,8 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
-	cloud, err := sim.New(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{TerminationFraction: 0.5})
-	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-pods")
+	c := simcluster.Start(t, client, simcluster.Options{Kubelet: sim.KubeletOptions{TerminationFraction: 0.5}})
+	node := c.AddNode(t, ns[len(ns)-6:]+"-pods")
 
 	ctx := context.Background()
 	for i := range 3 {
@@ -232,7 +167,7 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 		}
 		running := 0
 		for _, p := range pods.Items {
-			if p.Status.Phase == corev1.PodRunning && podReady(&p) {
+			if p.Status.Phase == corev1.PodRunning && simcluster.PodReady(&p) {
 				running++
 			}
 		}
@@ -254,34 +189,21 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 	}
 }
 
-func podReady(p *corev1.Pod) bool {
-	for _, c := range p.Status.Conditions {
-		if c.Type == corev1.PodReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
-}
-
 // TestKubeletStoppedVMFallsSilent stops a VM: the node lifecycle controller
 // sees its heartbeats end and marks the node unknown.
 func TestKubeletStoppedVMFallsSilent(t *testing.T) {
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
-	cloud, err := sim.New(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	// Renew leases every 2.5 s so the environment's 20 s grace period is
 	// the only wait.
-	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{LeaseDuration: 10 * time.Second})
-	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-stop")
-	vm, ok := findVM(cloud, node)
+	c := simcluster.Start(t, client, simcluster.Options{Kubelet: sim.KubeletOptions{LeaseDuration: 10 * time.Second}})
+	node := c.AddNode(t, ns[len(ns)-6:]+"-stop")
+	vm, ok := findVM(c.Cloud, node)
 	if !ok {
 		t.Fatalf("no VM for node %s", node)
 	}
-	if err := cloud.StopVM(vm.ProviderID); err != nil {
+	if err := c.Cloud.StopVM(vm.ProviderID); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 90*time.Second, func(ctx context.Context) (bool, string) {
@@ -289,7 +211,7 @@ func TestKubeletStoppedVMFallsSilent(t *testing.T) {
 		if err != nil {
 			return false, err.Error()
 		}
-		s := nodeConditionStatus(n, corev1.NodeReady)
+		s := simcluster.NodeConditionStatus(n, corev1.NodeReady)
 		return s == corev1.ConditionUnknown, fmt.Sprintf("Ready=%s", s)
 	})
 }
@@ -311,63 +233,12 @@ func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
-	cloud, err := sim.New(sim.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	const detachDelay = 3 * time.Second
-	simcluster.RunKubelet(t, cloud, client, sim.KubeletOptions{DetachDelay: detachDelay})
-	node := oneNode(t, cloud, client, ns, ns[len(ns)-6:]+"-vol")
+	c := simcluster.Start(t, client, simcluster.Options{Kubelet: sim.KubeletOptions{DetachDelay: detachDelay}})
+	node := c.AddNode(t, ns[len(ns)-6:]+"-vol")
 	ctx := context.Background()
 
-	csiDriver := &storagev1.CSIDriver{
-		ObjectMeta: metav1.ObjectMeta{Name: sim.CSIDriverName},
-		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(false)},
-	}
-	if _, err := client.StorageV1().CSIDrivers().Create(ctx, csiDriver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-	pvName := ns + "-pv"
-	pv := &corev1.PersistentVolume{
-		ObjectMeta: metav1.ObjectMeta{Name: pvName},
-		Spec: corev1.PersistentVolumeSpec{
-			Capacity:                      corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")},
-			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
-			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
-				Driver: sim.CSIDriverName, VolumeHandle: "vol-" + ns,
-			}},
-			ClaimRef:         &corev1.ObjectReference{Namespace: ns, Name: "data"},
-			StorageClassName: "",
-		},
-	}
-	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
-	})
-	pvc := &corev1.PersistentVolumeClaim{
-		ObjectMeta: metav1.ObjectMeta{Name: "data"},
-		Spec: corev1.PersistentVolumeClaimSpec{
-			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
-			Resources:        corev1.VolumeResourceRequirements{Requests: corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}},
-			VolumeName:       pvName,
-			StorageClassName: ptr.To(""),
-		},
-	}
-	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The attach-detach controller builds a pod's volumes when it sees the
-	// pod; a claim that is not bound yet would postpone that by minutes.
-	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		got, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, "data", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.Phase == corev1.ClaimBound, fmt.Sprintf("claim %s", got.Status.Phase)
-	})
+	pvName := simcluster.CreateBoundClaim(t, client, ns, "data")
 	pod := &corev1.Pod{
 		ObjectMeta: metav1.ObjectMeta{Name: "db"},
 		Spec: corev1.PodSpec{

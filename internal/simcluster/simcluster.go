@@ -21,6 +21,8 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
@@ -89,9 +91,9 @@ func RunKubelet(tb testing.TB, cloud *sim.Cloud, client kubernetes.Interface, op
 	return k
 }
 
-// machineObjects are what the sim driver needs to create or delete the VM
+// MachineObjects are what the sim driver needs to create or delete the VM
 // of machine name.
-func (c *Cluster) machineObjects(name string) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret) {
+func (c *Cluster) MachineObjects(name string) (*v1alpha1.Machine, *v1alpha1.MachineClass, *corev1.Secret) {
 	class := &v1alpha1.MachineClass{
 		ObjectMeta: metav1.ObjectMeta{Name: "sim"},
 		Provider:   sim.ProviderName,
@@ -113,7 +115,7 @@ func (c *Cluster) machineObjects(name string) (*v1alpha1.Machine, *v1alpha1.Mach
 // returns the node name. The VM is deleted when tb ends.
 func (c *Cluster) AddNode(tb testing.TB, name string) string {
 	tb.Helper()
-	machine, class, secret := c.machineObjects(name)
+	machine, class, secret := c.MachineObjects(name)
 	d := c.Cloud.Driver()
 	resp, err := d.CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret})
 	if err != nil {
@@ -126,15 +128,7 @@ func (c *Cluster) AddNode(tb testing.TB, name string) string {
 	})
 	err = poll(context.Background(), 2*time.Minute, func(ctx context.Context) (bool, error) {
 		n, err := c.client.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
-		if err != nil {
-			return false, nil
-		}
-		for _, cond := range n.Status.Conditions {
-			if cond.Type == corev1.NodeReady {
-				return cond.Status == corev1.ConditionTrue, nil
-			}
-		}
-		return false, nil
+		return err == nil && NodeConditionStatus(n, corev1.NodeReady) == corev1.ConditionTrue, nil
 	})
 	if err != nil {
 		tb.Fatalf("simcluster: node %s never became Ready: %v", resp.NodeName, err)
@@ -186,7 +180,7 @@ func WaitPodsRunning(ctx context.Context, client kubernetes.Interface, ns, selec
 		}
 		last = 0
 		for _, p := range pods.Items {
-			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && ready(&p) {
+			if p.DeletionTimestamp == nil && p.Status.Phase == corev1.PodRunning && PodReady(&p) {
 				last++
 			}
 		}
@@ -214,13 +208,101 @@ func PodsOnNode(ctx context.Context, client kubernetes.Interface, node string) (
 	return n, nil
 }
 
-func ready(p *corev1.Pod) bool {
+// PodReady reports the pod's Ready condition, as PodDisruptionBudgets
+// count it.
+func PodReady(p *corev1.Pod) bool {
 	for _, c := range p.Status.Conditions {
 		if c.Type == corev1.PodReady {
 			return c.Status == corev1.ConditionTrue
 		}
 	}
 	return false
+}
+
+// NodeConditionStatus is the status of the node's condition of type t, or
+// "" if it has none.
+func NodeConditionStatus(n *corev1.Node, t corev1.NodeConditionType) corev1.ConditionStatus {
+	for _, c := range n.Status.Conditions {
+		if c.Type == t {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// NodeWithDeployment adds a node and runs a Deployment of pods pods,
+// labelled app=name, on it in ns; it returns once they all run. Drain
+// benchmarks use it so that every drain implementation gets the same
+// workload.
+func (c *Cluster) NodeWithDeployment(tb testing.TB, ns, name string, pods int32) string {
+	tb.Helper()
+	node := c.AddNode(tb, ns[len(ns)-6:]+"-"+name)
+	ctx := context.Background()
+	if err := CreateDeployment(ctx, c.client, ns, name, node, pods, nil); err != nil {
+		tb.Fatal(err)
+	}
+	if err := WaitPodsRunning(ctx, c.client, ns, "app="+name, int(pods)); err != nil {
+		tb.Fatal(err)
+	}
+	return node
+}
+
+// CreateBoundClaim creates a PersistentVolume of the simulated CSI driver
+// (registering the CSIDriver, attach required, if needed) and a claim name
+// in ns bound to it, waits until the claim is Bound and returns the
+// volume's name. The volume is deleted when tb ends.
+func CreateBoundClaim(tb testing.TB, client kubernetes.Interface, ns, name string) string {
+	tb.Helper()
+	ctx := context.Background()
+	csiDriver := &storagev1.CSIDriver{
+		ObjectMeta: metav1.ObjectMeta{Name: sim.CSIDriverName},
+		Spec:       storagev1.CSIDriverSpec{AttachRequired: ptr.To(true), PodInfoOnMount: ptr.To(false)},
+	}
+	if _, err := client.StorageV1().CSIDrivers().Create(ctx, csiDriver, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		tb.Fatalf("simcluster: %v", err)
+	}
+	pvName := ns + "-" + name
+	size := corev1.ResourceList{corev1.ResourceStorage: resource.MustParse("1Gi")}
+	pv := &corev1.PersistentVolume{
+		ObjectMeta: metav1.ObjectMeta{Name: pvName},
+		Spec: corev1.PersistentVolumeSpec{
+			Capacity:                      size,
+			AccessModes:                   []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			PersistentVolumeReclaimPolicy: corev1.PersistentVolumeReclaimRetain,
+			PersistentVolumeSource: corev1.PersistentVolumeSource{CSI: &corev1.CSIPersistentVolumeSource{
+				Driver: sim.CSIDriverName, VolumeHandle: "vol-" + pvName,
+			}},
+			ClaimRef: &corev1.ObjectReference{Namespace: ns, Name: name},
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumes().Create(ctx, pv, metav1.CreateOptions{}); err != nil {
+		tb.Fatalf("simcluster: %v", err)
+	}
+	tb.Cleanup(func() {
+		_ = client.CoreV1().PersistentVolumes().Delete(context.Background(), pvName, metav1.DeleteOptions{})
+	})
+	pvc := &corev1.PersistentVolumeClaim{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		Spec: corev1.PersistentVolumeClaimSpec{
+			AccessModes:      []corev1.PersistentVolumeAccessMode{corev1.ReadWriteOnce},
+			Resources:        corev1.VolumeResourceRequirements{Requests: size},
+			VolumeName:       pvName,
+			StorageClassName: ptr.To(""),
+		},
+	}
+	if _, err := client.CoreV1().PersistentVolumeClaims(ns).Create(ctx, pvc, metav1.CreateOptions{}); err != nil {
+		tb.Fatalf("simcluster: %v", err)
+	}
+	// The attach-detach controller builds a pod's volumes when it sees the
+	// pod; a claim that is not bound yet would postpone that by minutes.
+	err := poll(ctx, time.Minute, func(ctx context.Context) (bool, error) {
+		got, err := client.CoreV1().PersistentVolumeClaims(ns).Get(ctx, name, metav1.GetOptions{})
+		return err == nil && got.Status.Phase == corev1.ClaimBound, nil
+	})
+	if err != nil {
+		tb.Fatalf("simcluster: claim %s/%s never bound: %v", ns, name, err)
+	}
+	return pvName
 }
 
 func poll(ctx context.Context, timeout time.Duration, cond wait.ConditionWithContextFunc) error {

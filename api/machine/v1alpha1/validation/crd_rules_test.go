@@ -20,189 +20,30 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 )
 
-const fixtureTemplate = `
-  template:
-    metadata:
-      labels: {name: web}
-    spec:
-      class: {name: small}`
-
-// rejectedObjects are objects the API server rejects through a CEL rule or
-// an OpenAPI constraint of the CRDs (the first ones mirror the admission
-// test of package crds). message is the part of the API server's message
-// the Go validation must repeat.
-var rejectedObjects = []struct {
-	name, object, message string
-	// undecodable marks objects that a typed client cannot even decode, so
+// rejectedObject is an object the API server rejects through a CEL rule or
+// an OpenAPI constraint of the CRDs, shared with the admission test of
+// package crds. Message is the part of the API server's message the Go
+// validation must repeat.
+type rejectedObject struct {
+	Name    string `json:"name"`
+	Message string `json:"message"`
+	// Undecodable marks objects that a typed client cannot even decode, so
 	// no controller ever gets to validate them.
-	undecodable bool
-}{
-	{name: "machine without class name", object: `
-kind: Machine
-spec:
-  class: {kind: MachineClass}`, message: "class.name is required"},
-	{name: "machine with a foreign class kind", object: `
-kind: Machine
-spec:
-  class: {kind: AWSMachineClass, name: small}`, message: "class.kind must be MachineClass"},
-	{name: "machine with an unparseable drain timeout", object: `
-kind: Machine
-spec:
-  class: {name: small}
-  drainTimeout: 2 hours`, undecodable: true},
-	{name: "machine with a negative health timeout", object: `
-kind: Machine
-spec:
-  class: {name: small}
-  healthTimeout: -5m`, message: "healthTimeout must be a non-negative duration"},
-	{name: "machine with an unknown phase", object: `
-kind: Machine
-spec:
-  class: {name: small}
-status:
-  currentStatus: {phase: Exploded}`, message: `Unsupported value: "Exploded"`},
-	{name: "machine set without selector", object: `
-kind: MachineSet
-spec:
-  replicas: 1` + fixtureTemplate, message: "selector is required"},
-	{name: "machine set whose selector misses the template", object: `
-kind: MachineSet
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: api}` + fixtureTemplate, message: "selector.matchLabels must match template.metadata.labels"},
-	{name: "machine deployment whose expression excludes the template", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchExpressions:
-    - {key: name, operator: NotIn, values: [web]}` + fixtureTemplate, message: "selector.matchExpressions must match template.metadata.labels"},
-	{name: "machine deployment with negative replicas", object: `
-kind: MachineDeployment
-spec:
-  replicas: -1
-  selector:
-    matchLabels: {name: web}` + fixtureTemplate, message: "should be greater than or equal to 0"},
-	{name: "machine deployment with maxSurge and maxUnavailable both zero", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: RollingUpdate
-    rollingUpdate: {maxSurge: 0, maxUnavailable: 0%}` + fixtureTemplate, message: "maxSurge and maxUnavailable must not both be 0"},
-	{name: "machine deployment with rollingUpdate under Recreate", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: Recreate
-    rollingUpdate: {maxSurge: 1}` + fixtureTemplate, message: "strategy.rollingUpdate may only be set when strategy.type is RollingUpdate"},
-	{name: "machine deployment with InPlaceUpdate but no parameters", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: InPlaceUpdate` + fixtureTemplate, message: "strategy.type InPlaceUpdate needs strategy.inPlaceUpdate"},
-	{name: "machine deployment with an unknown strategy", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: BlueGreen` + fixtureTemplate, message: `Unsupported value: "BlueGreen"`},
-	{name: "machine deployment with a malformed maxSurge", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: RollingUpdate
-    rollingUpdate: {maxSurge: lots}` + fixtureTemplate, message: "maxSurge must be a non-negative number or a percentage"},
-	{name: "machine deployment with a progress deadline below minReadySeconds", object: `
-kind: MachineDeployment
-spec:
-  replicas: 1
-  minReadySeconds: 600
-  progressDeadlineSeconds: 300
-  selector:
-    matchLabels: {name: web}` + fixtureTemplate, message: "progressDeadlineSeconds must be greater than minReadySeconds"},
-	{name: "machine class whose node template lacks memory", object: `
-kind: MachineClass
-providerSpec: {}
-nodeTemplate:
-  capacity: {cpu: "2"}
-  instanceType: small
-  region: local
-  zone: local-a`, message: "nodeTemplate.capacity must contain cpu and memory"},
-	{name: "machine class with a nameless secret reference", object: `
-kind: MachineClass
-providerSpec: {}
-secretRef: {namespace: default}`, message: "secretRef.name is required"},
+	Undecodable bool   `json:"undecodable"`
+	Object      string `json:"object"`
+}
 
-	// The remaining CEL rules, so that every rule of the CRDs has a case.
-	{name: "machine with negative drain, creation, in-place and preserve timeouts", object: `
-kind: Machine
-spec:
-  class: {name: small}
-  drainTimeout: -1h
-  creationTimeout: -1m
-  inPlaceUpdateTimeout: -1s
-  machinePreserveTimeout: -1ms`, message: "drainTimeout must be a non-negative duration"},
-	{name: "machine set whose template has a negative preserve timeout", object: `
-kind: MachineSet
-spec:
-  selector:
-    matchLabels: {name: web}` + fixtureTemplate + `
-      machinePreserveTimeout: -3h`, message: "machinePreserveTimeout must be a non-negative duration"},
-	{name: "machine set with an empty selector", object: `
-kind: MachineSet
-spec:
-  selector: {}` + fixtureTemplate, message: "selector must not be empty"},
-	{name: "machine deployment with a negative maxUnavailable", object: `
-kind: MachineDeployment
-spec:
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    rollingUpdate: {maxUnavailable: -1}` + fixtureTemplate, message: "maxUnavailable must be a non-negative number or a percentage"},
-	{name: "machine deployment with inPlaceUpdate under RollingUpdate", object: `
-kind: MachineDeployment
-spec:
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: RollingUpdate
-    inPlaceUpdate: {orchestrationType: Auto}` + fixtureTemplate, message: "strategy.inPlaceUpdate may only be set when strategy.type is InPlaceUpdate"},
-	{name: "machine deployment with an unknown orchestration type", object: `
-kind: MachineDeployment
-spec:
-  selector:
-    matchLabels: {name: web}
-  strategy:
-    type: InPlaceUpdate
-    inPlaceUpdate: {orchestrationType: Sometimes}` + fixtureTemplate, message: `Unsupported value: "Sometimes"`},
-	{name: "machine deployment with a progress deadline of 0", object: `
-kind: MachineDeployment
-spec:
-  progressDeadlineSeconds: 0
-  selector:
-    matchLabels: {name: web}` + fixtureTemplate, message: "should be greater than or equal to 1"},
-	{name: "machine class with a nameless credentials reference", object: `
-kind: MachineClass
-providerSpec: {}
-credentialsSecretRef: {namespace: default}`, message: "credentialsSecretRef.name is required when credentialsSecretRef is set"},
-	{name: "machine class without provider spec", object: `
-kind: MachineClass
-provider: AWS`, message: "providerSpec: Required value"},
+func rejectedObjects(t *testing.T) []rejectedObject {
+	t.Helper()
+	data, err := os.ReadFile(filepath.Join("..", "..", "..", "crds", "testdata", "rejected.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var objs []rejectedObject
+	if err := yaml.Unmarshal(data, &objs); err != nil {
+		t.Fatal(err)
+	}
+	return objs
 }
 
 // fixtureHeader completes the rejected objects, which leave it out.
@@ -240,10 +81,10 @@ func validate(t *testing.T, obj runtime.Object) field.ErrorList {
 // each one validation accepts, and returns all error messages.
 func rejectionMessages(t *testing.T) []string {
 	var messages []string
-	for _, tc := range rejectedObjects {
-		t.Run(tc.name, func(t *testing.T) {
-			obj, err := decode(t, fixtureHeader+tc.object)
-			if tc.undecodable {
+	for _, tc := range rejectedObjects(t) {
+		t.Run(tc.Name, func(t *testing.T) {
+			obj, err := decode(t, fixtureHeader+tc.Object)
+			if tc.Undecodable {
 				if err == nil {
 					t.Fatalf("decoded an object a typed client cannot read: %#v", obj)
 				}
@@ -259,8 +100,8 @@ func rejectionMessages(t *testing.T) []string {
 			for _, err := range errs {
 				messages = append(messages, err.Error())
 			}
-			if !slices.ContainsFunc(errs, func(err *field.Error) bool { return strings.Contains(err.Error(), tc.message) }) {
-				t.Errorf("no error carries the CRD's message %q; got %v", tc.message, errs)
+			if !slices.ContainsFunc(errs, func(err *field.Error) bool { return strings.Contains(err.Error(), tc.Message) }) {
+				t.Errorf("no error carries the CRD's message %q; got %v", tc.Message, errs)
 			}
 		})
 	}
