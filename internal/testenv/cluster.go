@@ -72,53 +72,46 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 	}
 	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
 
-	// Every component authenticates with its own static token; the admin
-	// user is in system:masters, the components get their usual identities so
-	// that RBAC works the way it does in a real cluster.
-	tokens := map[string]string{}
+	// Every component authenticates with its own static token and
+	// kubeconfig; the admin user is in system:masters, the components get
+	// their usual identities so that RBAC works as in a real cluster.
+	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	identities := []struct{ user, groups, kubeconfig string }{
+		{"admin", "system:masters", "admin.kubeconfig"},
+		{"system:kube-controller-manager", "", "controller-manager.kubeconfig"},
+		{"system:kube-scheduler", "", "scheduler.kubeconfig"},
+	}
+	var adminToken string
 	var tokenFile strings.Builder
-	for _, id := range []struct{ user, groups string }{
-		{"admin", "system:masters"},
-		{"system:kube-controller-manager", ""},
-		{"system:kube-scheduler", ""},
-	} {
+	for _, id := range identities {
 		tok, err := randomToken()
 		if err != nil {
 			return err
 		}
-		tokens[id.user] = tok
+		if id.user == "admin" {
+			adminToken = tok
+		}
 		fmt.Fprintf(&tokenFile, "%s,%s,%s,%q\n", tok, id.user, id.user, id.groups)
+		if err := writeKubeconfig(filepath.Join(c.dir, id.kubeconfig), server, keys.caPEM, tok); err != nil {
+			return err
+		}
 	}
 	tokenPath := filepath.Join(c.dir, "pki", "tokens.csv")
 	if err := os.WriteFile(tokenPath, []byte(tokenFile.String()), 0o600); err != nil {
 		return fmt.Errorf("writing token file: %w", err)
 	}
-
-	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
+	c.kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
 	c.config = &rest.Config{
 		Host:            server,
-		BearerToken:     tokens["admin"],
+		BearerToken:     adminToken,
 		TLSClientConfig: rest.TLSClientConfig{CAData: keys.caPEM},
 		// Tests create many objects; client-go's default of 5 QPS would make
 		// them measure the client's rate limiter.
 		QPS:   200,
 		Burst: 400,
 	}
-	c.kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
-	kubeconfigs := map[string]string{"admin": c.kubeconfig}
-	for user, path := range map[string]string{
-		"system:kube-controller-manager": filepath.Join(c.dir, "controller-manager.kubeconfig"),
-		"system:kube-scheduler":          filepath.Join(c.dir, "scheduler.kubeconfig"),
-	} {
-		kubeconfigs[user] = path
-	}
-	for user, path := range kubeconfigs {
-		if err := writeKubeconfig(path, server, keys.caPEM, tokens[user]); err != nil {
-			return err
-		}
-	}
 
-	etcd, err := startProcess("etcd", filepath.Join(binDir, "etcd"), c.logDir,
+	etcd, err := c.run(binDir, "etcd",
 		"--name=testenv",
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
 		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdClient),
@@ -133,12 +126,11 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 	if err != nil {
 		return err
 	}
-	c.procs.add(etcd)
 	if err := waitHealthy(ctx, etcd, "http://127.0.0.1:"+strconv.Itoa(etcdClient)+"/health", nil); err != nil {
 		return err
 	}
 
-	apiserver, err := startProcess("kube-apiserver", filepath.Join(binDir, "kube-apiserver"), c.logDir,
+	apiserver, err := c.run(binDir, "kube-apiserver",
 		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
@@ -162,19 +154,11 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 	if err != nil {
 		return err
 	}
-	c.procs.add(apiserver)
 	if err := waitHealthy(ctx, apiserver, server+"/readyz", c.config); err != nil {
 		return err
 	}
 
-	kcm, err := startProcess("kube-controller-manager", filepath.Join(binDir, "kube-controller-manager"), c.logDir,
-		"--kubeconfig="+kubeconfigs["system:kube-controller-manager"],
-		"--authentication-kubeconfig="+kubeconfigs["system:kube-controller-manager"],
-		"--authorization-kubeconfig="+kubeconfigs["system:kube-controller-manager"],
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(kcmPort),
-		"--cert-dir="+filepath.Join(c.dir, "pki", "kcm"),
-		"--leader-elect=false",
+	kcm, err := c.run(binDir, "kube-controller-manager", append(c.componentFlags("controller-manager", kcmPort),
 		"--controllers=*",
 		// Each controller gets its own service account, as in production
 		// clusters, so RBAC gaps show up here rather than in a user's cluster.
@@ -188,25 +172,14 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 		"--concurrent-gc-syncs=5",
 		"--node-monitor-period=2s",
 		"--node-monitor-grace-period=20s",
-	)
+	)...)
 	if err != nil {
 		return err
 	}
-	c.procs.add(kcm)
-
-	sched, err := startProcess("kube-scheduler", filepath.Join(binDir, "kube-scheduler"), c.logDir,
-		"--kubeconfig="+kubeconfigs["system:kube-scheduler"],
-		"--authentication-kubeconfig="+kubeconfigs["system:kube-scheduler"],
-		"--authorization-kubeconfig="+kubeconfigs["system:kube-scheduler"],
-		"--bind-address=127.0.0.1",
-		"--secure-port="+strconv.Itoa(schedPort),
-		"--cert-dir="+filepath.Join(c.dir, "pki", "scheduler"),
-		"--leader-elect=false",
-	)
+	sched, err := c.run(binDir, "kube-scheduler", c.componentFlags("scheduler", schedPort)...)
 	if err != nil {
 		return err
 	}
-	c.procs.add(sched)
 
 	// /healthz of both is open to anonymous callers on their self-signed
 	// serving certificates.
@@ -226,6 +199,33 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 		return fmt.Errorf("kube-controller-manager never created the default service account: %w", err)
 	}
 	return nil
+}
+
+// run starts binDir/name as a component of the cluster.
+func (c *cluster) run(binDir, name string, args ...string) (*process, error) {
+	p, err := startProcess(name, filepath.Join(binDir, name), c.logDir, args...)
+	if err != nil {
+		return nil, err
+	}
+	c.procs.add(p)
+	return p, nil
+}
+
+// componentFlags are the flags kube-controller-manager and kube-scheduler
+// share: their kubeconfig (also for delegated authentication and
+// authorization), a loopback serving port with self-signed certificates,
+// and no leader election.
+func (c *cluster) componentFlags(name string, port int) []string {
+	kubeconfig := filepath.Join(c.dir, name+".kubeconfig")
+	return []string{
+		"--kubeconfig=" + kubeconfig,
+		"--authentication-kubeconfig=" + kubeconfig,
+		"--authorization-kubeconfig=" + kubeconfig,
+		"--bind-address=127.0.0.1",
+		"--secure-port=" + strconv.Itoa(port),
+		"--cert-dir=" + filepath.Join(c.dir, "pki", name),
+		"--leader-elect=false",
+	}
 }
 
 // insecureLocal marks a health check against a component's self-signed
