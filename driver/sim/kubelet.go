@@ -110,8 +110,9 @@ type Kubelet struct {
 	mu        sync.Mutex
 	overrides map[string]map[corev1.NodeConditionType]corev1.NodeCondition
 	silenced  map[string]bool
-	renewed   map[string]time.Time // last lease renewal by node
-	reported  map[string]time.Time // last status write by node
+	renewed   map[string]time.Time             // last lease renewal by node
+	leases    map[string]*coordinationv1.Lease // last lease written by node
+	reported  map[string]time.Time             // last status write by node
 
 	running chan struct{} // closed when Run has synced its caches
 }
@@ -153,6 +154,7 @@ func NewKubelet(vms VMSource, client kubernetes.Interface, opts KubeletOptions) 
 		overrides: map[string]map[corev1.NodeConditionType]corev1.NodeCondition{},
 		silenced:  map[string]bool{},
 		renewed:   map[string]time.Time{},
+		leases:    map[string]*coordinationv1.Lease{},
 		reported:  map[string]time.Time{},
 		running:   make(chan struct{}),
 	}
@@ -288,7 +290,9 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 		}
 		if err := k.client.CoreV1().Nodes().Delete(ctx, n.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &n.UID}}); err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("deleting node %s of a gone VM: %w", n.Name, err))
+			continue
 		}
+		k.forgetNode(n.Name) // its lease goes with it (owner reference)
 	}
 
 	for _, name := range slices.Sorted(maps.Keys(alive)) {
@@ -325,6 +329,16 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 	return errors.Join(errs...)
 }
 
+// forgetNode drops what was last written for the node: a new node of that
+// name starts with a fresh lease and status.
+func (k *Kubelet) forgetNode(node string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	delete(k.reported, node)
+	delete(k.renewed, node)
+	delete(k.leases, node)
+}
+
 func (k *Kubelet) isSilenced(node string) bool {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -343,10 +357,7 @@ func (k *Kubelet) syncNode(ctx context.Context, vm VM, node *corev1.Node, now ti
 			return fmt.Errorf("registering node %s: %w", vm.NodeName, err)
 		}
 		node = created
-		k.mu.Lock()
-		delete(k.reported, vm.NodeName)
-		delete(k.renewed, vm.NodeName)
-		k.mu.Unlock()
+		k.forgetNode(vm.NodeName)
 	}
 	if node.Annotations[AnnotationSimulated] != k.opts.Identity {
 		return nil // somebody else's node of the same name
@@ -480,17 +491,27 @@ func statusEquivalent(cur, want corev1.NodeStatus) bool {
 }
 
 // renewLease keeps the node's lease in kube-node-lease fresh, which is what
-// the node lifecycle controller watches for liveness.
+// the node lifecycle controller watches for liveness. It renews from the
+// lease it last wrote, as the kubelet does, and reads the lease only when it
+// has none or the update failed.
 func (k *Kubelet) renewLease(ctx context.Context, node *corev1.Node, now time.Time) error {
 	k.mu.Lock()
 	last, ok := k.renewed[node.Name]
+	lease := k.leases[node.Name]
 	k.mu.Unlock()
 	if ok && now.Sub(last) < k.opts.LeaseDuration/4 {
 		return nil
 	}
 	leases := k.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
 	renew := &metav1.MicroTime{Time: now}
-	lease, err := leases.Get(ctx, node.Name, metav1.GetOptions{})
+	var err error
+	if lease == nil {
+		lease, err = leases.Get(ctx, node.Name, metav1.GetOptions{})
+	}
+	var (
+		written *coordinationv1.Lease
+		gone    bool
+	)
 	switch {
 	case apierrors.IsNotFound(err):
 		lease = &coordinationv1.Lease{
@@ -505,19 +526,26 @@ func (k *Kubelet) renewLease(ctx context.Context, node *corev1.Node, now time.Ti
 				RenewTime:            renew,
 			},
 		}
-		_, err = leases.Create(ctx, lease, metav1.CreateOptions{})
+		written, err = leases.Create(ctx, lease, metav1.CreateOptions{})
 	case err == nil:
+		lease = lease.DeepCopy() // the cached copy stays as written
 		lease.Spec.RenewTime = renew
-		_, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		written, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
+		gone = apierrors.IsNotFound(err) // deleted since it was read or written
 	}
 	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
+		// Read the lease afresh at the next sync.
+		k.mu.Lock()
+		delete(k.leases, node.Name)
+		k.mu.Unlock()
+		if gone || apierrors.IsConflict(err) || apierrors.IsAlreadyExists(err) {
 			return nil
 		}
 		return fmt.Errorf("renewing lease of node %s: %w", node.Name, err)
 	}
 	k.mu.Lock()
 	k.renewed[node.Name] = now
+	k.leases[node.Name] = written
 	k.mu.Unlock()
 	return nil
 }
@@ -570,7 +598,7 @@ func (k *Kubelet) syncPod(ctx context.Context, pod *corev1.Pod, node *corev1.Nod
 			State:       corev1.ContainerState{Running: &corev1.ContainerStateRunning{StartedAt: start}},
 		})
 	}
-	if _, err := k.client.CoreV1().Pods(pod.Namespace).UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	if _, err := pods.UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil
 		}

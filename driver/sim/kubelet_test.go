@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes/fake"
 )
 
 func TestDesiredNodeStatus(t *testing.T) {
@@ -96,5 +97,67 @@ func TestStatusEquivalentIgnoresHeartbeats(t *testing.T) {
 	}, first.Conditions, now)
 	if statusEquivalent(first, notReady) {
 		t.Error("a changed Ready condition must be written")
+	}
+}
+
+// The lease is renewed from the copy last written, as the kubelet does: it
+// is read only when there is no such copy or it went stale.
+func TestRenewLeaseReadsOnlyWithoutAWrittenCopy(t *testing.T) {
+	client := fake.NewClientset()
+	k := NewKubelet(nil, client, KubeletOptions{LeaseDuration: 40 * time.Second})
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}}
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	renew := func(at time.Time) []string {
+		t.Helper()
+		client.ClearActions()
+		if err := k.renewLease(t.Context(), node, at); err != nil {
+			t.Fatalf("renewLease at %v: %v", at, err)
+		}
+		var verbs []string
+		for _, a := range client.Actions() {
+			verbs = append(verbs, a.GetVerb())
+		}
+		return verbs
+	}
+	leases := client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
+
+	steps := []struct {
+		what  string
+		at    time.Time
+		setup func()
+		want  []string
+	}{
+		{what: "first renewal", at: start, want: []string{"get", "create"}},
+		{what: "within a quarter of the lease duration", at: start.Add(9 * time.Second), want: nil},
+		{what: "a quarter later", at: start.Add(10 * time.Second), want: []string{"update"}},
+		{what: "again", at: start.Add(20 * time.Second), want: []string{"update"}},
+		{
+			what: "after the lease was deleted", at: start.Add(30 * time.Second),
+			setup: func() {
+				if err := leases.Delete(t.Context(), node.Name, metav1.DeleteOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{"update"},
+		},
+		{what: "at the next sync", at: start.Add(30*time.Second + DefaultSyncPeriod), want: []string{"get", "create"}},
+	}
+	for _, s := range steps {
+		if s.setup != nil {
+			s.setup()
+		}
+		if diff := cmp.Diff(s.want, renew(s.at)); diff != "" {
+			t.Errorf("%s: API calls (-want +got):\n%s", s.what, diff)
+		}
+	}
+	lease, err := leases.Get(t.Context(), node.Name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := lease.Spec.RenewTime.Time, start.Add(30*time.Second+DefaultSyncPeriod); !got.Equal(want) {
+		t.Errorf("lease renewed at %v, want %v", got, want)
+	}
+	if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != node.UID {
+		t.Errorf("lease owners %+v, want the node", lease.OwnerReferences)
 	}
 }
