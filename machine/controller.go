@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -403,15 +405,14 @@ func (c *Controller) onSecret(obj any) {
 	if !ok {
 		return
 	}
-	c.secretQueue.Add(keyOf(s))
+	key := keyOf(s)
+	c.secretQueue.Add(key)
 	// Machines waiting for a fixed secret retry now rather than after
 	// their backoff.
 	classes, _ := c.classes.MachineClasses(s.Namespace).List(everything)
 	for _, cl := range classes {
-		for _, ref := range classSecretRefs(cl) {
-			if ref == keyOf(s) {
-				c.enqueueMachinesOfClass(cl.Namespace, cl.Name)
-			}
+		if slices.Contains(classSecretRefs(cl), key) {
+			c.enqueueMachinesOfClass(cl.Namespace, cl.Name)
 		}
 	}
 }
@@ -431,8 +432,8 @@ func (c *Controller) onNode(oldObj, obj any) {
 // heartbeat does.
 func nodeChanged(old, n *corev1.Node) bool {
 	return !conditionsEquivalent(old.Status.Conditions, n.Status.Conditions) ||
-		!mapsEqual(old.Labels, n.Labels) || !mapsEqual(old.Annotations, n.Annotations) ||
-		len(old.Spec.Taints) != len(n.Spec.Taints) || !taintsEqual(old.Spec.Taints, n.Spec.Taints) ||
+		!maps.Equal(old.Labels, n.Labels) || !maps.Equal(old.Annotations, n.Annotations) ||
+		!slices.EqualFunc(old.Spec.Taints, n.Spec.Taints, taintEqual) ||
 		(old.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 }
 

@@ -41,7 +41,7 @@ const (
 	StepRemoveFinalizer DeletionStep = "RemoveFinalizer"
 )
 
-// DeletionSteps lists the steps in order.
+// deletionSteps lists the steps in order.
 var deletionSteps = []DeletionStep{
 	StepWaitPreDrainHooks, StepDrain, StepWaitVolumeDetach, StepWaitPreTerminateHooks,
 	StepDeleteVM, StepDeleteNode, StepRemoveFinalizer,

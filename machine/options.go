@@ -36,11 +36,13 @@ const (
 	// by force (MCM hard-codes 5m).
 	DefaultForceDrainNotReadyAfter = 5 * time.Minute
 	// DefaultPVDetachTimeout bounds the wait for volume attachments to go
-	// away after a drain (MCM --machine-pv-detach-timeout).
-	DefaultPVDetachTimeout = 2 * time.Minute
+	// away after a drain (MCM --machine-pv-detach-timeout); the drain
+	// engine's default.
+	DefaultPVDetachTimeout = drain.DefaultDetachTimeout
 	// DefaultPVReattachTimeout bounds the wait for volumes to attach
-	// elsewhere (MCM --machine-pv-reattach-timeout).
-	DefaultPVReattachTimeout = 90 * time.Second
+	// elsewhere (MCM --machine-pv-reattach-timeout); the drain engine's
+	// default.
+	DefaultPVReattachTimeout = drain.DefaultReattachTimeout
 	// DefaultHealthCheckPeriod is how often a Pending or Unknown machine is
 	// looked at again while a timeout runs.
 	DefaultHealthCheckPeriod = 30 * time.Second

@@ -266,15 +266,10 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 	case v1alpha1.MachinePending, v1alpha1.MachineAvailable:
 		if healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey) {
 			joined := now.Sub(creationStart(m)).Round(time.Millisecond)
-			setPhase(m, v1alpha1.MachineRunning, now)
-			m.Status.CurrentStatus.TimeoutActive = false
 			setAnnotation(m, v1alpha1.MachineJoinDurationAnnotation, joined.String())
-			deleteAnnotation(m, UnhealthySinceAnnotation)
-			msg := fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, joined)
-			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate}, now)
-			p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonJoined, Message: msg}
+			markRunning(p, now, v1alpha1.MachineOperationCreate, ReasonJoined,
+				fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, joined), o)
 			p.Joined = joined
-			p.RequeueAfter = o.LongRetry
 			return
 		}
 		timeout := obs.Config.MachineCreationTimeout.Duration
@@ -304,13 +299,8 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 		p.RequeueAfter = min(period, obs.Config.MachineHealthTimeout.Duration+time.Millisecond)
 	case v1alpha1.MachineUnknown:
 		if healthy {
-			msg := fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name)
-			setPhase(m, v1alpha1.MachineRunning, now)
-			m.Status.CurrentStatus.TimeoutActive = false
-			deleteAnnotation(m, UnhealthySinceAnnotation)
-			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationHealthCheck}, now)
-			p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonRecovered, Message: msg}
-			p.RequeueAfter = o.LongRetry
+			markRunning(p, now, v1alpha1.MachineOperationHealthCheck, ReasonRecovered,
+				fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), o)
 			return
 		}
 		since, ok := parseTime(m.Annotations[UnhealthySinceAnnotation])
@@ -349,6 +339,19 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 	default: // Failed, CrashLoopBackOff: left to the MachineSet or the creation flow.
 		p.RequeueAfter = o.LongRetry
 	}
+}
+
+// markRunning moves a machine that joined (or re-joined) to Running: the
+// timeout stops, the unhealthy-since mark goes, and a successful operation
+// of the given type is reported with a Normal event.
+func markRunning(p *machinePlan, now time.Time, opType v1alpha1.MachineOperationType, reason, msg string, o *Options) {
+	m := p.Machine
+	setPhase(m, v1alpha1.MachineRunning, now)
+	m.Status.CurrentStatus.TimeoutActive = false
+	deleteAnnotation(m, UnhealthySinceAnnotation)
+	setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: opType}, now)
+	p.Event = &event{Type: corev1.EventTypeNormal, Reason: reason, Message: msg}
+	p.RequeueAfter = o.LongRetry
 }
 
 // nodeHealth reports whether node is healthy: Ready is True and none of

@@ -629,3 +629,33 @@ func TestOptionsRejectNegative(t *testing.T) {
 		t.Error("bad MaxReplacements accepted")
 	}
 }
+
+// TestPlanHealthCopiesConditionsOnlyWhenChanged: a heartbeat alone does not
+// rewrite the machine's conditions; a changed condition does.
+func TestPlanHealthCopiesConditionsOnlyWhenChanged(t *testing.T) {
+	o := testOptions(t)
+	ready := cond(corev1.NodeReady, corev1.ConditionTrue)
+	m := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
+	m.Status.Conditions = []corev1.NodeCondition{ready}
+
+	beat := ready
+	beat.LastHeartbeatTime = metav1.NewTime(t0)
+	obs := obsFor(m)
+	obs.Node = node(beat)
+	p := machinePlan{Machine: m.DeepCopy()}
+	planHealth(&p, obs, o)
+	if diff := cmp.Diff(m.Status, p.Machine.Status); diff != "" {
+		t.Errorf("heartbeat changed the status (-before +after):\n%s", diff)
+	}
+	if s, err := machineStatusPatch(m, p.Machine); err != nil || s != nil {
+		t.Errorf("status patch for a heartbeat: %s, %v", s, err)
+	}
+
+	disk := cond("DiskPressure", corev1.ConditionTrue)
+	obs.Node = node(beat, disk)
+	p = machinePlan{Machine: m.DeepCopy()}
+	planHealth(&p, obs, o)
+	if diff := cmp.Diff(obs.Node.Status.Conditions, p.Machine.Status.Conditions); diff != "" {
+		t.Errorf("changed conditions not copied (-node +machine):\n%s", diff)
+	}
+}

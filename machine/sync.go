@@ -3,8 +3,6 @@ package machine
 import (
 	"context"
 	"fmt"
-	"maps"
-	"slices"
 	"strings"
 	"time"
 
@@ -162,10 +160,7 @@ func (c *Controller) resolveSecret(class *v1alpha1.MachineClass) (*corev1.Secret
 		if ref == nil {
 			return nil, ""
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = class.Namespace
-		}
+		ns := secretNamespace(ref, class)
 		s, err := c.secrets.Secrets(ns).Get(ref.Name)
 		if err != nil {
 			return nil, fmt.Sprintf("Secret %s/%s referenced by MachineClass %q not found", ns, ref.Name, class.Name)
@@ -352,15 +347,16 @@ func classSecretRefs(cl *v1alpha1.MachineClass) []string {
 		if ref == nil || ref.Name == "" {
 			continue
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = cl.Namespace
-		}
-		out = append(out, ns+"/"+ref.Name)
+		out = append(out, secretNamespace(ref, cl)+"/"+ref.Name)
 	}
 	return out
 }
 
-func mapsEqual(a, b map[string]string) bool { return maps.Equal(a, b) }
-
-func taintsEqual(a, b []corev1.Taint) bool { return slices.EqualFunc(a, b, taintEqual) }
+// secretNamespace is the namespace of a class's secret reference: the
+// class's own unless the reference names one.
+func secretNamespace(ref *corev1.SecretReference, cl *v1alpha1.MachineClass) string {
+	if ref.Namespace != "" {
+		return ref.Namespace
+	}
+	return cl.Namespace
+}

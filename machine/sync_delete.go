@@ -102,15 +102,14 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 			status := desired.DeepCopy()
 			status.Finalizers = cur.Finalizers
 			setLastOperation(status, op, in.Now)
-			if _, err := c.writeMachine(ctx, cur, status); err != nil && !apierrors.IsNotFound(err) {
-				return workqueue.Result{}, err
-			}
-			latest, err := c.control.MachineV1alpha1().Machines(cur.Namespace).Get(ctx, cur.Name, metav1.GetOptions{})
+			// writeMachine returns the machine as stored after its writes,
+			// so the finalizer patch needs no fresh Get.
+			latest, err := c.writeMachine(ctx, cur, status)
 			if apierrors.IsNotFound(err) {
 				return workqueue.Result{}, nil
 			}
 			if err != nil {
-				return workqueue.Result{}, fmt.Errorf("getting machine: %w", err)
+				return workqueue.Result{}, err
 			}
 			final := latest.DeepCopy()
 			final.Finalizers = desired.Finalizers
@@ -166,13 +165,10 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, *v1alp
 		if in.NodeName == "" {
 			// The VM may have registered before its name was recorded.
 			if n, err := c.nodes.Get(m.Name); err == nil && n.Labels[v1alpha1.MachineNameLabelKey] == m.Name {
-				in.NodeName = n.Name
+				in.NodeName, in.Node = n.Name, n
 			}
-		}
-		if in.NodeName != "" {
-			if n, err := c.nodes.Get(in.NodeName); err == nil {
-				in.Node = n
-			}
+		} else if n, err := c.nodes.Get(in.NodeName); err == nil {
+			in.Node = n
 		}
 	}
 	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
@@ -205,11 +201,7 @@ func (c *Controller) mergeExisting(class *v1alpha1.MachineClass) *corev1.Secret 
 			found = append(found, nil)
 			continue
 		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = class.Namespace
-		}
-		s, err := c.secrets.Secrets(ns).Get(ref.Name)
+		s, err := c.secrets.Secrets(secretNamespace(ref, class)).Get(ref.Name)
 		if err != nil {
 			return nil
 		}

@@ -1,0 +1,202 @@
+package machine
+
+import (
+	"context"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/driver/sim"
+)
+
+// fakeController is a controller without a target cluster on fake
+// clientsets, with started informers and a safety gate the test flips.
+type fakeController struct {
+	c      *Controller
+	mc     *fake.Clientset
+	core   *k8sfake.Clientset
+	cloud  *sim.Cloud
+	frozen *atomic.Bool
+}
+
+func newFakeController(t *testing.T) *fakeController {
+	t.Helper()
+	const ns = "ns"
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := &corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "s", Namespace: ns},
+		Data: map[string][]byte{v1alpha1.UserDataKey: []byte("x"), sim.CredentialsKey: []byte("t")}}
+	class := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: ns}, Provider: sim.ProviderName,
+		ProviderSpec: sim.ProviderSpec{Zone: "z", InstanceType: "m"}.RawExtension(),
+		SecretRef:    &corev1.SecretReference{Name: "s"}}
+	mc := fake.NewSimpleClientset(class)
+	core := k8sfake.NewSimpleClientset(secret)
+	mf := externalversions.NewSharedInformerFactoryWithOptions(mc, 0, externalversions.WithNamespace(ns))
+	kf := informers.NewSharedInformerFactoryWithOptions(core, 0, informers.WithNamespace(ns))
+	frozen := &atomic.Bool{}
+	c, err := NewController(mc, core, nil, Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  kf.Core().V1().Secrets(),
+	}, cloud.Driver(), Options{SafetyGate: SafetyGateFunc(func(context.Context) bool { return frozen.Load() })})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); mf.Shutdown(); kf.Shutdown() })
+	mf.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	return &fakeController{c: c, mc: mc, core: core, cloud: cloud, frozen: frozen}
+}
+
+// eventually runs reconcile until cond holds (the informer caches lag the
+// fake clientsets' writes).
+func eventually(t *testing.T, what string, reconcile func() error, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if err := reconcile(); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		if cond() {
+			return
+		}
+	}
+	t.Fatalf("timed out waiting for %s", what)
+}
+
+func (f *fakeController) machine(t *testing.T, name string) (*v1alpha1.Machine, bool) {
+	t.Helper()
+	obj, err := f.mc.Tracker().Get(v1alpha1.SchemeGroupVersion.WithResource("machines"), "ns", name)
+	if err != nil {
+		return nil, false
+	}
+	return obj.(*v1alpha1.Machine), true
+}
+
+// TestFrozenBlocksCreationButNotDeletion: while the safety gate is
+// closed, no VM is created; a machine being deleted is still deleted.
+func TestFrozenBlocksCreationButNotDeletion(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns"},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
+	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The class reconciler adds the class finalizer the creation waits for.
+	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
+		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
+	})
+
+	f.frozen.Store(true)
+	eventually(t, "machine finalizer", reconcile, func() bool {
+		got, ok := f.machine(t, "m1")
+		return ok && slices.Contains(got.Finalizers, v1alpha1.MachineFinalizer)
+	})
+	for range 5 {
+		if err := reconcile(); err != nil {
+			t.Fatal(err)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	for _, op := range []driver.Operation{driver.OperationGetMachineStatus, driver.OperationCreateMachine} {
+		if n := f.cloud.Calls(op); n != 0 {
+			t.Fatalf("frozen controller called %s %d times", op, n)
+		}
+	}
+	if got, _ := f.machine(t, "m1"); got.Spec.ProviderID != "" || got.Status.CurrentStatus.Phase != "" {
+		t.Fatalf("frozen machine changed: providerID %q, phase %q", got.Spec.ProviderID, got.Status.CurrentStatus.Phase)
+	}
+
+	f.frozen.Store(false)
+	eventually(t, "machine Available", reconcile, func() bool {
+		got, ok := f.machine(t, "m1")
+		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
+	})
+	if len(f.cloud.VMs()) != 1 {
+		t.Fatalf("VMs %v, want one", f.cloud.VMs())
+	}
+
+	// Frozen again: the deletion runs all the same.
+	f.frozen.Store(true)
+	got, _ := f.machine(t, "m1")
+	del := got.DeepCopy()
+	del.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "machine finalizer removed", reconcile, func() bool {
+		got, ok := f.machine(t, "m1")
+		return !ok || !slices.Contains(got.Finalizers, v1alpha1.MachineFinalizer)
+	})
+	if n := f.cloud.Calls(driver.OperationDeleteMachine); n == 0 {
+		t.Error("DeleteMachine not called while frozen")
+	}
+	for _, vm := range f.cloud.VMs() {
+		if vm.State == sim.VMRunning {
+			t.Errorf("VM still running after deletion: %+v", vm)
+		}
+	}
+}
+
+// TestSecretAndClassFinalizers: the secret finalizer is there exactly
+// while a class references the secret, the class finalizer exactly while
+// a machine uses the class.
+func TestSecretAndClassFinalizers(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	secretHasFinalizer := func() bool {
+		s, err := f.core.CoreV1().Secrets("ns").Get(ctx, "s", metav1.GetOptions{})
+		return err == nil && slices.Contains(s.Finalizers, v1alpha1.SecretFinalizer)
+	}
+	classHasFinalizer := func() bool {
+		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
+	}
+	reconcileSecret := func() error { _, err := f.c.ReconcileSecret(ctx, "ns/s"); return err }
+	reconcileClass := func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }
+
+	eventually(t, "secret finalizer added", reconcileSecret, secretHasFinalizer)
+	// No machine uses the class yet: no class finalizer.
+	if err := reconcileClass(); err != nil {
+		t.Fatal(err)
+	}
+	if classHasFinalizer() {
+		t.Fatal("class finalizer without machines")
+	}
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns"},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
+	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "class finalizer added", reconcileClass, classHasFinalizer)
+	if err := f.mc.MachineV1alpha1().Machines("ns").Delete(ctx, "m1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "class finalizer removed", reconcileClass, func() bool { return !classHasFinalizer() })
+
+	// The class stops referencing the secret: its finalizer goes.
+	if _, err := f.mc.MachineV1alpha1().MachineClasses("ns").Patch(ctx, "c", mergePatchType,
+		[]byte(`{"secretRef":null,"credentialsSecretRef":{"name":"other"}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "secret finalizer removed", reconcileSecret, func() bool { return !secretHasFinalizer() })
+}
