@@ -264,6 +264,11 @@ func TestLeaderElectionFailoverAndShutdown(t *testing.T) {
 		return v == "1", fmt.Sprintf("standby mcm_manager_leader = %q %v after the leader was killed", v, time.Since(killed))
 	})
 	t.Logf("standby took over %v after the leader was killed (lease duration %v)", time.Since(killed).Round(10*time.Millisecond), leaseDuration)
+	testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		code, body := standby.get("/readyz")
+		return code == http.StatusOK && strings.Contains(body, "leader; caches synced"),
+			fmt.Sprintf("new leader %s /readyz = %d %q, want it to say leader", standby.name, code, body)
+	})
 
 	second := "second-" + suffix
 	createMachine(t, mc, ns, second)

@@ -41,13 +41,17 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/testenv"
 	"github.com/mcmkit/mcm/reference/manager"
@@ -160,7 +164,15 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 		}
 		d.cfg.Address = "127.0.0.1"
 	}
-	if err := d.cfg.Validate(manager.DefaultControllers(), manager.BuiltinDrivers()); err != nil {
+	logPath := filepath.Join(d.tmp, "manager.log")
+	logFile, err := os.Create(logPath)
+	if err != nil {
+		return err
+	}
+	defer logFile.Close()
+	// New validates the configuration: before anything touches the cluster.
+	m, err := manager.New(d.cfg, manager.Options{Logger: manager.NewLogger(logFile, d.cfg.Verbosity)})
+	if err != nil {
 		return err
 	}
 	if err := d.connect(); err != nil {
@@ -179,16 +191,6 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 		defer d.deleteDemoObjects()
 	}
 
-	logPath := filepath.Join(d.tmp, "manager.log")
-	logFile, err := os.Create(logPath)
-	if err != nil {
-		return err
-	}
-	defer logFile.Close()
-	m, err := manager.New(d.cfg, manager.Options{Logger: manager.NewLogger(logFile, d.cfg.Verbosity)})
-	if err != nil {
-		return err
-	}
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- m.Run(mctx) }()
@@ -246,9 +248,15 @@ func (d *demo) startControlPlane(ctx context.Context) (*testenv.Env, error) {
 }
 
 func (d *demo) connect() error {
-	cfg, err := clientcmd.BuildConfigFromFlags("", d.cfg.ControlKubeconfig)
-	if d.cfg.ControlKubeconfig == manager.InCluster {
+	var (
+		cfg *rest.Config
+		err error
+	)
+	switch d.cfg.ControlKubeconfig {
+	case manager.InCluster, "inClusterConfig": // MCM's spelling, accepted by the manager
 		cfg, err = rest.InClusterConfig()
+	default:
+		cfg, err = clientcmd.BuildConfigFromFlags("", d.cfg.ControlKubeconfig)
 	}
 	if err != nil {
 		return fmt.Errorf("loading %s: %w", d.cfg.ControlKubeconfig, err)
@@ -272,7 +280,8 @@ func (d *demo) apply(ctx context.Context) error {
 		}
 		return err
 	}
-	if err := ignoreExists(createNamespace(ctx, d.core, ns)); err != nil {
+	nsObj := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}
+	if _, err := d.core.CoreV1().Namespaces().Create(ctx, nsObj, metav1.CreateOptions{}); ignoreExists(err) != nil {
 		return fmt.Errorf("creating namespace %s: %w", ns, err)
 	}
 	secret := &corev1.Secret{
@@ -305,11 +314,6 @@ func (d *demo) apply(ctx context.Context) error {
 	}
 	d.printf("Applied Secret demo-cloud, MachineClass demo and %d Machines in namespace %s.\n", d.opts.machines, ns)
 	return nil
-}
-
-func createNamespace(ctx context.Context, core kubernetes.Interface, ns string) error {
-	_, err := core.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
-	return err
 }
 
 // deleteDemoObjects removes the demo's machines (waiting up to a minute
@@ -355,7 +359,34 @@ func (d *demo) watch(ctx context.Context, managerDone <-chan error) error {
 	if d.opts.timeout > 0 {
 		deadline = time.After(d.opts.timeout)
 	}
-	tick := time.NewTicker(500 * time.Millisecond)
+	// The table reads a watch-fed cache: redrawn on every change, and once
+	// a second for the AGE column; no List call per refresh.
+	factory := externalversions.NewSharedInformerFactoryWithOptions(d.machines, 0,
+		externalversions.WithNamespace(d.cfg.Namespace),
+		externalversions.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = demoLabel + "=true" }))
+	informer := factory.Machine().V1alpha1().Machines()
+	lister := informer.Lister().Machines(d.cfg.Namespace)
+	changed := make(chan struct{}, 1)
+	notify := func() {
+		select {
+		case changed <- struct{}{}:
+		default:
+		}
+	}
+	if _, err := informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(any) { notify() },
+		UpdateFunc: func(any, any) { notify() },
+		DeleteFunc: func(any) { notify() },
+	}); err != nil {
+		return err
+	}
+	stopInformers := make(chan struct{})
+	factory.Start(stopInformers)
+	defer func() {
+		close(stopInformers)
+		factory.Shutdown()
+	}()
+	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
 	var (
 		drawn     int                // lines of the table on screen (TTY)
@@ -363,11 +394,11 @@ func (d *demo) watch(ctx context.Context, managerDone <-chan error) error {
 		announced bool
 	)
 	for {
-		rows, err := d.list(ctx)
+		rows, err := listRows(lister)
 		switch {
-		case err != nil && ctx.Err() == nil:
+		case err != nil:
 			d.printf("listing machines: %v\n", err)
-		case err == nil:
+		default:
 			if tty && !announced {
 				drawn = d.redraw(rows, drawn)
 			} else {
@@ -398,17 +429,19 @@ func (d *demo) watch(ctx context.Context, managerDone <-chan error) error {
 		case <-deadline:
 			return fmt.Errorf("the demo machines were not all %s within --demo-timeout=%v", done, d.opts.timeout)
 		case <-tick.C:
+		case <-changed:
 		}
 	}
 }
 
-func (d *demo) list(ctx context.Context) ([]row, error) {
-	list, err := d.machines.MachineV1alpha1().Machines(d.cfg.Namespace).List(ctx, metav1.ListOptions{LabelSelector: demoLabel + "=true"})
+// listRows reads the demo machines from the informer cache, sorted by name.
+func listRows(lister machinelisters.MachineNamespaceLister) ([]row, error) {
+	list, err := lister.List(labels.Everything()) // the informer selects the demo's machines
 	if err != nil {
 		return nil, err
 	}
-	rows := make([]row, 0, len(list.Items))
-	for _, m := range list.Items {
+	rows := make([]row, 0, len(list))
+	for _, m := range list {
 		phase := string(m.Status.CurrentStatus.Phase)
 		if m.DeletionTimestamp != nil && phase == "" {
 			phase = "Terminating"

@@ -20,23 +20,7 @@ import (
 // "all demo machines Running", prints the kubectl command, and leaves no
 // temp file and no process behind.
 func TestDemoExitWhenRunning(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane: skipped in -short mode")
-	}
-	if _, err := testenv.BinDir(); err != nil {
-		if os.Getenv(testenv.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	bin := filepath.Join(t.TempDir(), "mcm-demo")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	tmp := filepath.Join(t.TempDir(), "tmp") // the demo's TMPDIR, to check it is left empty
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	bin, tmp := buildDemo(t)
 
 	var out bytes.Buffer
 	cmd := exec.Command(bin, "--exit-when-running", "--demo-timeout=3m", "--machines=2")
@@ -69,23 +53,7 @@ func TestDemoExitWhenRunning(t *testing.T) {
 // Interactive use: while the demo runs, the kubectl command it prints shows
 // the machines; Ctrl-C (SIGINT) then stops everything and cleans up.
 func TestDemoInterrupt(t *testing.T) {
-	if testing.Short() {
-		t.Skip("starts a control plane: skipped in -short mode")
-	}
-	if _, err := testenv.BinDir(); err != nil {
-		if os.Getenv(testenv.EnvRequire) == "1" {
-			t.Fatal(err)
-		}
-		t.Skip(err)
-	}
-	bin := filepath.Join(t.TempDir(), "mcm-demo")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
-	}
-	tmp := filepath.Join(t.TempDir(), "tmp")
-	if err := os.Mkdir(tmp, 0o700); err != nil {
-		t.Fatal(err)
-	}
+	bin, tmp := buildDemo(t)
 	cmd := exec.Command(bin, "--machines=1")
 	cmd.Dir = "../.."
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
@@ -141,13 +109,41 @@ func TestDemoInterrupt(t *testing.T) {
 	}
 	<-scanned
 	t.Logf("output:\n%s", out.String())
-	left, _ := os.ReadDir(tmp)
+	left, err := os.ReadDir(tmp)
+	if err != nil {
+		t.Fatal(err)
+	}
 	for _, e := range left {
 		t.Errorf("left behind in TMPDIR: %s", e.Name())
 	}
 	if procs := processesMentioning(t, tmp); len(procs) > 0 {
 		t.Errorf("processes left behind: %v", procs)
 	}
+}
+
+// buildDemo skips the test without the test-environment binaries (fails
+// with testenv.EnvRequire=1), builds the demo, and returns it with an
+// empty directory for its TMPDIR, to check that it is left empty.
+func buildDemo(t *testing.T) (bin, tmp string) {
+	t.Helper()
+	if testing.Short() {
+		t.Skip("starts a control plane: skipped in -short mode")
+	}
+	if _, err := testenv.BinDir(); err != nil {
+		if os.Getenv(testenv.EnvRequire) == "1" {
+			t.Fatal(err)
+		}
+		t.Skip(err)
+	}
+	bin = filepath.Join(t.TempDir(), "mcm-demo")
+	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
+		t.Fatalf("go build: %v\n%s", err, out)
+	}
+	tmp = filepath.Join(t.TempDir(), "tmp")
+	if err := os.Mkdir(tmp, 0o700); err != nil {
+		t.Fatal(err)
+	}
+	return bin, tmp
 }
 
 // processesMentioning lists the command lines that contain s.

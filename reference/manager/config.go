@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/machine"
 )
 
 // Special values of --control-kubeconfig and --target-kubeconfig.
@@ -41,9 +42,9 @@ const (
 	DefaultLeaseName           = "machine-controller-manager"
 	DefaultAddress             = "0.0.0.0"
 	DefaultPort                = 10258
-	DefaultPVDetachTimeout     = 2 * time.Minute
-	DefaultPVReattachTimeout   = 90 * time.Second
-	DefaultResourceExhaustedRe = 10 * time.Minute
+	DefaultPVDetachTimeout     = machine.DefaultPVDetachTimeout
+	DefaultPVReattachTimeout   = machine.DefaultPVReattachTimeout
+	DefaultResourceExhaustedRe = machine.DefaultLongRetry // machine.Options' ResourceExhaustedRetry default
 )
 
 // Config is the manager's configuration, one field per flag. Start from
