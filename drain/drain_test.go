@@ -148,6 +148,19 @@ func expectNoLeak(t *testing.T, before int) {
 	}
 }
 
+// expectCanceled waits (bounded) for the error of a cancelled Drain.
+func expectCanceled(t *testing.T, done <-chan error) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if !errors.Is(err, context.Canceled) {
+			t.Errorf("Drain error = %v, want context.Canceled", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Drain did not return after cancellation")
+	}
+}
+
 func TestNoGoroutineLeak(t *testing.T) {
 	t.Run("cancelled during evictions", func(t *testing.T) {
 		before := runtime.NumGoroutine()
@@ -176,14 +189,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 		<-entered // an eviction is in flight, more workers are queued
 		cancel()
 		close(release)
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Drain error = %v, want context.Canceled", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Drain did not return after cancellation")
-		}
+		expectCanceled(t, done)
 		expectNoLeak(t, before)
 		if n := len(c.evictionCalls()); n >= len(pods) {
 			t.Errorf("%d evictions after cancellation, want fewer than %d", n, len(pods))
@@ -203,14 +209,7 @@ func TestNoGoroutineLeak(t *testing.T) {
 			runtime.Gosched()
 		}
 		cancel()
-		select {
-		case err := <-done:
-			if !errors.Is(err, context.Canceled) {
-				t.Errorf("Drain error = %v, want context.Canceled", err)
-			}
-		case <-time.After(30 * time.Second):
-			t.Fatal("Drain did not return after cancellation")
-		}
+		expectCanceled(t, done)
 		expectNoLeak(t, before)
 		if c.clock.HasWaiters() {
 			t.Error("timer left on the clock")
@@ -263,7 +262,7 @@ mcm_drain_pods_remaining{node="node-1"} 2
 	if n := testutil.CollectAndCount(d.metrics.remaining); n != 0 {
 		t.Errorf("%d pods_remaining series after the drain, want 0", n)
 	}
-	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
+	wantDuration := `
 # HELP mcm_drain_duration_seconds Time from the first pass of a drain to the pass that found it done.
 # TYPE mcm_drain_duration_seconds histogram
 mcm_drain_duration_seconds_bucket{le="1"} 0
@@ -284,13 +283,19 @@ mcm_drain_duration_seconds_bucket{le="16384"} 1
 mcm_drain_duration_seconds_bucket{le="+Inf"} 1
 mcm_drain_duration_seconds_sum 56
 mcm_drain_duration_seconds_count 1
-`), "mcm_drain_duration_seconds"); err != nil {
+`
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantDuration), "mcm_drain_duration_seconds"); err != nil {
 		t.Error(err)
 	}
-	// Passes after the end do not observe the duration again.
+	// Passes after the end neither observe the duration again nor bring
+	// the node's series back.
+	c.clock.Step(time.Second)
 	c.pass(d, res.State)
-	if n := testutil.CollectAndCount(d.metrics.duration); n != 1 {
-		t.Errorf("duration collected %d series", n)
+	if err := testutil.GatherAndCompare(reg, strings.NewReader(wantDuration), "mcm_drain_duration_seconds"); err != nil {
+		t.Errorf("after a pass on a drained node: %v", err)
+	}
+	if n := testutil.CollectAndCount(d.metrics.remaining); n != 0 {
+		t.Errorf("%d pods_remaining series after a pass on a drained node, want 0", n)
 	}
 
 	// A foreign collector under one of our names is an error, not a panic.
@@ -298,6 +303,21 @@ mcm_drain_duration_seconds_count 1
 	other.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcm_drain_force_deletions_total", Help: "not ours"}))
 	if _, err := New(c.client, Options{Registerer: other}); err == nil {
 		t.Error("New with a conflicting collector succeeded")
+	}
+}
+
+func TestUncordonDropsMetrics(t *testing.T) {
+	c := newCluster(t, newNode(testNode), newPDB("strict", "web", 0, 1, 1, 1), newPod("a"))
+	d := c.drainer(Options{Registerer: prometheus.NewPedanticRegistry()})
+	c.pass(d, State{})
+	if got := testutil.ToFloat64(d.metrics.remaining.WithLabelValues(testNode)); got != 1 {
+		t.Fatalf("pods_remaining = %v, want 1", got)
+	}
+	if err := d.Uncordon(context.Background(), testNode); err != nil {
+		t.Fatal(err)
+	}
+	if n := testutil.CollectAndCount(d.metrics.remaining); n != 0 {
+		t.Errorf("%d pods_remaining series after Uncordon, want 0", n)
 	}
 }
 

@@ -100,10 +100,14 @@ func (d *Drainer) Pass(ctx context.Context, nodeName string, state State) (Resul
 	errs := d.apply(ctx, logger, &res)
 	finish(&res.Plan, d.opts)
 
-	d.metrics.passDone(nodeName, res.RemainingPods())
+	if res.Done {
+		d.metrics.forget(nodeName) // also after the pass that completed it
+	} else {
+		d.metrics.passDone(nodeName, res.RemainingPods())
+	}
 	if res.Done && res.State.Completed.IsZero() {
 		res.State.Completed = res.Now
-		d.metrics.drained(nodeName, res.Now.Sub(res.State.Start).Seconds())
+		d.metrics.drained(res.Now.Sub(res.State.Start).Seconds())
 		logger.Info("Drained node", "duration", res.Now.Sub(res.State.Start).String())
 	} else if !res.Done {
 		logger.V(2).Info("Drain pass", "remaining", res.RemainingPods(), "nextCheck", res.NextCheck, "message", res.Message)
@@ -272,12 +276,10 @@ func (d *Drainer) apply(ctx context.Context, logger logr.Logger, res *Result) []
 	}
 
 	var errs []error
-	interrupted := false
 	bumped := map[string]bool{} // backoffs already lengthened in this pass
 	for range reqs {
 		o := <-outcomes
 		if o.interrupted {
-			interrupted = true
 			res.Decisions[o.index].Reason = "interrupted"
 			continue
 		}
@@ -286,8 +288,9 @@ func (d *Drainer) apply(ctx context.Context, logger logr.Logger, res *Result) []
 		}
 	}
 	wg.Wait()
-	if interrupted || ctx.Err() != nil {
-		// One error for all requests the end of ctx cut short.
+	if ctx.Err() != nil {
+		// One error for all requests the end of ctx cut short (an
+		// interrupted outcome implies it).
 		errs = append(errs, fmt.Errorf("pass over node %s interrupted: %w", res.Node, ctx.Err()))
 	}
 	return errs

@@ -86,15 +86,15 @@ func (m *metrics) passDone(node string, remaining int) {
 	m.remaining.WithLabelValues(node).Set(float64(remaining))
 }
 
-func (m *metrics) drained(node string, seconds float64) {
+func (m *metrics) drained(seconds float64) {
 	if m == nil {
 		return
 	}
 	m.duration.Observe(seconds)
-	m.remaining.DeleteLabelValues(node)
 }
 
-// forget drops the node's series, e.g. when its drain is abandoned.
+// forget drops the node's series, when it is drained or its drain is
+// abandoned.
 func (m *metrics) forget(node string) {
 	if m == nil {
 		return

@@ -95,8 +95,9 @@ func (d *Drainer) needVolumes(node *corev1.Node, pods []*corev1.Pod, state State
 		if len(claimNames(pod)) > 0 {
 			return true
 		}
-		if pol, _, _, _ := podPolicy(pod, d.opts); pol != PolicySkip {
-			drainLeft = true
+		if !drainLeft {
+			pol, _, _, _ := podPolicy(pod, d.opts)
+			drainLeft = pol != PolicySkip
 		}
 	}
 	return !drainLeft

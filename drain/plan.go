@@ -357,16 +357,12 @@ func decidePod(in *podInfo, p *Plan, opts Options, now time.Time, refused bool,
 	}
 	switch {
 	case len(in.budgets) > 1:
-		names := make([]string, len(in.budgets))
-		for i, b := range in.budgets {
-			names[i] = b.status.Name
-		}
-		return block(CauseMultiplePDBs, "selected by several PodDisruptionBudgets ("+strings.Join(names, ", ")+
+		return block(CauseMultiplePDBs, "selected by several PodDisruptionBudgets ("+pdbNames(d.PDBs)+
 			"); the eviction API refuses such pods", time.Time{})
 	case len(in.budgets) == 1 && in.budgets[0].status.Misconfigured:
 		return block(CauseMisconfiguredPDB, "PodDisruptionBudget "+in.budgets[0].status.String(), time.Time{})
 	}
-	key := in.backoffKey()
+	key := backoffKey(d)
 	if b, ok := backoffs[key]; ok && now.Before(b.Until) {
 		c := b.Cause
 		switch {
@@ -449,15 +445,6 @@ func (in *podInfo) ref() PodRef {
 	return PodRef{Namespace: in.pod.Namespace, Name: in.pod.Name, UID: in.pod.UID}
 }
 
-// backoffKey is the key of the backoff that holds the pod's evictions back:
-// its budget's, if a single budget decides for a healthy pod, else its own.
-func (in *podInfo) backoffKey() string {
-	if len(in.budgets) == 1 && in.healthy {
-		return "pdb/" + in.budgets[0].status.Name
-	}
-	return "pod/" + string(in.pod.UID)
-}
-
 func classifyPod(pod *corev1.Pod, opts Options, now time.Time, unreachable bool,
 	att *attachments, claims map[string]string, budgets *budgetIndex) *podInfo {
 	in := &podInfo{
@@ -484,11 +471,11 @@ func classifyPod(pod *corev1.Pod, opts Options, now time.Time, unreachable bool,
 		}
 	}
 	tier := TierRegular
-	critical := isCritical(pod)
+	critical, ds := isCritical(pod), isDaemonSetPod(pod)
 	switch {
-	case isDaemonSetPod(pod) && critical:
+	case ds && critical:
 		tier = TierCriticalDaemonSet
-	case isDaemonSetPod(pod):
+	case ds:
 		tier = TierDaemonSet
 	case critical:
 		tier = TierCritical
@@ -641,17 +628,8 @@ func notReadySince(node *corev1.Node) time.Time {
 // pod's claims, sorted and without duplicates.
 func podVolumes(pod *corev1.Pod, claims map[string]string) []string {
 	var pvs []string
-	for _, v := range pod.Spec.Volumes {
-		claim := ""
-		switch {
-		case v.PersistentVolumeClaim != nil:
-			claim = v.PersistentVolumeClaim.ClaimName
-		case v.Ephemeral != nil:
-			claim = pod.Name + "-" + v.Name // the name generic ephemeral volumes get
-		default:
-			continue
-		}
-		if pv := claims[pod.Namespace+"/"+claim]; pv != "" {
+	for _, key := range claimNames(pod) {
+		if pv := claims[key]; pv != "" {
 			pvs = append(pvs, pv)
 		}
 	}
@@ -667,7 +645,7 @@ func claimNames(pod *corev1.Pod) []string {
 		case v.PersistentVolumeClaim != nil:
 			out = append(out, pod.Namespace+"/"+v.PersistentVolumeClaim.ClaimName)
 		case v.Ephemeral != nil:
-			out = append(out, pod.Namespace+"/"+pod.Name+"-"+v.Name)
+			out = append(out, pod.Namespace+"/"+pod.Name+"-"+v.Name) // the name generic ephemeral volumes get
 		}
 	}
 	return out
@@ -748,11 +726,10 @@ func (a *attachments) notAttachedElsewhere(pvs []string) []string {
 // budget is a PodDisruptionBudget prepared for matching, with the
 // disruptions this plan has handed out so far.
 type budget struct {
-	namespace string
-	selector  labels.Selector
-	status    PDBStatus
-	left      int32 // disruptions not yet handed out
-	probed    bool  // a probe eviction was handed out while left was 0
+	selector labels.Selector
+	status   PDBStatus
+	left     int32 // disruptions not yet handed out
+	probed   bool  // a probe eviction was handed out while left was 0
 }
 
 type budgetIndex struct {
@@ -774,7 +751,7 @@ func compileBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgetIndex {
 		if err != nil {
 			sel = labels.Nothing() // the disruption controller cannot use it either
 		}
-		b := &budget{namespace: pdb.Namespace, selector: sel, status: pdbStatus(pdb), left: max(pdb.Status.DisruptionsAllowed, 0)}
+		b := &budget{selector: sel, status: pdbStatus(pdb), left: max(pdb.Status.DisruptionsAllowed, 0)}
 		idx.byNamespace[pdb.Namespace] = append(idx.byNamespace[pdb.Namespace], b)
 		idx.byName[b.status.Name] = b
 	}
