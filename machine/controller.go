@@ -11,7 +11,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -23,6 +22,7 @@ import (
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -179,17 +179,6 @@ func volumeIDs(d driver.Driver) drain.VolumeIDGetter {
 	})
 }
 
-// dropManagedFields is the informer transform: managed fields are large
-// and never read. Objects without them are left untouched, which also keeps
-// the transform from writing to objects a fake clientset shares with its
-// tracker.
-func dropManagedFields(obj any) (any, error) {
-	if acc, err := meta.Accessor(obj); err == nil && acc.GetManagedFields() != nil {
-		acc.SetManagedFields(nil)
-	}
-	return obj, nil
-}
-
 // register adds transforms, indexes and event handlers to the informers.
 func (c *Controller) register(inf Informers) error {
 	informers := []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Classes.Informer(), inf.Secrets.Informer()}
@@ -198,7 +187,7 @@ func (c *Controller) register(inf Informers) error {
 	}
 	for _, i := range informers {
 		if !i.HasSynced() { // a started informer cannot take a transform
-			if err := i.SetTransform(dropManagedFields); err != nil {
+			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
 				return fmt.Errorf("setting informer transform: %w", err)
 			}
 		}

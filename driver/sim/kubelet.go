@@ -29,6 +29,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/cachetransform"
 )
 
 // Defaults for the zero values of KubeletOptions.
@@ -223,7 +224,7 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	ctx = logr.NewContext(ctx, logger)
 
 	factory := informers.NewSharedInformerFactoryWithOptions(k.client, 0,
-		informers.WithTransform(dropManagedFields))
+		informers.WithTransform(cachetransform.DropManagedFields))
 	l := listers{
 		nodes:       factory.Core().V1().Nodes().Lister(),
 		pods:        factory.Core().V1().Pods().Lister(),
@@ -250,14 +251,6 @@ func (k *Kubelet) Run(ctx context.Context) error {
 		case <-ticker.C():
 		}
 	}
-}
-
-// dropManagedFields keeps the caches small; nothing here reads them.
-func dropManagedFields(obj any) (any, error) {
-	if o, ok := obj.(metav1.Object); ok && o.GetManagedFields() != nil {
-		o.SetManagedFields(nil)
-	}
-	return obj, nil
 }
 
 // sync runs one round over all VMs, nodes, pods and volume attachments. It
