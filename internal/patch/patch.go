@@ -1,0 +1,184 @@
+// Package patch builds and sends the JSON merge patches (RFC 7386) with
+// which every controller of this module writes the fields it owns: a diff
+// of those fields only, guarded by the resourceVersion the diff was computed
+// from, and nothing at all when nothing changed. Fields other writers own
+// are never sent, so they are never overwritten, and a concurrent change
+// makes the write fail with a conflict instead of being lost.
+//
+// # Usage
+//
+//	owned := func(m *v1alpha1.Machine) patch.Fields {
+//		return patch.Fields{"metadata": patch.Fields{"labels": m.Labels}}
+//	}
+//	data, err := patch.Diff(owned(cached), owned(desired), cached.ResourceVersion)
+//	if err != nil || data == nil {
+//		return err // nil data: nothing changed, nothing is written
+//	}
+//	_, err = patch.Send(ctx, client.Machines(ns).Patch, cached.Name, data, fieldManager)
+package patch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// Fields describes the owned fields of an object as nested JSON objects.
+// A nested Fields groups members; any other value is a leaf, marshalled to
+// JSON as it goes over the wire. An empty leaf (nil, "", an empty map or
+// list) counts as absent. As in every merge patch, JSON objects are diffed
+// member by member (a label that is gone becomes null) and lists are
+// replaced whole.
+type Fields map[string]any
+
+// Func is the Patch method of a typed client, e.g.
+// client.CoreV1().Nodes().Patch.
+type Func[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte,
+	opts metav1.PatchOptions, subresources ...string) (T, error)
+
+// Diff returns the merge patch that turns old into new, with
+// metadata.resourceVersion set to resourceVersion (when not empty) so that
+// the API server rejects it with a conflict if the object changed since it
+// was read. It returns nil when old and new are equal: nothing to write.
+func Diff(old, new Fields, resourceVersion string) ([]byte, error) {
+	o, err := normalize(old)
+	if err != nil {
+		return nil, err
+	}
+	n, err := normalize(new)
+	if err != nil {
+		return nil, err
+	}
+	p := mergePatch(o, n)
+	if len(p) == 0 {
+		return nil, nil
+	}
+	if resourceVersion != "" {
+		meta, _ := p["metadata"].(map[string]any)
+		if meta == nil {
+			meta = map[string]any{}
+			p["metadata"] = meta
+		}
+		meta["resourceVersion"] = resourceVersion
+	}
+	return json.Marshal(p)
+}
+
+// Finalizer returns the patch that adds (want) or removes finalizer from
+// an object whose finalizers are have, guarded by resourceVersion, or nil
+// when the object is already as wanted. The other finalizers keep their
+// order.
+func Finalizer(have []string, finalizer string, want bool, resourceVersion string) ([]byte, error) {
+	if slices.Contains(have, finalizer) == want {
+		return nil, nil
+	}
+	out := slices.DeleteFunc(slices.Clone(have), func(f string) bool { return f == finalizer })
+	if want {
+		out = append(out, finalizer)
+	}
+	// A merge patch replaces lists whole, so the full list is sent; the
+	// resourceVersion makes sure it is the list the server still has.
+	return Diff(Fields{"metadata": Fields{"finalizers": have}}, Fields{"metadata": Fields{"finalizers": out}}, resourceVersion)
+}
+
+// Send sends data as a merge patch through fn, naming fieldManager in the
+// managed fields. It exists so that every write of the module goes out the
+// same way; callers wrap its error with what they were doing.
+func Send[T any](ctx context.Context, fn Func[T], name string, data []byte, fieldManager string, subresources ...string) (T, error) {
+	return fn(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: fieldManager}, subresources...)
+}
+
+// normalize turns f into generic JSON (maps, slices, strings, float64s,
+// bools), leaf by leaf, with empty leaves as nil.
+func normalize(f Fields) (map[string]any, error) {
+	out := make(map[string]any, len(f))
+	for k, v := range f {
+		if sub, ok := v.(Fields); ok {
+			n, err := normalize(sub)
+			if err != nil {
+				return nil, err
+			}
+			out[k] = n
+			continue
+		}
+		leaf, err := jsonValue(v)
+		if err != nil {
+			return nil, fmt.Errorf("field %q: %w", k, err)
+		}
+		out[k] = leaf
+	}
+	return out, nil
+}
+
+// jsonValue converts v to its generic JSON form, as it goes over the wire;
+// nil for empty values.
+func jsonValue(v any) (any, error) {
+	raw, err := json.Marshal(v)
+	if err != nil {
+		return nil, err
+	}
+	var out any
+	if err := json.Unmarshal(raw, &out); err != nil {
+		return nil, err
+	}
+	switch o := out.(type) {
+	case map[string]any:
+		if len(o) == 0 {
+			return nil, nil
+		}
+	case []any:
+		if len(o) == 0 {
+			return nil, nil
+		}
+	case string:
+		if o == "" {
+			return nil, nil
+		}
+	}
+	return out, nil
+}
+
+// mergePatch returns the merge patch that turns old into new. Both are
+// generic JSON objects; nil members count as absent.
+func mergePatch(old, new map[string]any) map[string]any {
+	patch := map[string]any{}
+	for k, nv := range new {
+		ov := old[k]
+		if nv == nil {
+			if ov != nil {
+				patch[k] = nil
+			}
+			continue
+		}
+		nm, nIsMap := nv.(map[string]any)
+		om, oIsMap := ov.(map[string]any)
+		if nIsMap && oIsMap {
+			if sub := mergePatch(om, nm); len(sub) > 0 {
+				patch[k] = sub
+			}
+			continue
+		}
+		if nIsMap {
+			// Replacing a non-object (or absent) value: leave out the nils,
+			// which would only delete what is not there.
+			if sub := mergePatch(map[string]any{}, nm); len(sub) > 0 {
+				patch[k] = sub
+			}
+			continue
+		}
+		if !reflect.DeepEqual(ov, nv) {
+			patch[k] = nv
+		}
+	}
+	for k, ov := range old {
+		if _, ok := new[k]; !ok && ov != nil {
+			patch[k] = nil
+		}
+	}
+	return patch
+}
