@@ -1,6 +1,8 @@
 // Package expectations tracks the writes a controller has issued but not yet
-// seen through its informer, in the sense of kube-controller-manager's
-// ControllerExpectations.
+// seen through its informer. It has two stores that every controller of
+// this module uses side by side: Store, creation and deletion expectations
+// in the sense of kube-controller-manager's ControllerExpectations, and
+// Writes, which makes a controller read its own writes (see below).
 //
 // A MachineSet controller decides how many machines to create or delete by
 // comparing spec.replicas with the machines in its informer cache. The cache
@@ -81,4 +83,32 @@
 //
 // Observing a UID twice, or a UID that was never expected, is harmless, so
 // the handlers need no bookkeeping of their own.
+//
+// # Reading your own writes
+//
+// A controller that patches an object and is requeued right away may read
+// the object from its cache before the watch delivered the patch, and act
+// on the old state a second time. Writes records the resourceVersion of
+// each write per key; a sync first asks whether the cached object is at
+// least that new, and otherwise waits for the update event (which requeues
+// the key anyway):
+//
+//	writes := expectations.NewWrites[string](expectations.Options{})
+//
+//	func (c *Controller) sync(ctx context.Context, key string) (workqueue.Result, error) {
+//		m, err := c.machines.Get(key)
+//		if apierrors.IsNotFound(err) {
+//			writes.Forget(key)
+//			return workqueue.Result{}, nil
+//		}
+//		if !writes.Observed(key, m.ResourceVersion) {
+//			return workqueue.Result{RequeueAfter: time.Second}, nil // the update event comes first
+//		}
+//		updated, err := c.patch(ctx, m)
+//		if err != nil {
+//			return workqueue.Result{}, err
+//		}
+//		writes.Wrote(key, updated.ResourceVersion)
+//		return workqueue.Result{}, nil
+//	}
 package expectations

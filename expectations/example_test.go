@@ -52,3 +52,28 @@ func Example() {
 	// uid-a observed twice         satisfied=false state=Pending   creations=0 deletions=1
 	// after TTL                    satisfied=true  state=Expired   creations=0 deletions=1
 }
+
+// ExampleWrites shows a sync that waits until the informer cache holds its
+// own last write.
+func ExampleWrites() {
+	clk := clocktesting.NewFakePassiveClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	writes := expectations.NewWrites[string](expectations.Options{Clock: clk})
+
+	// The controller patched machine default/m-1; the server answered with
+	// resourceVersion 120.
+	writes.Wrote("default/m-1", "120")
+
+	// The next sync still reads version 118 from the cache: wait.
+	fmt.Println("cache at 118:", writes.Observed("default/m-1", "118"))
+	// The watch delivered the patch.
+	fmt.Println("cache at 120:", writes.Observed("default/m-1", "120"))
+
+	// A lost event holds the object back for the TTL at most.
+	writes.Wrote("default/m-2", "300")
+	clk.SetTime(clk.Now().Add(writes.TTL() + time.Second))
+	fmt.Println("after TTL:", writes.Observed("default/m-2", "290"))
+	// Output:
+	// cache at 118: false
+	// cache at 120: true
+	// after TTL: true
+}
