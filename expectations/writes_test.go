@@ -89,12 +89,12 @@ func TestWrites(t *testing.T) {
 // writesModel is the reference semantics of Writes for one object whose
 // versions come from one server: the last write not yet seen, and when.
 type writesModel struct {
-	server   int // the object's current version at the server
-	cache    int // the version the informer cache holds
-	pending  int // 0: none
-	pendAt   time.Time
-	opaque   bool
-	ttl      time.Duration
+	server  int // the object's current version at the server
+	cache   int // the version the informer cache holds
+	pending int // 0: none
+	pendAt  time.Time
+	opaque  bool
+	ttl     time.Duration
 }
 
 func (m *writesModel) rv(n int) string {
