@@ -56,35 +56,3 @@ func TestParseCodeRoundTrips(t *testing.T) {
 		}
 	}
 }
-
-func TestRetryClassOfEveryCode(t *testing.T) {
-	got := map[driver.Retry][]string{}
-	for c := driver.OK; c <= driver.Uninitialized+1; c++ {
-		got[c.Retry()] = append(got[c.Retry()], c.String())
-	}
-	want := map[driver.Retry][]string{
-		driver.RetryNotNeeded: {"OK"},
-		driver.RetryQuickly:   {"Canceled", "Unknown", "DeadlineExceeded", "Aborted", "Uninitialized"},
-		driver.RetryWithBackoff: {
-			"NotFound", "ResourceExhausted", "OutOfRange", "Internal", "Unavailable", "Code(18)",
-		},
-		driver.RetryAfterUserAction: {
-			"InvalidArgument", "AlreadyExists", "PermissionDenied", "FailedPrecondition",
-			"Unimplemented", "DataLoss", "Unauthenticated",
-		},
-	}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("retry classes (-want +got):\n%s", diff)
-	}
-}
-
-func TestRetryString(t *testing.T) {
-	got := []string{
-		driver.RetryNotNeeded.String(), driver.RetryQuickly.String(), driver.RetryWithBackoff.String(),
-		driver.RetryAfterUserAction.String(), driver.Retry(9).String(),
-	}
-	want := []string{"NotNeeded", "Quickly", "WithBackoff", "AfterUserAction", "Retry(9)"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("(-want +got):\n%s", diff)
-	}
-}

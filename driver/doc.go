@@ -28,35 +28,44 @@
 // exists (attaching network interfaces, say). The controller calls it right
 // after CreateMachine, and again whenever GetMachineStatus reports
 // Uninitialized. Drivers without such a step return Unimplemented, and the
-// controller moves on. NotFound means the VM vanished; the controller then
-// starts over.
+// controller moves on. NotFound means the VM vanished; the controller
+// records the failure and, when it retries, starts over with
+// GetMachineStatus.
 //
 // DeleteMachine deletes the VM of req.Machine and everything created with
 // it. It must be idempotent: if there is no VM (never created, or already
 // deleted), return OK, not NotFound. Returning OK while the cloud still
 // tears the VM down is fine. If req.Machine.Spec.ProviderID is set, delete
-// that VM; orphan collection relies on this to remove one surplus VM of
-// several. If it is not set and several VMs match the machine, return
-// OutOfRange rather than guess.
+// that VM and no other, even if the machine has several: it names the VM
+// the controller means, either the one it recorded or one it has just
+// created and must discard because its node name belongs to another
+// machine. If it is not set (creation started but its result was never
+// recorded) and several VMs match the machine, return OutOfRange rather
+// than guess.
 //
 // GetMachineStatus reports which VM backs req.Machine. Return NotFound if
 // there is none: the controller then calls CreateMachine. Return OutOfRange
-// if several VMs match: the controller then triggers orphan collection. If
-// the VM exists but InitializeMachine still has to run on it, return the
+// if several VMs match, rather than pick one: the controller treats it as a
+// failure and retries, and nothing in this module removes the surplus VMs.
+// If the VM exists but InitializeMachine still has to run on it, return the
 // filled-in response together with an Uninitialized error. Otherwise return
 // OK with the provider ID, node name and addresses.
 //
-// ListMachines is optional and powers orphan collection. It returns every VM
-// the driver manages for the class (typically those tagged with the class's
-// cluster), keyed by provider ID, with the name of the machine each was
-// created for. A VM whose machine does not exist, or whose machine records
-// another provider ID, is an orphan and is deleted through DeleteMachine.
-// A driver that cannot list returns Unimplemented, and orphans then leak.
+// ListMachines is optional. It returns every VM the driver manages for the
+// class (typically those tagged with the class's cluster), keyed by
+// provider ID, with the name of the machine each was created for. It is
+// part of the contract for orphan collection, which finds VMs that no
+// machine accounts for and deletes them through DeleteMachine; this module
+// does not perform orphan collection yet, and no controller here calls
+// ListMachines. A driver that cannot list returns Unimplemented.
 //
 // GetVolumeIDs is optional. It maps persistent volume specs to the cloud's
-// volume IDs so that a drain can wait for volumes to detach before it
-// evicts the next pod using them. Skip volumes that are not the cloud's. A
-// driver without volumes returns Unimplemented.
+// volume IDs, leaving out volumes that are not the cloud's, so that a drain
+// waits only for the cloud's volumes to detach (and can check the Node's
+// status.volumesAttached for them too). A driver that returns Unimplemented
+// cannot tell its volumes from others, so the drain waits for all of the
+// node's volumes to detach; a driver whose cloud has no volumes can return
+// an empty list instead, and the drain then waits for none.
 //
 // # Optional operations
 //
@@ -74,9 +83,11 @@
 // A MachineClass references a Secret with the user data (key userData) and
 // optionally a second Secret with the credentials. The driver receives one
 // Secret holding both, merged by MergeSecrets with the credentials winning
-// on conflicts. For CreateMachine the controller has already replaced the
-// user data's placeholders (<<MACHINE_NAME>>, <<BOOTSTRAP_TOKEN>>). Return
-// InvalidArgument if a key the driver needs is missing.
+// on conflicts. In the calls of the creation flow (GetMachineStatus,
+// CreateMachine, InitializeMachine) the controller has already replaced
+// <<MACHINE_NAME>> in the user data with the machine's name; this module
+// issues no bootstrap tokens, so <<BOOTSTRAP_TOKEN>> arrives unchanged.
+// Return InvalidArgument if a key the driver needs is missing.
 //
 // # Error codes
 //
@@ -105,26 +116,40 @@
 //	Internal            a broken invariant in the driver or cloud
 //	Unknown             anything else
 //
-// # How the controller reacts
+// # How the machine controller reacts
 //
-// Code.Retry classifies a failure for the controller's requeue logic:
+// The machine controller (package machine) takes some codes as answers
+// rather than failures:
 //
-//   - RetryQuickly (Canceled, Unknown, DeadlineExceeded, Aborted,
-//     Uninitialized): a hiccup of one call; retried after seconds.
-//   - RetryWithBackoff (ResourceExhausted, Unavailable, NotFound, OutOfRange,
-//     Internal): the cloud needs time; retried after minutes, backing off
-//     further with every failure.
-//   - RetryAfterUserAction (InvalidArgument, AlreadyExists,
-//     PermissionDenied, FailedPrecondition, Unimplemented, DataLoss,
-//     Unauthenticated): nothing changes until someone fixes the class, the
-//     secret, the permissions or the driver; retried rarely, and as soon as
-//     the class or secret changes.
+//   - NotFound from GetMachineStatus: no VM backs the machine yet, so
+//     CreateMachine follows. Unimplemented from GetMachineStatus is taken
+//     the same way.
+//   - Uninitialized from GetMachineStatus: InitializeMachine follows.
+//   - Unimplemented from InitializeMachine: the step is skipped.
+//   - NotFound from DeleteMachine: the VM counts as deleted, as with OK.
+//   - Unimplemented from GetVolumeIDs: the drain waits for all of the
+//     node's volumes to detach, not only the cloud's. Any other
+//     GetVolumeIDs error fails that drain pass, which the controller
+//     retries with its work queue's error backoff.
 //
-// Every class backs off per machine on repeated failures, so no code leads
-// to a tight retry loop. Codes that are signals (NotFound from
-// GetMachineStatus, Uninitialized, Unimplemented from an optional
-// operation, NotFound from DeleteMachine) are handled as described above
-// before any retry decision.
+// Any other error of a call in the creation flow or of DeleteMachine is a
+// failure. The controller writes the code's name to the Machine's
+// status.lastOperation.errorCode, where the cluster-autoscaler looks for
+// ResourceExhausted, and tries the machine again after a wait that depends
+// on the code only (the periods are machine.Options fields, shown with
+// their defaults):
+//
+//	Unavailable, DeadlineExceeded, Aborted,
+//	Unknown, Canceled, Uninitialized           ShortRetry (5s)
+//	ResourceExhausted                          ResourceExhaustedRetry (LongRetry, 10m)
+//	every other code                           MediumRetry (3m)
+//
+// Each consecutive failure of one machine doubles its wait, up to
+// MaxRetryDelay (30m), so no code leads to a tight retry loop; a sync that
+// ends without a failure starts the count again. No code is set apart as
+// needing a person: InvalidArgument or Unauthenticated wait MediumRetry
+// like the rest, but a change of the machine's class, or of a secret the
+// class references, queues the machine again at once.
 //
 // # Metrics
 //
@@ -184,6 +209,6 @@
 //		// call InitializeMachine; resp is filled in
 //	default:
 //		// record driver.CodeOf(err).String() in lastOperation.errorCode,
-//		// requeue according to driver.CodeOf(err).Retry()
+//		// requeue after the wait chosen for that code (see above)
 //	}
 package driver

@@ -29,12 +29,14 @@ type Driver interface {
 	DeleteMachine(ctx context.Context, req *DeleteMachineRequest) (*DeleteMachineResponse, error)
 	// GetMachineStatus reports whether a VM backs req.Machine, and which.
 	GetMachineStatus(ctx context.Context, req *GetMachineStatusRequest) (*GetMachineStatusResponse, error)
-	// ListMachines lists the VMs this driver manages for the class, for
-	// orphan collection. Drivers that cannot list return Unimplemented.
+	// ListMachines lists the VMs this driver manages for the class. It is
+	// part of the contract for orphan collection, which this module does
+	// not perform yet. Drivers that cannot list return Unimplemented.
 	ListMachines(ctx context.Context, req *ListMachinesRequest) (*ListMachinesResponse, error)
 	// GetVolumeIDs maps persistent volumes to the cloud's volume IDs, so
-	// that a drain can wait for their detachment. Drivers without volumes
-	// return Unimplemented.
+	// that a drain waits for the detachment of the cloud's volumes only.
+	// Drivers that cannot tell return Unimplemented, and a drain then
+	// waits for all of the node's volumes.
 	GetVolumeIDs(ctx context.Context, req *GetVolumeIDsRequest) (*GetVolumeIDsResponse, error)
 }
 
@@ -87,9 +89,8 @@ type InitializeMachineResponse struct {
 
 // DeleteMachineRequest asks to delete a machine's VM.
 type DeleteMachineRequest struct {
-	// Machine whose VM to delete. Read-only. Orphan collection passes a
-	// Machine that has only a name, a namespace and spec.providerID: that
-	// of the VM to delete.
+	// Machine whose VM to delete. Read-only. If spec.providerID is set,
+	// it names the one VM to delete.
 	Machine *v1alpha1.Machine
 	// MachineClass the machine refers to. Read-only.
 	MachineClass *v1alpha1.MachineClass
@@ -172,13 +173,13 @@ func (UnimplementedOptional) InitializeMachine(context.Context, *InitializeMachi
 	return nil, unimplemented(OperationInitializeMachine)
 }
 
-// ListMachines returns Unimplemented: the controller cannot collect orphan VMs.
+// ListMachines returns Unimplemented: the driver cannot list its VMs.
 func (UnimplementedOptional) ListMachines(context.Context, *ListMachinesRequest) (*ListMachinesResponse, error) {
 	return nil, unimplemented(OperationListMachines)
 }
 
-// GetVolumeIDs returns Unimplemented: a drain does not wait for volumes to
-// detach.
+// GetVolumeIDs returns Unimplemented: a drain cannot tell the cloud's
+// volumes from others and waits for all of the node's volumes to detach.
 func (UnimplementedOptional) GetVolumeIDs(context.Context, *GetVolumeIDsRequest) (*GetVolumeIDsResponse, error) {
 	return nil, unimplemented(OperationGetVolumeIDs)
 }

@@ -122,21 +122,6 @@ func ExampleCodeOf() {
 	// create machine worker-1: ResourceExhausted: zone eu-1a: no capacity for m5.large
 }
 
-// ExampleCode_Retry shows how a controller picks its requeue from a code.
-func ExampleCode_Retry() {
-	for _, err := range []error{
-		driver.NewError(driver.DeadlineExceeded, "slow API"),
-		driver.NewError(driver.ResourceExhausted, "quota"),
-		driver.NewError(driver.Unauthenticated, "token expired"),
-	} {
-		fmt.Printf("%s -> %s\n", driver.CodeOf(err), driver.CodeOf(err).Retry())
-	}
-	// Output:
-	// DeadlineExceeded -> Quickly
-	// ResourceExhausted -> WithBackoff
-	// Unauthenticated -> AfterUserAction
-}
-
 // ExampleMergeSecrets merges a class's user-data secret with its
 // credentials secret; the credentials win.
 func ExampleMergeSecrets() {
