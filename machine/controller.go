@@ -123,13 +123,21 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	qopts := func() workqueue.Options {
 		return workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
 	}
-	c.machineQueue = workqueue.New("machine", workqueue.ReconcilerFunc[string](c.ReconcileMachine), qopts())
-	c.classQueue = workqueue.New("machineclass", workqueue.ReconcilerFunc[string](c.ReconcileMachineClass), qopts())
-	c.secretQueue = workqueue.New("secret", workqueue.ReconcilerFunc[string](c.ReconcileSecret), qopts())
+	if c.machineQueue, err = workqueue.New("machine", workqueue.ReconcilerFunc[string](c.ReconcileMachine), qopts()); err != nil {
+		return nil, fmt.Errorf("machine: %w", err)
+	}
+	if c.classQueue, err = workqueue.New("machineclass", workqueue.ReconcilerFunc[string](c.ReconcileMachineClass), qopts()); err != nil {
+		return nil, fmt.Errorf("machine: %w", err)
+	}
+	if c.secretQueue, err = workqueue.New("secret", workqueue.ReconcilerFunc[string](c.ReconcileSecret), qopts()); err != nil {
+		return nil, fmt.Errorf("machine: %w", err)
+	}
 
 	if target != nil {
 		c.nodes = inf.Nodes.Lister()
-		c.nodeQueue = workqueue.New("node", workqueue.ReconcilerFunc[string](c.ReconcileNode), qopts())
+		if c.nodeQueue, err = workqueue.New("node", workqueue.ReconcilerFunc[string](c.ReconcileNode), qopts()); err != nil {
+			return nil, fmt.Errorf("machine: %w", err)
+		}
 		c.drainer = o.Drainer
 		if c.drainer == nil {
 			dopts := o.DrainOptions

@@ -14,6 +14,9 @@
 //   - an error: the worker logs it and retries the key with exponential
 //     backoff, until Options.MaxRetries retries have failed; then it logs the
 //     give-up and drops the key until it is added again;
+//   - an error with Result.RequeueAfter > 0: the worker logs and counts the
+//     error, and the key comes back after RequeueAfter, the reconciler's own
+//     retry policy, instead of the backoff; it is never given up;
 //   - a panic: recovered and handled like an error, with the panic value in
 //     the error and the stack trace in the log. The worker survives.
 //
@@ -61,16 +64,20 @@
 //		queue    *workqueue.Queue[string]
 //	}
 //
-//	func NewController(informer informers.MachineInformer, reg prometheus.Registerer) *Controller {
+//	func NewController(informer informers.MachineInformer, reg prometheus.Registerer) (*Controller, error) {
 //		c := &Controller{machines: informer.Lister(), synced: informer.Informer().HasSynced}
-//		c.queue = workqueue.New("machine", workqueue.ReconcilerFunc[string](c.reconcile),
-//			workqueue.Options{Registerer: reg})
-//		informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
+//		q, err := workqueue.New("machine", workqueue.ReconcilerFunc[string](c.reconcile),
+//			workqueue.Options{Registerer: reg}) // starts nothing
+//		if err != nil {
+//			return nil, err
+//		}
+//		c.queue = q
+//		_, err = informer.Informer().AddEventHandler(cache.ResourceEventHandlerFuncs{
 //			AddFunc:    c.enqueue,
 //			UpdateFunc: func(_, obj any) { c.enqueue(obj) },
 //			DeleteFunc: c.enqueue,
 //		})
-//		return c
+//		return c, err
 //	}
 //
 //	func (c *Controller) enqueue(obj any) {

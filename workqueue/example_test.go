@@ -32,10 +32,14 @@ func ExampleQueue() {
 	}
 
 	reg := prometheus.NewRegistry()
-	q := workqueue.New("machine", workqueue.ReconcilerFunc[string](reconcile), workqueue.Options{
+	q, err := workqueue.New("machine", workqueue.ReconcilerFunc[string](reconcile), workqueue.Options{
 		BaseDelay:  time.Millisecond, // retry fast for the example
 		Registerer: reg,
 	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
 	q.Add("default/machine-a")
 	q.Add("default/flaky")
 

@@ -21,6 +21,16 @@ import (
 // running with -race can be slow; tests pass in milliseconds normally.
 const timeout = 30 * time.Second
 
+// newQueue builds a queue, failing the test if New fails.
+func newQueue[K comparable](t testing.TB, name string, r workqueue.Reconciler[K], opts workqueue.Options) *workqueue.Queue[K] {
+	t.Helper()
+	q, err := workqueue.New(name, r, opts)
+	if err != nil {
+		t.Fatalf("workqueue.New: %v", err)
+	}
+	return q
+}
+
 // eventually polls cond until it holds, failing the test after timeout.
 // Polling replaces sleeping: the test moves on as soon as cond holds.
 func eventually(t *testing.T, what string, cond func() bool) {

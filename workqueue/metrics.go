@@ -52,10 +52,10 @@ type collectors struct {
 }
 
 // registerCollectors registers the vectors on reg, or picks up the ones a
-// previous queue registered there. It panics, like prometheus.MustRegister,
-// if reg holds an incompatible collector under one of our names: that is a
-// programming error which no caller could handle at run time.
-func registerCollectors(reg prometheus.Registerer) *collectors {
+// previous queue registered there. It fails if reg holds an incompatible
+// collector under one of our names.
+func registerCollectors(reg prometheus.Registerer) (*collectors, error) {
+	r := &registrar{reg: reg}
 	nameLabel := []string{"name"}
 	opts := func(name, help string) prometheus.Opts {
 		return prometheus.Opts{Namespace: metricsNamespace, Subsystem: metricsSubsystem, Name: name, Help: help}
@@ -66,35 +66,49 @@ func registerCollectors(reg prometheus.Registerer) *collectors {
 			Buckets: durationBuckets,
 		}
 	}
-	return &collectors{
-		depth: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("depth",
+	c := &collectors{
+		depth: register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("depth",
 			"Current number of keys waiting in the workqueue.")), nameLabel)),
-		adds: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("adds_total",
+		adds: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("adds_total",
 			"Total number of keys added to the workqueue.")), nameLabel)),
-		latency: register(reg, prometheus.NewHistogramVec(histOpts("queue_duration_seconds",
+		latency: register(r, prometheus.NewHistogramVec(histOpts("queue_duration_seconds",
 			"How long a key waits in the workqueue before a worker picks it up."), nameLabel)),
-		workDuration: register(reg, prometheus.NewHistogramVec(histOpts("work_duration_seconds",
+		workDuration: register(r, prometheus.NewHistogramVec(histOpts("work_duration_seconds",
 			"How long processing a key takes."), nameLabel)),
-		unfinishedWork: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("unfinished_work_seconds",
+		unfinishedWork: register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("unfinished_work_seconds",
 			"Seconds of work in progress that has not been observed by work_duration_seconds yet. "+
 				"Large values indicate stuck workers.")), nameLabel)),
-		longestRunning: register(reg, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("longest_running_processor_seconds",
+		longestRunning: register(r, prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("longest_running_processor_seconds",
 			"How many seconds the longest running worker of the workqueue has been processing its key.")), nameLabel)),
-		retries: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("retries_total",
+		retries: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("retries_total",
 			"Total number of delayed re-adds (rate-limited or after a fixed delay) handled by the workqueue.")), nameLabel)),
-		reconciles: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("reconcile_total",
+		reconciles: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("reconcile_total",
 			"Total number of reconciles by result: success, requeue, error or panic.")), []string{"name", "result"})),
-		giveUps: register(reg, prometheus.NewCounterVec(prometheus.CounterOpts(opts("give_ups_total",
+		giveUps: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("give_ups_total",
 			"Total number of keys dropped after failing more often than the retry limit.")), nameLabel)),
 	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return c, nil
 }
 
-// register registers c on reg and returns it, or returns the equal collector
-// that is already registered.
-func register[C prometheus.Collector](reg prometheus.Registerer, c C) C {
-	c, err := promreg.Register(reg, c)
+// registrar registers collectors on reg until the first failure, which it
+// keeps (later registrations are skipped).
+type registrar struct {
+	reg prometheus.Registerer
+	err error
+}
+
+// register registers c and returns it, or returns the equal collector that
+// is already registered.
+func register[C prometheus.Collector](r *registrar, c C) C {
+	if r.err != nil {
+		return c
+	}
+	c, err := promreg.Register(r.reg, c)
 	if err != nil {
-		panic(fmt.Sprintf("workqueue: registering metrics: %v", err))
+		r.err = fmt.Errorf("registering metrics: %w", err)
 	}
 	return c
 }

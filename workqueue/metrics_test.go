@@ -2,7 +2,6 @@ package workqueue_test
 
 import (
 	"context"
-	"fmt"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -25,7 +24,7 @@ func (c *counting) Reconcile(context.Context, string) (workqueue.Result, error) 
 func TestMetricNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := &counting{}
-	q := workqueue.New(queueName, r, workqueue.Options{Registerer: reg})
+	q := newQueue(t, queueName, r, workqueue.Options{Registerer: reg})
 	q.Add("m")
 	stop := startRun(t, context.Background(), q, 1)
 	eventually(t, "the reconcile", func() bool { return r.calls.Load() == 1 })
@@ -75,7 +74,7 @@ func TestMetricNames(t *testing.T) {
 func TestDepthAndAddsBeforeRun(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := &counting{}
-	q := workqueue.New(queueName, r, workqueue.Options{Registerer: reg})
+	q := newQueue(t, queueName, r, workqueue.Options{Registerer: reg})
 	q.Add("a")
 	q.Add("b")
 	q.Add("a") // already waiting: not added twice
@@ -108,11 +107,11 @@ func TestDepthAndAddsBeforeRun(t *testing.T) {
 func TestQueuesShareRegistry(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	ra, rb := &counting{}, &counting{}
-	a := workqueue.New("a", ra, workqueue.Options{Registerer: reg})
-	b := workqueue.New("b", rb, workqueue.Options{Registerer: reg})
+	a := newQueue(t, "a", ra, workqueue.Options{Registerer: reg})
+	b := newQueue(t, "b", rb, workqueue.Options{Registerer: reg})
 	// Building a queue under a registered name again (a controller re-created
 	// in the same process) must not fail either.
-	again := workqueue.New("a", &counting{}, workqueue.Options{Registerer: reg})
+	again := newQueue(t, "a", &counting{}, workqueue.Options{Registerer: reg})
 	startRun(t, context.Background(), again, 1)()
 
 	a.Add("x")
@@ -135,18 +134,18 @@ func TestQueuesShareRegistry(t *testing.T) {
 	}
 }
 
-func TestIncompatibleCollectorPanics(t *testing.T) {
+func TestIncompatibleCollectorFails(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	// Same name, different labels: not ours, and not something we can reuse.
 	reg.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcm_workqueue_depth", Help: "Something else."}))
-	defer func() {
-		r := recover()
-		if r == nil {
-			t.Fatal("New did not panic")
-		}
-		if msg := fmt.Sprint(r); !strings.Contains(msg, "mcm_workqueue_depth") {
-			t.Errorf("panic message %q does not name the conflicting metric", msg)
-		}
-	}()
-	workqueue.New(queueName, &counting{}, workqueue.Options{Registerer: reg})
+	q, err := workqueue.New(queueName, &counting{}, workqueue.Options{Registerer: reg})
+	if err == nil {
+		t.Fatal("New did not fail")
+	}
+	if q != nil {
+		t.Error("New returned a queue along with its error")
+	}
+	if msg := err.Error(); !strings.Contains(msg, "mcm_workqueue_depth") {
+		t.Errorf("error %q does not name the conflicting metric", msg)
+	}
 }

@@ -62,13 +62,18 @@ func (f ReconcilerFunc[K]) Reconcile(ctx context.Context, key K) (Result, error)
 	return f(ctx, key)
 }
 
-// Result tells the worker what to do with a key after Reconcile returned no
-// error; with an error it is ignored. The zero value means done: the key is
-// processed again only when it is added again, e.g. by an informer event.
+// Result tells the worker what to do with a key after Reconcile. The zero
+// value means done: the key is processed again only when it is added again,
+// e.g. by an informer event.
 type Result struct {
 	// RequeueAfter, if positive, processes the key again after this delay,
-	// e.g. to poll a VM that is still booting. It is not a failure: the
-	// key's backoff is reset. It takes precedence over Requeue.
+	// e.g. to poll a VM that is still booting. Without an error it is not a
+	// failure: the key's backoff is reset. It takes precedence over Requeue.
+	//
+	// With an error, RequeueAfter replaces the rate limiter's backoff: the
+	// reconciler chose its own wait (say, by a cloud provider's error
+	// code). The error is still logged and counted as a failed reconcile,
+	// and MaxRetries does not apply, since the reconciler paces the key.
 	RequeueAfter time.Duration
 
 	// Requeue processes the key again after the rate limiter's backoff, for
@@ -119,7 +124,6 @@ type Options struct {
 type Queue[K comparable] struct {
 	name       string
 	reconciler Reconciler[K]
-	queue      kworkqueue.TypedRateLimitingInterface[K]
 	maxRetries int
 	logger     logr.Logger
 	metrics    *workerMetrics
@@ -127,6 +131,14 @@ type Queue[K comparable] struct {
 	// running guards against a second Run: client-go's queue cannot be
 	// restarted once shut down.
 	running atomic.Bool
+
+	// client-go's queue starts goroutines when it is built, so it is built
+	// by the first Add or Run, never by New: a Queue that is constructed
+	// and dropped (say, because a later step of a controller's constructor
+	// failed) leaves nothing running.
+	newQueue func() kworkqueue.TypedRateLimitingInterface[K]
+	once     sync.Once
+	q        kworkqueue.TypedRateLimitingInterface[K]
 }
 
 // New returns a Queue that feeds the keys added to it to r.
@@ -135,13 +147,16 @@ type Queue[K comparable] struct {
 // it should be unique per Registerer. Client-go records no queue metrics
 // for an empty name, and neither does New.
 //
-// New panics if opts.Registerer holds a collector under one of the metric
-// names of this package that is not compatible with ours, like
-// prometheus.MustRegister.
+// New fails if opts.Registerer holds a collector under one of the metric
+// names of this package that is not compatible with ours.
 //
-// The queue starts background goroutines of client-go's delaying queue;
-// they end when Run returns, so a Queue should be Run.
-func New[K comparable](name string, r Reconciler[K], opts Options) *Queue[K] {
+// New starts nothing. The first Add or Run starts the background goroutines
+// of client-go's delaying queue; they end when Run returns, so a Queue that
+// was given keys should be Run.
+func New[K comparable](name string, r Reconciler[K], opts Options) (*Queue[K], error) {
+	if r == nil {
+		return nil, fmt.Errorf("workqueue %q: reconciler must not be nil", name)
+	}
 	q := &Queue[K]{
 		name:       name,
 		reconciler: r,
@@ -171,37 +186,48 @@ func New[K comparable](name string, r Reconciler[K], opts Options) *Queue[K] {
 
 	cfg := kworkqueue.TypedRateLimitingQueueConfig[K]{Clock: clk}
 	if opts.Registerer != nil && name != "" {
-		c := registerCollectors(opts.Registerer)
+		c, err := registerCollectors(opts.Registerer)
+		if err != nil {
+			return nil, fmt.Errorf("workqueue %q: %w", name, err)
+		}
 		// Name and MetricsProvider are only set together: an empty Name is
 		// what keeps client-go from falling back to its global provider.
 		cfg.Name = name
 		cfg.MetricsProvider = metricsProvider{c: c}
 		q.metrics = newWorkerMetrics(c, name)
 	}
-	q.queue = kworkqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg)
-	return q
+	q.newQueue = func() kworkqueue.TypedRateLimitingInterface[K] {
+		return kworkqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg)
+	}
+	return q, nil
+}
+
+// queue returns client-go's queue, building it on first use.
+func (q *Queue[K]) queue() kworkqueue.TypedRateLimitingInterface[K] {
+	q.once.Do(func() { q.q = q.newQueue() })
+	return q.q
 }
 
 // Add queues key for processing. Adding a key that is already waiting is a
 // no-op; adding a key that is being processed reconciles it once more
 // afterwards. Keys added after Run has returned are ignored.
-func (q *Queue[K]) Add(key K) { q.queue.Add(key) }
+func (q *Queue[K]) Add(key K) { q.queue().Add(key) }
 
 // AddAfter queues key once d has passed on the queue's clock.
-func (q *Queue[K]) AddAfter(key K, d time.Duration) { q.queue.AddAfter(key, d) }
+func (q *Queue[K]) AddAfter(key K, d time.Duration) { q.queue().AddAfter(key, d) }
 
 // AddRateLimited queues key after its backoff from the rate limiter.
-func (q *Queue[K]) AddRateLimited(key K) { q.queue.AddRateLimited(key) }
+func (q *Queue[K]) AddRateLimited(key K) { q.queue().AddRateLimited(key) }
 
 // Forget resets key's backoff and retry count. The workers do this
 // themselves; callers need it only for keys they requeued with
 // AddRateLimited on their own.
-func (q *Queue[K]) Forget(key K) { q.queue.Forget(key) }
+func (q *Queue[K]) Forget(key K) { q.queue().Forget(key) }
 
 // Len returns the number of keys waiting to be processed, not counting keys
 // being processed or waiting for a delay. It is meant for tests and
 // diagnostics; do not base decisions on it.
-func (q *Queue[K]) Len() int { return q.queue.Len() }
+func (q *Queue[K]) Len() int { return q.queue().Len() }
 
 // Run processes keys with the given number of workers until ctx ends. It then
 // shuts the queue down, lets the workers finish the keys they are
@@ -235,11 +261,11 @@ func (q *Queue[K]) Run(ctx context.Context, workers int) error {
 	// ShutDownWithDrain blocks until every key handed out has been marked
 	// Done, so in-flight reconciles complete; workers then see the shutdown
 	// from Get and return.
-	q.queue.ShutDownWithDrain()
+	q.queue().ShutDownWithDrain()
 	wg.Wait()
 	// ShutDownWithDrain stops only the inner queue; ShutDown also stops the
 	// delaying queue's goroutine and its heartbeat ticker.
-	q.queue.ShutDown()
+	q.queue().ShutDown()
 	logger.Info("Workers stopped")
 	return nil
 }
@@ -247,13 +273,13 @@ func (q *Queue[K]) Run(ctx context.Context, workers int) error {
 // processNextItem reconciles one key and reports whether the worker should
 // continue.
 func (q *Queue[K]) processNextItem(ctx context.Context) bool {
-	key, shutdown := q.queue.Get()
+	key, shutdown := q.queue().Get()
 	if shutdown {
 		return false
 	}
 	// Done releases the key so it can be handed out again; without it the key
 	// would be stuck and ShutDownWithDrain would wait forever.
-	defer q.queue.Done(key)
+	defer q.queue().Done(key)
 
 	if ctx.Err() != nil {
 		// Run is stopping: keys that were still waiting are not started, their
@@ -273,28 +299,29 @@ func (q *Queue[K]) reconcile(ctx context.Context, key K) {
 	res, err := q.safeReconcile(ctx, key)
 	switch {
 	case err != nil:
-		q.handleError(ctx, logger, key, err)
+		q.handleError(ctx, logger, key, err, res.RequeueAfter)
 	case res.RequeueAfter > 0:
 		q.metrics.reconciled(resultRequeue)
 		// A fixed delay is progress, not failure: reset the backoff.
-		q.queue.Forget(key)
-		q.queue.AddAfter(key, res.RequeueAfter)
+		q.queue().Forget(key)
+		q.queue().AddAfter(key, res.RequeueAfter)
 		logger.V(4).Info("Requeuing after delay", "after", res.RequeueAfter)
 	case res.Requeue:
 		q.metrics.reconciled(resultRequeue)
-		q.queue.AddRateLimited(key)
+		q.queue().AddRateLimited(key)
 		logger.V(4).Info("Requeuing with backoff")
 	default:
 		q.metrics.reconciled(resultSuccess)
-		q.queue.Forget(key)
+		q.queue().Forget(key)
 	}
 }
 
-// handleError retries key with backoff, or gives up once it has been retried
-// MaxRetries times. Every failure is logged exactly once, here: reconcilers
-// return errors instead of logging them.
-func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, err error) {
-	retries := q.queue.NumRequeues(key)
+// handleError retries key with backoff (or after the reconciler's own
+// delay, when it gave one), or gives up once it has been retried MaxRetries
+// times. Every failure is logged exactly once, here: reconcilers return
+// errors instead of logging them.
+func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, err error, after time.Duration) {
+	retries := q.queue().NumRequeues(key)
 	kvs := []any{"retries", retries}
 	result := resultError
 	if pe, ok := errors.AsType[*panicError](err); ok {
@@ -309,14 +336,20 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 		logger.V(1).Info("Reconcile interrupted by shutdown", "err", err)
 		return
 	}
+	if after > 0 {
+		logger.Error(err, "Reconcile failed; requeuing after the reconciler's delay", append(kvs, "after", after)...)
+		q.queue().Forget(key)
+		q.queue().AddAfter(key, after)
+		return
+	}
 	if q.maxRetries < 0 || retries < q.maxRetries {
 		logger.Error(err, "Reconcile failed; requeuing with backoff", kvs...)
-		q.queue.AddRateLimited(key)
+		q.queue().AddRateLimited(key)
 		return
 	}
 	logger.Error(err, "Reconcile failed too often; giving up on key until it is added again", kvs...)
 	q.metrics.gaveUp()
-	q.queue.Forget(key)
+	q.queue().Forget(key)
 }
 
 // panicError is what a panicking Reconcile turns into, so that it takes the

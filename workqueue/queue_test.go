@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -38,6 +39,8 @@ var (
 	explode      = step{panic: "boom"}
 	requeue      = step{res: workqueue.Result{Requeue: true}}
 	requeueAfter = step{res: workqueue.Result{RequeueAfter: time.Millisecond}}
+	// failPaced fails with the reconciler's own retry delay.
+	failPaced = step{res: workqueue.Result{RequeueAfter: time.Millisecond}, err: fmt.Errorf("creating VM: %w", errCloud)}
 )
 
 func readd(s step) step { s.readd = true; return s }
@@ -95,12 +98,17 @@ type failure struct {
 }
 
 const (
-	msgRetry  = "Reconcile failed; requeuing with backoff"
-	msgGiveUp = "Reconcile failed too often; giving up on key until it is added again"
+	msgRetry      = "Reconcile failed; requeuing with backoff"
+	msgRetryPaced = "Reconcile failed; requeuing after the reconciler's delay"
+	msgGiveUp     = "Reconcile failed too often; giving up on key until it is added again"
 )
 
 func retry(err string, retries int) failure {
 	return failure{Msg: msgRetry, Err: err, Retries: retries, Queue: queueName, Key: "m"}
+}
+
+func retryPaced(err string) failure {
+	return failure{Msg: msgRetryPaced, Err: err, Retries: 0, Queue: queueName, Key: "m"}
 }
 
 func giveUp(err string, retries int) failure {
@@ -187,6 +195,20 @@ func TestOutcomes(t *testing.T) {
 			wantMetrics: map[string]float64{
 				reconciles("error"):      2,
 				reconciles("requeue"):    1,
+				reconciles("success"):    1,
+				counter("retries_total"): 3,
+				counter("adds_total"):    4,
+			},
+		},
+		{
+			// The reconciler paces the key: every failure is logged and
+			// counted as an error, and MaxRetries never drops the key.
+			name:       "error with RequeueAfter is an error that never gives up",
+			maxRetries: 1,
+			steps:      []step{failPaced, failPaced, failPaced, succeed},
+			wantLogs:   []failure{retryPaced(errMsg), retryPaced(errMsg), retryPaced(errMsg)},
+			wantMetrics: map[string]float64{
+				reconciles("error"):      3,
 				reconciles("success"):    1,
 				counter("retries_total"): 3,
 				counter("adds_total"):    4,
@@ -283,7 +305,7 @@ func TestOutcomes(t *testing.T) {
 			logs := &logRecorder{}
 			reg := prometheus.NewRegistry()
 			s := &script{steps: tc.steps}
-			s.queue = workqueue.New[string](queueName, s, workqueue.Options{
+			s.queue = newQueue[string](t, queueName, s, workqueue.Options{
 				MaxRetries: tc.maxRetries,
 				// Fast backoff so retries take milliseconds.
 				BaseDelay:  time.Millisecond,
@@ -335,12 +357,16 @@ func TestOutcomes(t *testing.T) {
 func TestDelaysFollowClock(t *testing.T) {
 	const delay = 5 * time.Second
 	tests := []struct {
-		name  string
-		first step
+		name      string
+		first     step
+		baseDelay time.Duration
 	}{
 		{name: "RequeueAfter", first: step{res: workqueue.Result{RequeueAfter: delay}}},
 		{name: "Requeue backs off by BaseDelay", first: requeue},
 		{name: "error backs off by BaseDelay", first: fail},
+		// The reconciler's own delay replaces the backoff, which would be a
+		// millisecond here.
+		{name: "error with RequeueAfter waits that long", first: step{res: workqueue.Result{RequeueAfter: delay}, err: errCloud}, baseDelay: time.Millisecond},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -357,7 +383,11 @@ func TestDelaysFollowClock(t *testing.T) {
 				return workqueue.Result{}, nil
 			})
 			// BaseDelay equals delay: the first backoff is exactly BaseDelay.
-			q := workqueue.New("delays", r, workqueue.Options{Clock: clk, BaseDelay: delay})
+			base := delay
+			if tc.baseDelay > 0 {
+				base = tc.baseDelay
+			}
+			q := newQueue(t, "delays", r, workqueue.Options{Clock: clk, BaseDelay: base})
 			q.Add("m")
 			stop := startRun(t, context.Background(), q, 1)
 
@@ -387,7 +417,7 @@ func TestDelaysFollowClock(t *testing.T) {
 			calls <- key
 			return workqueue.Result{}, nil
 		})
-		q := workqueue.New("delays", r, workqueue.Options{Clock: clk})
+		q := newQueue(t, "delays", r, workqueue.Options{Clock: clk})
 		stop := startRun(t, context.Background(), q, 1)
 		q.AddAfter("m", delay)
 		eventually(t, "the delay timer", func() bool { return clk.Waiters() == 2 })
@@ -428,7 +458,7 @@ func TestRunDrainsInFlightKey(t *testing.T) {
 		}
 		return workqueue.Result{}, nil
 	})
-	q := workqueue.New(queueName, r, workqueue.Options{Registerer: reg})
+	q := newQueue(t, queueName, r, workqueue.Options{Registerer: reg})
 	q.Add("slow")
 
 	ctx, cancel := context.WithCancel(context.Background())
@@ -474,7 +504,7 @@ func TestRunDrainsInFlightKey(t *testing.T) {
 }
 
 func TestRunRejectsNoWorkers(t *testing.T) {
-	q := workqueue.New("none", workqueue.ReconcilerFunc[string](func(context.Context, string) (workqueue.Result, error) {
+	q := newQueue(t, "none", workqueue.ReconcilerFunc[string](func(context.Context, string) (workqueue.Result, error) {
 		return workqueue.Result{}, nil
 	}), workqueue.Options{})
 	if err := q.Run(context.Background(), 0); err == nil {
@@ -494,7 +524,7 @@ func TestShutdownInterruptionIsNotAnError(t *testing.T) {
 		<-ctx.Done()
 		return workqueue.Result{}, fmt.Errorf("waiting for VM: %w", ctx.Err())
 	})
-	q := workqueue.New(queueName, r, workqueue.Options{Logger: logs.logger()})
+	q := newQueue(t, queueName, r, workqueue.Options{Logger: logs.logger()})
 	q.Add("m")
 	stop := startRun(t, context.Background(), q, 1)
 	receive(t, "reconcile to start", started)
@@ -536,7 +566,7 @@ func TestLogger(t *testing.T) {
 				close(done)
 				return workqueue.Result{}, nil
 			})
-			q := workqueue.New(queueName, r, opts)
+			q := newQueue(t, queueName, r, opts)
 			q.Add("m")
 			stop := startRun(t, ctx, q, 1)
 			receive(t, "reconcile", done)
@@ -561,5 +591,36 @@ func TestLogger(t *testing.T) {
 				t.Error("Run's own log lines are missing")
 			}
 		})
+	}
+}
+
+// TestNewStartsNothing checks that building queues, including ones whose
+// construction fails, starts no goroutine; the first Add does.
+func TestNewStartsNothing(t *testing.T) {
+	before := runtime.NumGoroutine()
+	conflicting := prometheus.NewRegistry()
+	conflicting.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcm_workqueue_adds_total", Help: "Something else."}))
+	var queues []*workqueue.Queue[string]
+	for i := range 10 {
+		queues = append(queues, newQueue(t, fmt.Sprintf("q%d", i), &counting{}, workqueue.Options{Registerer: prometheus.NewRegistry()}))
+		if _, err := workqueue.New("bad", &counting{}, workqueue.Options{Registerer: conflicting}); err == nil {
+			t.Fatal("New with a conflicting registry did not fail")
+		}
+	}
+	// Goroutines of earlier tests may still be ending: fewer is fine.
+	if after := runtime.NumGoroutine(); after > before {
+		t.Fatalf("%d goroutines before building 20 queues, %d after", before, after)
+	}
+	// Keys added before Run are kept; Run then stops what Add started.
+	r := &counting{}
+	q := newQueue(t, "late", r, workqueue.Options{})
+	q.Add("m")
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error)
+	go func() { done <- q.Run(ctx, 1) }()
+	eventually(t, "the key added before Run reconciled", func() bool { return r.calls.Load() == 1 })
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatal(err)
 	}
 }
