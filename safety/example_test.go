@@ -1,0 +1,53 @@
+package safety_test
+
+import (
+	"context"
+	"fmt"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/safety"
+)
+
+// ExampleBudget shows the budget of a deployment of ten machines, one of
+// which is already being replaced, at most 20% at once.
+func ExampleBudget() {
+	ctx := context.Background()
+	machines := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1().Machines()
+	max := intstr.FromString("20%")
+	budget, err := safety.NewBudget(machines, safety.BudgetOptions{Max: &max})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	var fleet []*v1alpha1.Machine
+	for i := range 10 {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{
+			Namespace: "shoot", Name: fmt.Sprintf("worker-%d", i),
+			Labels: map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "worker"},
+		}}
+		m.Status.CurrentStatus.Phase = v1alpha1.MachineUnknown
+		if i == 0 {
+			m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
+		}
+		fleet = append(fleet, m)
+		// Started informers fill their cache themselves.
+		_ = machines.Informer().GetIndexer().Add(m)
+	}
+	for _, m := range fleet[1:4] {
+		ok, reason := budget.MayReplace(ctx, m)
+		fmt.Printf("%s: %v %s\n", m.Name, ok, reason)
+		if ok {
+			// The machine controller marks it Failed, then says so.
+			budget.Replaced(ctx, m, true)
+		}
+	}
+	// Output:
+	// worker-1: true
+	// worker-2: false 2 of at most 2 machines of deployment "worker" are being replaced
+	// worker-3: false 2 of at most 2 machines of deployment "worker" are being replaced
+}
