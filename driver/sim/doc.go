@@ -23,10 +23,12 @@
 //     cloud controller manager would (KeepNodesOfGoneVMs turns that off);
 //   - pods bound to a live node become Running and Ready; a deleted pod is
 //     removed after KubeletOptions.TerminationFraction of its grace period;
-//   - for CSI volumes of CSIDriverName it plays the external attacher:
-//     the VolumeAttachments kube-controller-manager's attach-detach
-//     controller creates are attached after AttachDelay, and deleted ones
-//     released DetachDelay after their deletion began.
+//   - for CSI volumes of KubeletOptions.CSIDriver (by default
+//     CSIDriverName, the driver whose volumes GetVolumeIDs reports) it
+//     plays the external attacher: the VolumeAttachments
+//     kube-controller-manager's attach-detach controller creates are
+//     attached after AttachDelay, and deleted ones released DetachDelay
+//     after their deletion began.
 //
 // Nodes it did not register (AnnotationSimulated with its Identity) are
 // never touched, so several clouds with their kubelets can share a cluster.

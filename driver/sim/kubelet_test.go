@@ -110,8 +110,8 @@ func TestRenewLeaseReadsOnlyWithoutAWrittenCopy(t *testing.T) {
 	renew := func(at time.Time) []string {
 		t.Helper()
 		client.ClearActions()
-		if err := k.renewLease(t.Context(), node, at); err != nil {
-			t.Fatalf("renewLease at %v: %v", at, err)
+		if err := k.leases.renew(t.Context(), node, at); err != nil {
+			t.Fatalf("renewing the lease at %v: %v", at, err)
 		}
 		var verbs []string
 		for _, a := range client.Actions() {

@@ -1,0 +1,240 @@
+package sim
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"slices"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// AnnotationSimulated marks Nodes a simulated kubelet registered; its value
+// is the kubelet's identity, so that several kubelets (of several clouds)
+// can share a cluster without touching each other's nodes.
+const AnnotationSimulated = "sim.mcmkit.io/kubelet"
+
+// controllerManagedAttachDetach tells kube-controller-manager's attach-detach
+// controller that it, not the kubelet, attaches volumes to the node.
+const controllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-attach-detach"
+
+// nodeReporter registers the Node of each running VM and reports its
+// status, as the kubelet's node status manager does. It writes a status
+// when it changed or StatusReportPeriod has passed, not on every sync,
+// because the lease carries liveness and a write per sync and node would
+// load the API server for nothing.
+type nodeReporter struct {
+	client       kubernetes.Interface
+	identity     string        // the value of AnnotationSimulated on its nodes
+	reportPeriod time.Duration // how often an unchanged status is written again
+
+	mu        sync.Mutex
+	overrides map[string]map[corev1.NodeConditionType]corev1.NodeCondition // by node
+	reported  map[string]time.Time                                         // last status write by node
+}
+
+func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod time.Duration) *nodeReporter {
+	return &nodeReporter{
+		client:       client,
+		identity:     identity,
+		reportPeriod: reportPeriod,
+		overrides:    map[string]map[corev1.NodeConditionType]corev1.NodeCondition{},
+		reported:     map[string]time.Time{},
+	}
+}
+
+// owns reports whether this kubelet registered the node. Nodes of the same
+// name registered by another simulated kubelet, or by a real one, are left
+// alone.
+func (r *nodeReporter) owns(node *corev1.Node) bool {
+	return node.Annotations[AnnotationSimulated] == r.identity
+}
+
+// setCondition makes the node report cond from now on, in place of the
+// healthy default of its type or in addition to the defaults.
+func (r *nodeReporter) setCondition(node string, cond corev1.NodeCondition) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.overrides[node] == nil {
+		r.overrides[node] = map[corev1.NodeConditionType]corev1.NodeCondition{}
+	}
+	r.overrides[node][cond.Type] = cond
+	delete(r.reported, node) // write at the next sync
+}
+
+// clearCondition returns the condition of type t to its healthy default,
+// or removes it if there is none.
+func (r *nodeReporter) clearCondition(node string, t corev1.NodeConditionType) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.overrides[node], t)
+	delete(r.reported, node)
+}
+
+// reportAtNextSync makes the node's status due at once, for a node whose
+// kubelet has just come back from silence or that was just registered or
+// deleted. Condition overrides stay: they belong to the node name.
+func (r *nodeReporter) reportAtNextSync(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.reported, node)
+}
+
+// register creates the Node of vm. It returns nil and no error if the node
+// exists already: the informer cache lags, and the next sync sees it.
+func (r *nodeReporter) register(ctx context.Context, vm VM) (*corev1.Node, error) {
+	created, err := r.client.CoreV1().Nodes().Create(ctx, r.nodeFor(vm), metav1.CreateOptions{})
+	switch {
+	case apierrors.IsAlreadyExists(err):
+		return nil, nil
+	case err != nil:
+		return nil, fmt.Errorf("registering node %s: %w", vm.NodeName, err)
+	}
+	return created, nil
+}
+
+// deregister deletes the node of a VM that is gone, as a cloud controller
+// manager would. The UID precondition keeps it from deleting a node of the
+// same name registered since the cache was filled.
+func (r *nodeReporter) deregister(ctx context.Context, node *corev1.Node) error {
+	err := r.client.CoreV1().Nodes().Delete(ctx, node.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &node.UID}})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("deleting node %s of a gone VM: %w", node.Name, err)
+	}
+	return nil
+}
+
+// nodeFor is the Node a kubelet on vm registers.
+func (r *nodeReporter) nodeFor(vm VM) *corev1.Node {
+	l := maps.Clone(vm.Labels)
+	if l == nil {
+		l = map[string]string{}
+	}
+	l[corev1.LabelHostname] = vm.NodeName
+	l[corev1.LabelOSStable] = "linux"
+	l[corev1.LabelArchStable] = "amd64"
+	l[corev1.LabelTopologyZone] = vm.Zone
+	l[corev1.LabelInstanceTypeStable] = vm.InstanceType
+	l[v1alpha1.MachineNameLabelKey] = vm.MachineName
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:   vm.NodeName,
+			Labels: l,
+			Annotations: map[string]string{
+				AnnotationSimulated:           r.identity,
+				controllerManagedAttachDetach: "true",
+			},
+		},
+		Spec: corev1.NodeSpec{ProviderID: vm.ProviderID},
+	}
+}
+
+// reportStatus writes the status of vm's node when it changed or is due.
+func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Node, now time.Time) error {
+	r.mu.Lock()
+	last, reported := r.reported[node.Name]
+	overrides := maps.Clone(r.overrides[node.Name])
+	r.mu.Unlock()
+
+	want := desiredNodeStatus(vm, overrides, node.Status.Conditions, now)
+	due := !reported || now.Sub(last) >= r.reportPeriod
+	if !due && statusEquivalent(node.Status, want) {
+		return nil
+	}
+	updated := node.DeepCopy()
+	updated.Status.Capacity = want.Capacity
+	updated.Status.Allocatable = want.Allocatable
+	updated.Status.Addresses = want.Addresses
+	updated.Status.Conditions = want.Conditions
+	updated.Status.NodeInfo = want.NodeInfo
+	if _, err := r.client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
+			return nil // retried at the next sync with a fresh copy
+		}
+		return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
+	}
+	r.mu.Lock()
+	r.reported[node.Name] = now
+	r.mu.Unlock()
+	return nil
+}
+
+// desiredNodeStatus is the status the node's kubelet reports: capacity and
+// addresses of the VM, healthy conditions unless overridden. Transition
+// times are kept from current when a condition's status did not change.
+func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.NodeCondition, current []corev1.NodeCondition, now time.Time) corev1.NodeStatus {
+	capacity := vm.Capacity.DeepCopy()
+	if capacity == nil {
+		capacity = corev1.ResourceList{}
+	}
+	if _, ok := capacity[corev1.ResourcePods]; !ok {
+		capacity[corev1.ResourcePods] = resource.MustParse("110")
+	}
+	conditions := []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "simulated kubelet is posting ready status"},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory"},
+		{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure"},
+		{Type: corev1.NodePIDPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientPID"},
+	}
+	for i, c := range conditions {
+		if o, ok := overrides[c.Type]; ok {
+			conditions[i] = o
+		}
+	}
+	for _, t := range slices.Sorted(maps.Keys(overrides)) {
+		if !slices.ContainsFunc(conditions, func(c corev1.NodeCondition) bool { return c.Type == t }) {
+			conditions = append(conditions, overrides[t])
+		}
+	}
+	heartbeat := metav1.NewTime(now)
+	for i := range conditions {
+		conditions[i].LastHeartbeatTime = heartbeat
+		conditions[i].LastTransitionTime = heartbeat
+		for _, cur := range current {
+			if cur.Type == conditions[i].Type && cur.Status == conditions[i].Status {
+				conditions[i].LastTransitionTime = cur.LastTransitionTime
+			}
+		}
+	}
+	return corev1.NodeStatus{
+		Capacity:    capacity,
+		Allocatable: capacity.DeepCopy(),
+		Addresses:   slices.Clone(vm.Addresses),
+		Conditions:  conditions,
+		NodeInfo: corev1.NodeSystemInfo{
+			OperatingSystem: "linux", Architecture: "amd64",
+			KubeletVersion: "v1.37.1-sim", ContainerRuntimeVersion: "sim://1",
+		},
+	}
+}
+
+// statusEquivalent compares what a status write would change, ignoring
+// heartbeat times.
+func statusEquivalent(cur, want corev1.NodeStatus) bool {
+	if !apiequality.Semantic.DeepEqual(cur.Capacity, want.Capacity) ||
+		!apiequality.Semantic.DeepEqual(cur.Allocatable, want.Allocatable) ||
+		!apiequality.Semantic.DeepEqual(cur.Addresses, want.Addresses) ||
+		len(cur.Conditions) != len(want.Conditions) {
+		return false
+	}
+	for _, w := range want.Conditions {
+		i := slices.IndexFunc(cur.Conditions, func(c corev1.NodeCondition) bool { return c.Type == w.Type })
+		if i < 0 {
+			return false
+		}
+		c := cur.Conditions[i]
+		if c.Status != w.Status || c.Reason != w.Reason || c.Message != w.Message {
+			return false
+		}
+	}
+	return true
+}
