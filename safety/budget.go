@@ -93,7 +93,9 @@ func deploymentIndex(obj any) ([]string, error) {
 	return []string{deploymentKey(m)}, nil
 }
 
-func deploymentOf(m *v1alpha1.Machine) string { return m.Labels[v1alpha1.MachineDeploymentNameLabelKey] }
+func deploymentOf(m *v1alpha1.Machine) string {
+	return m.Labels[v1alpha1.MachineDeploymentNameLabelKey]
+}
 
 func deploymentKey(m *v1alpha1.Machine) string {
 	return cache.NewObjectName(m.Namespace, deploymentOf(m)).String()

@@ -40,14 +40,16 @@ func ExampleBudget() {
 	}
 	for _, m := range fleet[1:4] {
 		ok, reason := budget.MayReplace(ctx, m)
-		fmt.Printf("%s: %v %s\n", m.Name, ok, reason)
-		if ok {
-			// The machine controller marks it Failed, then says so.
-			budget.Replaced(ctx, m, true)
+		if !ok {
+			fmt.Printf("%s: wait, %s\n", m.Name, reason)
+			continue
 		}
+		fmt.Printf("%s: may be replaced\n", m.Name)
+		// The machine controller marks it Failed, then says so.
+		budget.Replaced(ctx, m, true)
 	}
 	// Output:
-	// worker-1: true
-	// worker-2: false 2 of at most 2 machines of deployment "worker" are being replaced
-	// worker-3: false 2 of at most 2 machines of deployment "worker" are being replaced
+	// worker-1: may be replaced
+	// worker-2: wait, 2 of at most 2 machines of deployment "worker" are being replaced
+	// worker-3: wait, 2 of at most 2 machines of deployment "worker" are being replaced
 }
