@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -178,17 +177,6 @@ type PDBStatus struct {
 	// all its pods are healthy, e.g. minAvailable equal to the replicas or
 	// maxUnavailable 0.
 	Misconfigured bool `json:"misconfigured,omitempty"`
-}
-
-func pdbStatus(pdb *policyv1.PodDisruptionBudget) PDBStatus {
-	return PDBStatus{
-		Name:               pdb.Namespace + "/" + pdb.Name,
-		DesiredHealthy:     pdb.Status.DesiredHealthy,
-		CurrentHealthy:     pdb.Status.CurrentHealthy,
-		ExpectedPods:       pdb.Status.ExpectedPods,
-		DisruptionsAllowed: pdb.Status.DisruptionsAllowed,
-		Misconfigured:      misconfigured(pdb),
-	}
 }
 
 // String returns e.g. "default/web (needs 3 healthy, has 3)".

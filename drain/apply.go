@@ -1,0 +1,265 @@
+package drain
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// request is one eviction or force deletion of a pass.
+type request struct {
+	index    int // into Result.Decisions
+	decision Decision
+}
+
+// outcome is the answer to a request.
+type outcome struct {
+	index    int
+	err      error
+	deferred bool // not sent: the pass ran out of time or ctx ended
+	// interrupted: sent, but ctx ended before the answer came.
+	interrupted bool
+}
+
+// apply issues the plan's force deletions and evictions with bounded
+// concurrency, updates the decisions and state with their outcomes, and
+// returns the errors that are not eviction outcomes. Every goroutine it
+// starts has ended when it returns.
+func (d *Drainer) apply(ctx context.Context, logger logr.Logger, res *Result) []error {
+	var reqs []request
+	for _, want := range []Action{ActionForceDelete, ActionEvict} {
+		for i, dec := range res.Decisions {
+			if dec.Action == want {
+				reqs = append(reqs, request{index: i, decision: dec})
+			}
+		}
+	}
+	if len(reqs) == 0 {
+		return nil
+	}
+	started := d.opts.Clock.Now()
+	work := make(chan request, len(reqs))
+	for _, r := range reqs {
+		work <- r
+	}
+	close(work)
+	outcomes := make(chan outcome, len(reqs))
+	var wg sync.WaitGroup
+	for range min(d.opts.EvictionConcurrency, len(reqs)) {
+		wg.Go(func() {
+			for r := range work {
+				if ctx.Err() != nil || d.opts.Clock.Since(started) >= d.opts.PassTimeout {
+					outcomes <- outcome{index: r.index, deferred: true}
+					continue
+				}
+				err := d.send(ctx, r.decision)
+				outcomes <- outcome{index: r.index, err: err, interrupted: err != nil && ctx.Err() != nil}
+			}
+		})
+	}
+
+	var errs []error
+	bumped := map[string]bool{} // backoffs already lengthened in this pass
+	for range reqs {
+		o := <-outcomes
+		if o.interrupted {
+			res.Decisions[o.index].Reason = "interrupted"
+			continue
+		}
+		if err := d.record(logger, res, o, bumped); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	wg.Wait()
+	if ctx.Err() != nil {
+		// One error for all requests the end of ctx cut short (an
+		// interrupted outcome implies it).
+		errs = append(errs, fmt.Errorf("pass over node %s interrupted: %w", res.Node, ctx.Err()))
+	}
+	return errs
+}
+
+// send makes the API request for one decision.
+func (d *Drainer) send(ctx context.Context, dec Decision) error {
+	uid := dec.Pod.UID
+	del := &metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}}
+	if dec.GracePeriod > 0 {
+		secs := int64(dec.GracePeriod / time.Second)
+		del.GracePeriodSeconds = &secs
+	}
+	if dec.Action == ActionForceDelete {
+		return d.client.CoreV1().Pods(dec.Pod.Namespace).Delete(ctx, dec.Pod.Name, *del)
+	}
+	err := d.client.PolicyV1().Evictions(dec.Pod.Namespace).Evict(ctx, &policyv1.Eviction{
+		ObjectMeta:    metav1.ObjectMeta{Namespace: dec.Pod.Namespace, Name: dec.Pod.Name},
+		DeleteOptions: del,
+	})
+	if err == nil || ctx.Err() == nil { // a request cut short got no answer to count
+		d.metrics.evictionRequest(statusCode(err))
+	}
+	return err
+}
+
+// record applies one outcome to the result. It runs on the goroutine of
+// Pass, so events are emitted in order and the state needs no lock.
+func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped map[string]bool) error {
+	dec := &res.Decisions[o.index]
+	now := d.opts.Clock.Now()
+	ev := func(typ EventType, msg string, err error) {
+		e := Event{Type: typ, Node: res.Node, Pod: dec.Pod, Time: now, Message: msg, Err: err}
+		res.Events = append(res.Events, e)
+		d.emit(logger, e)
+	}
+	force := dec.Action == ActionForceDelete
+	err := o.err
+	switch {
+	case o.deferred:
+		dec.Reason = "left to the next pass"
+		return nil
+
+	case err == nil && force:
+		d.metrics.forceDeleted()
+		res.ForceDeletions++
+		dec.Action = ActionWaitTermination
+		dec.Reason = fmt.Sprintf("force-deleted with %v grace", dec.GracePeriod)
+		track(&res.State, dec)
+		ev(EventForceDeleted, dec.Reason, nil)
+		return nil
+
+	case err == nil:
+		res.Evictions++
+		dec.Action = ActionWaitTermination
+		dec.Reason = "evicted, terminating"
+		track(&res.State, dec)
+		clearBackoff(&res.State, backoffKey(*dec))
+		ev(EventEvictionStarted, "eviction accepted", nil)
+		return nil
+
+	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+		// 409 is the UID precondition: the pod we planned for is gone and
+		// a replacement of the same name must not be touched.
+		dec.Action, dec.Cause = ActionGone, ""
+		dec.Reason = "pod no longer exists"
+		if apierrors.IsConflict(err) {
+			dec.Reason = "pod was replaced by another with the same name"
+		}
+		ev(EventPodGone, dec.Reason, nil)
+		return nil
+
+	case !force && apierrors.IsTooManyRequests(err):
+		key := backoffKey(*dec)
+		cause := CauseTooManyRequests
+		reason := "eviction refused (429): " + causeMessage(err)
+		if strings.HasPrefix(key, "pdb/") {
+			cause = CauseDisruptionBudget
+			reason = "blocked by PodDisruptionBudget " + dec.PDBs[0].String()
+		}
+		hint := time.Duration(0)
+		if secs, ok := apierrors.SuggestsClientDelay(err); ok {
+			hint = time.Duration(secs) * time.Second
+		}
+		d.block(res, dec, key, cause, reason, hint, now, bumped)
+		ev(EventEvictionBlocked, causeMessage(err), nil)
+		return nil
+
+	case !force && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+		d.block(res, dec, "pod/"+string(dec.Pod.UID), CauseNamespaceTerminating, "namespace is terminating", 0, now, bumped)
+		ev(EventEvictionBlocked, "namespace is terminating", nil)
+		return nil
+
+	case !force && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
+		d.block(res, dec, "pod/"+string(dec.Pod.UID), CauseMultiplePDBs,
+			"selected by several PodDisruptionBudgets; the eviction API refuses such pods", 0, now, bumped)
+		ev(EventEvictionBlocked, causeMessage(err), nil)
+		return nil
+
+	default:
+		what := "evicting"
+		if force {
+			what = "force-deleting"
+		}
+		dec.Error = err.Error()
+		ev(EventEvictionFailed, what+" failed: "+err.Error(), err)
+		return fmt.Errorf("%s pod %s: %w", what, dec.Pod, err)
+	}
+}
+
+// block turns a refused eviction into ActionBlocked and lengthens the
+// backoff of key (once per pass).
+func (d *Drainer) block(res *Result, dec *Decision, key string, cause Cause, reason string,
+	hint time.Duration, now time.Time, bumped map[string]bool) {
+	st := &res.State
+	i := -1
+	for j := range st.Backoffs {
+		if st.Backoffs[j].Key == key {
+			i = j
+			break
+		}
+	}
+	if i < 0 {
+		st.Backoffs = append(st.Backoffs, Backoff{Key: key})
+		i = len(st.Backoffs) - 1
+	}
+	b := &st.Backoffs[i]
+	if !bumped[key] {
+		bumped[key] = true
+		b.Attempts++
+		wait := d.opts.BackoffInitial
+		for n := 1; n < b.Attempts && wait < d.opts.BackoffMax; n++ {
+			wait *= 2
+		}
+		wait = max(min(wait, d.opts.BackoffMax), hint)
+		b.Until = now.Add(wait)
+		b.Cause = cause
+	}
+	dec.Action, dec.Cause, dec.Reason, dec.RetryAt = ActionBlocked, cause, reason, b.Until
+}
+
+// track adds a pod whose eviction or deletion was accepted to the state,
+// unless it is there already.
+func track(st *State, dec *Decision) {
+	for _, t := range st.Tracked {
+		if t.Pod.UID == dec.Pod.UID {
+			return
+		}
+	}
+	st.Tracked = append(st.Tracked, Tracked{Pod: dec.Pod, Group: dec.Group, Volumes: dec.Volumes})
+}
+
+// statusCode is the HTTP status code of an API answer for the metrics:
+// 201 for an accepted eviction, "error" when there was no answer.
+func statusCode(err error) string {
+	if err == nil {
+		return "201"
+	}
+	var s apierrors.APIStatus
+	if errors.As(err, &s) && s.Status().Code != 0 {
+		return strconv.Itoa(int(s.Status().Code))
+	}
+	return "error"
+}
+
+// causeMessage returns the most telling part of an API error: the
+// disruption-budget cause of a 429 ("The disruption budget web needs 3
+// healthy pods and has 3 currently"), else the error text.
+func causeMessage(err error) string {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) && s.Status().Details != nil {
+		for _, c := range s.Status().Details.Causes {
+			if c.Type == policyv1.DisruptionBudgetCause && c.Message != "" {
+				return c.Message
+			}
+		}
+	}
+	return err.Error()
+}

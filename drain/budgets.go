@@ -1,0 +1,157 @@
+package drain
+
+import (
+	"cmp"
+	"slices"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+)
+
+// budget is a PodDisruptionBudget prepared for matching, with the
+// disruptions this plan has handed out so far.
+type budget struct {
+	selector labels.Selector
+	status   PDBStatus
+	left     int32 // disruptions not yet handed out
+	probed   bool  // a probe eviction was handed out while left was 0
+}
+
+// admit hands out one eviction of a healthy pod the budget selects, if it
+// has one left; when its status allows none, it hands out one probe per
+// plan so that the API server's answer (and the backoff after a 429)
+// decides, not a possibly stale status.
+func (b *budget) admit() bool {
+	switch {
+	case b.left > 0:
+		b.left--
+		return true
+	case b.status.DisruptionsAllowed <= 0 && !b.probed:
+		b.probed = true
+		return true
+	}
+	return false
+}
+
+type budgetIndex struct {
+	byNamespace map[string][]*budget
+	byName      map[string]*budget
+}
+
+func compileBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgetIndex {
+	idx := &budgetIndex{byNamespace: map[string][]*budget{}, byName: map[string]*budget{}}
+	sorted := slices.Clone(pdbs)
+	slices.SortFunc(sorted, func(a, b *policyv1.PodDisruptionBudget) int {
+		return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name))
+	})
+	for _, pdb := range sorted {
+		if pdb == nil {
+			continue
+		}
+		sel, err := metav1.LabelSelectorAsSelector(pdb.Spec.Selector)
+		if err != nil {
+			sel = labels.Nothing() // the disruption controller cannot use it either
+		}
+		b := &budget{selector: sel, status: pdbStatus(pdb), left: max(pdb.Status.DisruptionsAllowed, 0)}
+		idx.byNamespace[pdb.Namespace] = append(idx.byNamespace[pdb.Namespace], b)
+		idx.byName[b.status.Name] = b
+	}
+	return idx
+}
+
+func (idx *budgetIndex) matching(pod *corev1.Pod) []*budget {
+	var out []*budget
+	set := labels.Set(pod.Labels)
+	for _, b := range idx.byNamespace[pod.Namespace] {
+		if b.selector.Matches(set) {
+			out = append(out, b)
+		}
+	}
+	return out
+}
+
+// misconfigured reports a budget that allows no disruption although every
+// pod it expects is healthy and none is being disrupted: it will never allow
+// one by itself (minAvailable equal to the replicas, maxUnavailable 0).
+func misconfigured(pdb *policyv1.PodDisruptionBudget) bool {
+	s := pdb.Status
+	return s.ObservedGeneration >= pdb.Generation &&
+		s.ExpectedPods > 0 &&
+		s.CurrentHealthy >= s.ExpectedPods &&
+		len(s.DisruptedPods) == 0 &&
+		s.DisruptionsAllowed <= 0
+}
+
+func pdbStatus(pdb *policyv1.PodDisruptionBudget) PDBStatus {
+	return PDBStatus{
+		Name:               pdb.Namespace + "/" + pdb.Name,
+		DesiredHealthy:     pdb.Status.DesiredHealthy,
+		CurrentHealthy:     pdb.Status.CurrentHealthy,
+		ExpectedPods:       pdb.Status.ExpectedPods,
+		DisruptionsAllowed: pdb.Status.DisruptionsAllowed,
+		Misconfigured:      misconfigured(pdb),
+	}
+}
+
+// budgetProblem returns why the eviction API would refuse the pod whatever
+// its budgets' status: several budgets, or a misconfigured one.
+func budgetProblem(in *podInfo, pdbs []PDBStatus) (Cause, string, bool) {
+	switch {
+	case len(in.budgets) > 1:
+		return CauseMultiplePDBs, "selected by several PodDisruptionBudgets (" + pdbNames(pdbs) +
+			"); the eviction API refuses such pods", true
+	case len(in.budgets) == 1 && in.budgets[0].status.Misconfigured:
+		return CauseMisconfiguredPDB, "PodDisruptionBudget " + in.budgets[0].status.String(), true
+	}
+	return "", "", false
+}
+
+// backoffHold returns the cause and reason with which an active backoff
+// holds a pod back.
+func backoffHold(in *podInfo, key string, b Backoff) (Cause, string) {
+	c := b.Cause
+	switch {
+	case c != "":
+	case strings.HasPrefix(key, "pdb/"):
+		c = CauseDisruptionBudget
+	default:
+		c = CauseTooManyRequests
+	}
+	reason := "eviction refused (429); retry after backoff"
+	switch {
+	case c == CauseNamespaceTerminating:
+		reason = "namespace is terminating"
+	case len(in.budgets) == 1:
+		reason = "blocked by PodDisruptionBudget " + in.budgets[0].status.String()
+	}
+	return c, reason
+}
+
+// backoffKey is the key of the backoff that holds a pod's evictions back:
+// its budget's when a single budget decides for a healthy pod, else its
+// own.
+func backoffKey(d Decision) string {
+	if len(d.PDBs) == 1 && d.Healthy {
+		return "pdb/" + d.PDBs[0].Name
+	}
+	return "pod/" + string(d.Pod.UID)
+}
+
+func clearBackoff(st *State, key string) {
+	for i, b := range st.Backoffs {
+		if b.Key == key {
+			st.Backoffs = append(st.Backoffs[:i:i], st.Backoffs[i+1:]...)
+			return
+		}
+	}
+}
+
+// activeBackoff returns the backoff of key if it still holds at now.
+func activeBackoff(backoffs map[string]Backoff, key string, now time.Time) (Backoff, bool) {
+	b, ok := backoffs[key]
+	return b, ok && now.Before(b.Until)
+}
