@@ -1,6 +1,8 @@
 package machine
 
 import (
+	"cmp"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strconv"
@@ -10,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/drain"
 )
 
 // DeletionStep is a step of the deletion flow. The current step of a
@@ -230,4 +233,70 @@ func forceDrain(in deletionInput) (bool, string) {
 		}
 	}
 	return false, ""
+}
+
+// stepOutcome is what running the current deletion step did.
+type stepOutcome struct {
+	// Done: the step's work is finished; the machine moves on to the next
+	// step.
+	Done bool
+	// Description of the last operation; "" means the decision's. Failed
+	// marks the operation failed, with the driver's ErrorCode if any.
+	Description string
+	Failed      bool
+	ErrorCode   string
+	Event       *event
+	// RequeueAfter is when to look again while the step waits or after it
+	// failed.
+	RequeueAfter time.Duration
+	// DrainState is the drain state to store; nil keeps the stored one.
+	DrainState *drain.State
+	// LastKnownState is the driver's, when it returned one.
+	LastKnownState string
+}
+
+// planDeletionWrite returns the machine to write after running a step of d
+// with outcome out: phase Terminating, the (next) step and when it began,
+// the drain state and the last operation. It is pure.
+func planDeletionWrite(cur *v1alpha1.Machine, now time.Time, d deletionDecision, out stepOutcome) *v1alpha1.Machine {
+	m := cur.DeepCopy()
+	setPhase(m, v1alpha1.MachineTerminating, now)
+	m.Status.CurrentStatus.TimeoutActive = false
+	step := d.Step
+	if out.Done {
+		step = d.Step.next()
+	}
+	if m.Annotations[DeletionStepAnnotation] != string(step) {
+		setAnnotation(m, DeletionStepAnnotation, string(step))
+		setAnnotation(m, DeletionStepSinceAnnotation, formatTime(now))
+	}
+	switch {
+	case out.Done && d.Step == StepDrain:
+		deleteAnnotation(m, DrainStateAnnotation) // a later drain starts afresh
+	case out.DrainState != nil:
+		if raw, err := json.Marshal(out.DrainState); err == nil { // cannot fail for drain.State
+			setAnnotation(m, DrainStateAnnotation, string(raw))
+		}
+	}
+	if out.LastKnownState != "" {
+		m.Status.LastKnownState = out.LastKnownState
+	}
+	op := v1alpha1.LastOperation{Description: cmp.Or(out.Description, d.Description),
+		State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete, ErrorCode: out.ErrorCode}
+	if out.Failed {
+		op.State = v1alpha1.MachineStateFailed
+	}
+	setLastOperation(m, op, now)
+	return m
+}
+
+// storedDrainState is the drain state of the machine's last pass; the zero
+// State when there is none. A lost or unreadable state is safe: the drain
+// starts over.
+func storedDrainState(m *v1alpha1.Machine) drain.State {
+	var state drain.State
+	if raw := m.Annotations[DrainStateAnnotation]; raw != "" {
+		_ = json.Unmarshal([]byte(raw), &state)
+	}
+	return state
 }

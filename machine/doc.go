@@ -30,9 +30,10 @@
 //   - Join and health: Pending becomes Running when the node is Ready and
 //     none of the configured node conditions is True; Running becomes
 //     Unknown when that stops (UnhealthySinceAnnotation records when);
-//     Unknown becomes Failed after the health timeout, at most
-//     Options.MaxReplacements at once per MachineDeployment (label
-//     "name"). Node conditions are copied to the status when they change.
+//     Unknown becomes Failed after the health timeout, when
+//     Options.ReplacementGate allows it (by default a safety.Budget: one
+//     machine per MachineDeployment, label "name", at a time). Node
+//     conditions are copied to the status when they change.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the
 //     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation,
@@ -49,18 +50,22 @@
 //   - Frozen (Options.SafetyGate): no creation and no health transition;
 //     deletions go on.
 //
-// A write's resourceVersion is remembered until the informer cache has
-// caught up, so no sync acts on a cache older than the controller's own
-// writes.
+// Writes are guarded JSON merge patches of the fields the controller owns
+// (package internal/patch). Each write's resourceVersion is remembered
+// (expectations.Writes) until the informer cache has caught up, so no sync
+// acts on a cache older than the controller's own writes.
 //
 // # Retries
 //
-// After a failure a machine is retried after a period chosen by the driver
-// error code: ShortRetry (5s) for Unavailable, DeadlineExceeded, Aborted,
+// A failed driver call is returned to the work queue as an error (logged
+// once and counted in mcm_workqueue_reconcile_total{result="error"}), with
+// the delay after which the machine is retried, chosen by the driver error
+// code: ShortRetry (5s) for Unavailable, DeadlineExceeded, Aborted,
 // Unknown, Canceled and Uninitialized; ResourceExhaustedRetry (default
 // LongRetry, 10m) for ResourceExhausted; MediumRetry (3m) for everything
-// else, bad input included. Consecutive failures of one machine double the
-// wait, up to MaxRetryDelay.
+// else. Bad input waits MediumRetry too; it is reported on the machine and
+// by an event, not as a queue error. Consecutive failures of one machine
+// double the wait, up to MaxRetryDelay.
 //
 // # Observability
 //

@@ -198,10 +198,10 @@ func TestIntegrationNodeTemplateSync(t *testing.T) {
 }
 
 func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
-	maxRepl := intstr.FromInt32(1)
+	// No ReplacementGate: the default safety.Budget allows one replacement
+	// per deployment at a time.
 	w := integration(t, worldOptions{ctrl: machine.Options{
-		Machine:         v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: 3 * time.Second}},
-		MaxReplacements: &maxRepl,
+		Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: 3 * time.Second}},
 	}})
 	createClass(t, w.mc, w.core, w.ns, true)
 	const n = 3

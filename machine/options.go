@@ -4,13 +4,11 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/utils/clock"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -35,14 +33,6 @@ const (
 	// DefaultForceDrainNotReadyAfter: a node NotReady for longer is drained
 	// by force (MCM hard-codes 5m).
 	DefaultForceDrainNotReadyAfter = 5 * time.Minute
-	// DefaultPVDetachTimeout bounds the wait for volume attachments to go
-	// away after a drain (MCM --machine-pv-detach-timeout); the drain
-	// engine's default.
-	DefaultPVDetachTimeout = drain.DefaultDetachTimeout
-	// DefaultPVReattachTimeout bounds the wait for volumes to attach
-	// elsewhere (MCM --machine-pv-reattach-timeout); the drain engine's
-	// default.
-	DefaultPVReattachTimeout = drain.DefaultReattachTimeout
 	// DefaultHealthCheckPeriod is how often a Pending or Unknown machine is
 	// looked at again while a timeout runs.
 	DefaultHealthCheckPeriod = 30 * time.Second
@@ -123,6 +113,20 @@ type SafetyGateFunc func(ctx context.Context) bool
 // Frozen calls f.
 func (f SafetyGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }
 
+// ReplacementGate bounds how many machines are replaced at once: the
+// controller asks it before the health timeout marks an unhealthy machine
+// Failed (after which its MachineSet replaces it), and tells it whether it
+// did. *safety.Budget implements it.
+type ReplacementGate interface {
+	// MayReplace reports whether m may be marked Failed now, and if not,
+	// why (for the machine's lastOperation). A yes holds a slot for m
+	// until Replaced is called.
+	MayReplace(ctx context.Context, m *v1alpha1.Machine) (bool, string)
+	// Replaced tells the gate whether m, which MayReplace allowed, was
+	// marked Failed; false (the write failed) frees its slot.
+	Replaced(ctx context.Context, m *v1alpha1.Machine, marked bool)
+}
+
 // EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
 // implements it.
 type EventRecorder interface {
@@ -140,13 +144,6 @@ type Options struct {
 	// spec overrides them.
 	Machine v1alpha1.MachineConfiguration
 
-	// MaxReplacements bounds, per MachineDeployment (machines sharing the
-	// "name" label), how many machines may be Failed or being deleted at
-	// once before another unhealthy machine is marked Failed by the health
-	// timeout. A number or a percentage of the deployment's machines
-	// (rounded down, at least 1). Nil means 1, as MCM.
-	MaxReplacements *intstr.IntOrString
-
 	// ShortRetry, MediumRetry, ResourceExhaustedRetry are the first waits
 	// after a failure, by driver error code (see RetryDelay); each repeated
 	// failure of the same machine doubles the wait, up to MaxRetryDelay.
@@ -161,12 +158,6 @@ type Options struct {
 	// ForceDrainNotReadyAfter: a node that has not been Ready for this long
 	// is drained by force. Zero means DefaultForceDrainNotReadyAfter.
 	ForceDrainNotReadyAfter time.Duration
-	// PVDetachTimeout bounds the wait for a drained node's volume
-	// attachments to disappear. Zero means DefaultPVDetachTimeout.
-	PVDetachTimeout time.Duration
-	// PVReattachTimeout is passed to the drain engine. Zero means
-	// DefaultPVReattachTimeout.
-	PVReattachTimeout time.Duration
 
 	// Drainer drains nodes. Nil means a *drain.Drainer built on the target
 	// client with DrainOptions.
@@ -178,6 +169,10 @@ type Options struct {
 	// SafetyGate is asked before creations and health transitions. Nil
 	// means never frozen.
 	SafetyGate SafetyGate
+	// ReplacementGate is asked before the health timeout marks a machine
+	// Failed. Nil means a safety.Budget with its defaults: one machine per
+	// MachineDeployment at a time, as MCM.
+	ReplacementGate ReplacementGate
 
 	// ClassWorkers, SecretWorkers and NodeWorkers are the worker counts of
 	// the class, secret and node queues (Run's workers argument sizes the
@@ -208,15 +203,9 @@ func (o Options) complete() (Options, error) {
 		"ShortRetry": o.ShortRetry, "MediumRetry": o.MediumRetry, "LongRetry": o.LongRetry,
 		"ResourceExhaustedRetry": o.ResourceExhaustedRetry, "MaxRetryDelay": o.MaxRetryDelay,
 		"HealthCheckPeriod": o.HealthCheckPeriod, "ForceDrainNotReadyAfter": o.ForceDrainNotReadyAfter,
-		"PVDetachTimeout": o.PVDetachTimeout, "PVReattachTimeout": o.PVReattachTimeout,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", name, d))
-		}
-	}
-	if o.MaxReplacements != nil {
-		if _, err := resolveMaxReplacements(o.MaxReplacements, 1); err != nil {
-			errs = append(errs, err)
 		}
 	}
 	if o.ClassWorkers < 0 || o.SecretWorkers < 0 || o.NodeWorkers < 0 {
@@ -237,12 +226,6 @@ func (o Options) complete() (Options, error) {
 	def(&o.MaxRetryDelay, DefaultMaxRetryDelay)
 	def(&o.HealthCheckPeriod, DefaultHealthCheckPeriod)
 	def(&o.ForceDrainNotReadyAfter, DefaultForceDrainNotReadyAfter)
-	def(&o.PVDetachTimeout, DefaultPVDetachTimeout)
-	def(&o.PVReattachTimeout, DefaultPVReattachTimeout)
-	if o.MaxReplacements == nil {
-		one := intstr.FromInt32(1)
-		o.MaxReplacements = &one
-	}
 	for _, w := range []*int{&o.ClassWorkers, &o.SecretWorkers, &o.NodeWorkers} {
 		if *w == 0 {
 			*w = DefaultWorkers
@@ -255,23 +238,4 @@ func (o Options) complete() (Options, error) {
 		o.FieldManager = DefaultFieldManager
 	}
 	return o, nil
-}
-
-// resolveMaxReplacements turns MaxReplacements into a count for a
-// deployment of total machines: a percentage rounds down but never below 1.
-func resolveMaxReplacements(v *intstr.IntOrString, total int) (int, error) {
-	if v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%") {
-		return 0, fmt.Errorf("MaxReplacements %q: want a number or a percentage", v.StrVal)
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, total, false)
-	if err != nil {
-		return 0, fmt.Errorf("MaxReplacements: %w", err)
-	}
-	if n < 0 {
-		return 0, fmt.Errorf("MaxReplacements must not be negative, got %v", v.String())
-	}
-	if v.Type == intstr.String && n < 1 {
-		n = 1
-	}
-	return n, nil
 }

@@ -32,15 +32,11 @@ type observation struct {
 	SecretProblem, SecretReason string
 	// Node is the machine's node in the target cluster, nil if absent.
 	Node *corev1.Node
-	// Budget is the replacement budget of the machine's deployment.
-	Budget replacementBudget
-}
-
-// replacementBudget says how many machines of a deployment are being
-// replaced (Failed or being deleted) and how many may be at once.
-type replacementBudget struct {
-	Deployment    string
-	InFlight, Max int
+	// ReplacementDenied is the replacement gate's reason for not letting
+	// the health timeout mark the machine Failed now; "" when it was not
+	// asked or agreed. The gate is asked only when a plan wants to mark
+	// the machine Failed, and then the machine is planned again.
+	ReplacementDenied string
 }
 
 // planKind is what a sync of a (not deleted) machine must do beyond writing
@@ -67,11 +63,6 @@ var planKindNames = [...]string{"Update", "AddFinalizer", "BadInput", "WaitForCl
 
 func (k planKind) String() string { return planKindNames[k] }
 
-// event is an event to record on the machine.
-type event struct {
-	Type, Reason, Message string
-}
-
 // machinePlan is the outcome of planning: the machine as it should be
 // written, and what else to do.
 type machinePlan struct {
@@ -85,8 +76,11 @@ type machinePlan struct {
 	// retryNone the key is requeued after RequeueAfter (0: not at all).
 	Retry        retryClass
 	RequeueAfter time.Duration
+	// Err is the failure the worker reports (a driver call that failed);
+	// nil for problems reported on the machine only, like bad input.
+	Err error
 	// MarkedFailed is set when the health timeout marks the machine Failed
-	// (it uses the deployment's replacement budget).
+	// (it takes a slot of the replacement gate).
 	MarkedFailed bool
 	// Joined is how long the machine took to join, when it just did.
 	Joined time.Duration
@@ -160,13 +154,10 @@ func needsCreate(m *v1alpha1.Machine) bool {
 func badInput(p machinePlan, now time.Time, reason, message string) machinePlan {
 	p.Kind = planBadInput
 	p.Retry = retryMedium
-	if setLastOperation(p.Machine, v1alpha1.LastOperation{
-		Description: message,
-		State:       v1alpha1.MachineStateFailed,
-		Type:        v1alpha1.MachineOperationCreate,
-	}, now) {
-		p.Event = &event{Type: corev1.EventTypeWarning, Reason: reason, Message: message}
-	}
+	p.Event = report(p.Machine, now, transition{
+		Op:     v1alpha1.LastOperation{Description: message, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
+		Reason: reason, Warning: true,
+	})
 	return p
 }
 
@@ -200,10 +191,13 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 	switch {
 	case out.StaleNodeOwner != "":
 		msg := fmt.Sprintf("VM using old node obj: node %q of the new VM belongs to machine %q; the VM was deleted", out.NodeName, out.StaleNodeOwner)
-		setPhase(m, v1alpha1.MachineFailed, obs.Now)
-		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate}, obs.Now)
-		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonStaleNode, Message: msg}
+		p.Event = report(m, obs.Now, transition{
+			Phase: v1alpha1.MachineFailed, TimeoutActive: m.Status.CurrentStatus.TimeoutActive,
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
+			Reason: ReasonStaleNode, Warning: true,
+		})
 		p.Retry = retryShort
+		p.Err = fmt.Errorf("creating VM: %s", msg)
 		return p
 	case out.FailedOp != "":
 		code := driver.CodeOf(out.Err)
@@ -211,41 +205,41 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 		if out.FailedOp == driver.OperationInitializeMachine {
 			msg = fmt.Sprintf("Provider error: %v. Initialize VM Instance", out.Err)
 		}
-		setPhase(m, failPhase, obs.Now)
-		m.Status.CurrentStatus.TimeoutActive = !timedOut
-		if setLastOperation(m, v1alpha1.LastOperation{
-			Description: msg, ErrorCode: code.String(),
-			State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate,
-		}, obs.Now) {
-			p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonCreateFailed, Message: msg}
-		}
+		p.Event = report(m, obs.Now, transition{
+			Phase: failPhase, TimeoutActive: !timedOut,
+			Op: v1alpha1.LastOperation{
+				Description: msg, ErrorCode: code.String(),
+				State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate,
+			},
+			Reason: ReasonCreateFailed, Warning: true,
+		})
 		p.Retry = retryClassOf(code)
+		p.Err = fmt.Errorf("%s: %w", out.FailedOp, out.Err)
 		return p
 	}
 	m.Spec.ProviderID = out.ProviderID
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
 		setAnnotation(m, v1alpha1.MachinePriorityAnnotation, v1alpha1.MachinePriorityDefault)
 	}
-	if obs.HasTarget {
-		setLabel(m, v1alpha1.NodeLabelKey, out.NodeName)
-		setPhase(m, v1alpha1.MachinePending, obs.Now)
-		m.Status.CurrentStatus.TimeoutActive = true
-		setLastOperation(m, v1alpha1.LastOperation{
+	created := transition{
+		Phase: v1alpha1.MachinePending, TimeoutActive: true,
+		Op: v1alpha1.LastOperation{
 			Description: "Creating machine on cloud provider",
 			State:       v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationCreate,
-		}, obs.Now)
-		p.RequeueAfter = o.HealthCheckPeriod
+		},
+		Reason: ReasonCreated, Message: fmt.Sprintf("Created VM %s", out.ProviderID),
+	}
+	p.RequeueAfter = o.HealthCheckPeriod
+	if obs.HasTarget {
+		setLabel(m, v1alpha1.NodeLabelKey, out.NodeName)
 	} else {
-		setPhase(m, v1alpha1.MachineAvailable, obs.Now)
-		m.Status.CurrentStatus.TimeoutActive = false
+		// Without a target cluster there is no node to wait for.
+		created.Phase, created.TimeoutActive = v1alpha1.MachineAvailable, false
+		created.Op.Description, created.Op.State = "Created machine on cloud provider", v1alpha1.MachineStateSuccessful
 		m.Status.Addresses = slices.Clone(out.Addresses)
-		setLastOperation(m, v1alpha1.LastOperation{
-			Description: "Created machine on cloud provider",
-			State:       v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate,
-		}, obs.Now)
 		p.RequeueAfter = o.LongRetry
 	}
-	p.Event = &event{Type: corev1.EventTypeNormal, Reason: ReasonCreated, Message: fmt.Sprintf("Created VM %s", out.ProviderID)}
+	p.Event = report(m, obs.Now, created)
 	return p
 }
 
@@ -276,10 +270,11 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 		elapsed := now.Sub(creationStart(m))
 		if elapsed > timeout {
 			msg := fmt.Sprintf("Machine %s failed to join the cluster in %v", m.Name, timeout)
-			setPhase(m, v1alpha1.MachineFailed, now)
-			m.Status.CurrentStatus.TimeoutActive = false
-			setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate}, now)
-			p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonJoinTimeout, Message: msg}
+			p.Event = report(m, now, transition{
+				Phase:  v1alpha1.MachineFailed,
+				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
+				Reason: ReasonJoinTimeout, Warning: true,
+			})
 			p.FailedJoin = true
 			p.RequeueAfter = o.LongRetry
 			return
@@ -291,11 +286,12 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 			return
 		}
 		msg := fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, why)
-		setPhase(m, v1alpha1.MachineUnknown, now)
-		m.Status.CurrentStatus.TimeoutActive = true
 		setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
-		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck}, now)
-		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonUnhealthy, Message: msg}
+		p.Event = report(m, now, transition{
+			Phase: v1alpha1.MachineUnknown, TimeoutActive: true,
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck},
+			Reason: ReasonUnhealthy, Warning: true,
+		})
 		p.RequeueAfter = min(period, obs.Config.MachineHealthTimeout.Duration+time.Millisecond)
 	case v1alpha1.MachineUnknown:
 		if healthy {
@@ -320,20 +316,23 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 			p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
 			return
 		}
-		if obs.Budget.InFlight >= obs.Budget.Max {
-			msg := fmt.Sprintf("Machine %s is unhealthy for more than %v, but %d of at most %d machines of deployment %q are being replaced; waiting",
-				m.Name, timeout, obs.Budget.InFlight, obs.Budget.Max, obs.Budget.Deployment)
-			if setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck}, now) {
-				p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonReplacementLimited, Message: msg}
-			}
+		if obs.ReplacementDenied != "" {
+			// The gate is polled again after period: it needs no event to
+			// free a slot.
+			msg := fmt.Sprintf("Machine %s is unhealthy for more than %v, but %s; waiting", m.Name, timeout, obs.ReplacementDenied)
+			p.Event = report(m, now, transition{
+				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck},
+				Reason: ReasonReplacementLimited, Warning: true,
+			})
 			p.RequeueAfter = period
 			return
 		}
 		msg := fmt.Sprintf("Machine %s health checks failed for %v (%s) - changing MachineState to Failed", m.Name, timeout, why)
-		setPhase(m, v1alpha1.MachineFailed, now)
-		m.Status.CurrentStatus.TimeoutActive = false
-		setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck}, now)
-		p.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonHealthTimeout, Message: msg}
+		p.Event = report(m, now, transition{
+			Phase:  v1alpha1.MachineFailed,
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck},
+			Reason: ReasonHealthTimeout, Warning: true,
+		})
 		p.MarkedFailed = true
 		p.RequeueAfter = o.LongRetry
 	default: // Failed, CrashLoopBackOff: left to the MachineSet or the creation flow.
@@ -345,12 +344,12 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 // timeout stops, the unhealthy-since mark goes, and a successful operation
 // of the given type is reported with a Normal event.
 func markRunning(p *machinePlan, now time.Time, opType v1alpha1.MachineOperationType, reason, msg string, o *Options) {
-	m := p.Machine
-	setPhase(m, v1alpha1.MachineRunning, now)
-	m.Status.CurrentStatus.TimeoutActive = false
-	deleteAnnotation(m, UnhealthySinceAnnotation)
-	setLastOperation(m, v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: opType}, now)
-	p.Event = &event{Type: corev1.EventTypeNormal, Reason: reason, Message: msg}
+	deleteAnnotation(p.Machine, UnhealthySinceAnnotation)
+	p.Event = report(p.Machine, now, transition{
+		Phase:  v1alpha1.MachineRunning,
+		Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: opType},
+		Reason: reason,
+	})
 	p.RequeueAfter = o.LongRetry
 }
 
@@ -406,51 +405,4 @@ func conditionsEquivalent(a, b []corev1.NodeCondition) bool {
 
 func hasTaint(node *corev1.Node, key string) bool {
 	return node != nil && slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
-}
-
-// creationStart is when the creation timeout started counting.
-func creationStart(m *v1alpha1.Machine) time.Time {
-	if t, ok := parseTime(m.Annotations[CreationStartedAnnotation]); ok {
-		return t
-	}
-	return m.CreationTimestamp.Time
-}
-
-// setPhase sets the phase, and its lastUpdateTime only when it changes.
-func setPhase(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, now time.Time) {
-	if m.Status.CurrentStatus.Phase == phase {
-		return
-	}
-	m.Status.CurrentStatus.Phase = phase
-	m.Status.CurrentStatus.LastUpdateTime = metav1Time(now)
-}
-
-// setLastOperation sets op, stamped with now, unless the last operation
-// already says the same; it reports whether it changed anything.
-func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.Time) bool {
-	cur := m.Status.LastOperation
-	if cur.Description == op.Description && cur.State == op.State && cur.Type == op.Type && cur.ErrorCode == op.ErrorCode {
-		return false
-	}
-	op.LastUpdateTime = metav1Time(now)
-	m.Status.LastOperation = op
-	return true
-}
-
-func setAnnotation(m *v1alpha1.Machine, key, value string) {
-	if m.Annotations == nil {
-		m.Annotations = map[string]string{}
-	}
-	m.Annotations[key] = value
-}
-
-func deleteAnnotation(m *v1alpha1.Machine, key string) {
-	delete(m.Annotations, key)
-}
-
-func setLabel(m *v1alpha1.Machine, key, value string) {
-	if m.Labels == nil {
-		m.Labels = map[string]string{}
-	}
-	m.Labels[key] = value
 }

@@ -8,7 +8,6 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -60,7 +59,6 @@ func obsFor(m *v1alpha1.Machine) observation {
 		Now: t0, Machine: m, HasTarget: true,
 		Config: v1alpha1.EffectiveMachineConfiguration(m, nil),
 		Class:  readyClass(),
-		Budget: replacementBudget{Deployment: "d", Max: 1},
 	}
 }
 
@@ -283,42 +281,42 @@ func TestPlanHealth(t *testing.T) {
 		started time.Duration // creation started before t0
 		since   string        // unhealthy-since annotation
 		node    *corev1.Node
-		budget  replacementBudget
+		denied  string // the replacement gate's answer
 		disable bool
 		want    result
 	}{
-		{"pending joins", v1alpha1.MachinePending, time.Minute, "", node(ready), replacementBudget{}, false,
+		{"pending joins", v1alpha1.MachinePending, time.Minute, "", node(ready), "", false,
 			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateSuccessful, "", false, false, ReasonJoined}},
 		{"pending waits for critical components", v1alpha1.MachinePending, time.Minute, "", func() *corev1.Node {
 			n := node(ready)
 			n.Spec.Taints = []corev1.Taint{{Key: v1alpha1.CriticalComponentsNotReadyTaintKey, Effect: corev1.TaintEffectNoSchedule}}
 			return n
-		}(), replacementBudget{}, false, result{v1alpha1.MachinePending, "", "", "", false, false, ""}},
-		{"pending without node waits", v1alpha1.MachinePending, time.Minute, "", nil, replacementBudget{}, false,
+		}(), "", false, result{v1alpha1.MachinePending, "", "", "", false, false, ""}},
+		{"pending without node waits", v1alpha1.MachinePending, time.Minute, "", nil, "", false,
 			result{v1alpha1.MachinePending, "", "", "", false, false, ""}},
-		{"pending times out", v1alpha1.MachinePending, time.Hour, "", nil, replacementBudget{}, false,
+		{"pending times out", v1alpha1.MachinePending, time.Hour, "", nil, "", false,
 			result{v1alpha1.MachineFailed, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateFailed, "", false, true, ReasonJoinTimeout}},
-		{"running stays", v1alpha1.MachineRunning, time.Hour, "", node(ready), replacementBudget{}, false,
+		{"running stays", v1alpha1.MachineRunning, time.Hour, "", node(ready), "", false,
 			result{v1alpha1.MachineRunning, "", "", "", false, false, ""}},
-		{"running not ready", v1alpha1.MachineRunning, time.Hour, "", node(notReady), replacementBudget{}, false,
+		{"running not ready", v1alpha1.MachineRunning, time.Hour, "", node(notReady), "", false,
 			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
-		{"running with a bad condition", v1alpha1.MachineRunning, time.Hour, "", node(ready, disk), replacementBudget{}, false,
+		{"running with a bad condition", v1alpha1.MachineRunning, time.Hour, "", node(ready, disk), "", false,
 			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
-		{"running node gone", v1alpha1.MachineRunning, time.Hour, "", nil, replacementBudget{}, false,
+		{"running node gone", v1alpha1.MachineRunning, time.Hour, "", nil, "", false,
 			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0), false, false, ReasonUnhealthy}},
-		{"unknown recovers", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(ready), replacementBudget{}, false,
+		{"unknown recovers", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(ready), "", false,
 			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateSuccessful, "", false, false, ReasonRecovered}},
-		{"unknown within timeout", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(notReady), replacementBudget{Max: 1}, false,
+		{"unknown within timeout", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Minute)), node(notReady), "", false,
 			result{v1alpha1.MachineUnknown, "", "", formatTime(t0.Add(-time.Minute)), false, false, ""}},
-		{"unknown without timestamp starts the timer", v1alpha1.MachineUnknown, time.Hour, "", node(notReady), replacementBudget{Max: 1}, false,
+		{"unknown without timestamp starts the timer", v1alpha1.MachineUnknown, time.Hour, "", node(notReady), "", false,
 			result{v1alpha1.MachineUnknown, "", "", formatTime(t0), false, false, ""}},
-		{"unknown times out", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{Max: 1}, false,
+		{"unknown times out", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), "", false,
 			result{v1alpha1.MachineFailed, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateFailed, formatTime(t0.Add(-time.Hour)), true, false, ReasonHealthTimeout}},
-		{"unknown times out but budget is used", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{InFlight: 1, Max: 1, Deployment: "d"}, false,
+		{"unknown times out but budget is used", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), `1 of at most 1 machines of deployment "d" are being replaced`, false,
 			result{v1alpha1.MachineUnknown, v1alpha1.MachineOperationHealthCheck, v1alpha1.MachineStateProcessing, formatTime(t0.Add(-time.Hour)), false, false, ReasonReplacementLimited}},
-		{"health timeout disabled", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), replacementBudget{Max: 1}, true,
+		{"health timeout disabled", v1alpha1.MachineUnknown, time.Hour, formatTime(t0.Add(-time.Hour)), node(notReady), "", true,
 			result{v1alpha1.MachineUnknown, "", "", formatTime(t0.Add(-time.Hour)), false, false, ""}},
-		{"failed is left alone", v1alpha1.MachineFailed, time.Hour, "", node(notReady), replacementBudget{}, false,
+		{"failed is left alone", v1alpha1.MachineFailed, time.Hour, "", node(notReady), "", false,
 			result{v1alpha1.MachineFailed, "", "", "", false, false, ""}},
 	}
 	for _, tc := range tests {
@@ -332,7 +330,7 @@ func TestPlanHealth(t *testing.T) {
 				m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{DisableHealthTimeout: new(true)}
 			}
 			obs := obsFor(m)
-			obs.Node, obs.Budget = tc.node, tc.budget
+			obs.Node, obs.ReplacementDenied = tc.node, tc.denied
 			p := machinePlan{Machine: m.DeepCopy()}
 			planHealth(&p, obs, o)
 			pm := p.Machine
@@ -508,30 +506,6 @@ func TestPlanNodeSync(t *testing.T) {
 	}
 }
 
-func TestMergePatch(t *testing.T) {
-	tests := []struct {
-		name     string
-		old, new map[string]any
-		want     map[string]any
-	}{
-		{"equal", map[string]any{"a": "1"}, map[string]any{"a": "1"}, map[string]any{}},
-		{"changed", map[string]any{"a": "1"}, map[string]any{"a": "2"}, map[string]any{"a": "2"}},
-		{"removed", map[string]any{"a": "1", "b": "2"}, map[string]any{"a": "1"}, map[string]any{"b": nil}},
-		{"nil means absent", map[string]any{"a": "1"}, map[string]any{"a": nil}, map[string]any{"a": nil}},
-		{"nested", map[string]any{"m": map[string]any{"x": "1", "y": "2"}}, map[string]any{"m": map[string]any{"x": "1", "y": "3"}},
-			map[string]any{"m": map[string]any{"y": "3"}}},
-		{"new object", map[string]any{}, map[string]any{"m": map[string]any{"x": "1", "z": nil}}, map[string]any{"m": map[string]any{"x": "1"}}},
-		{"list replaced", map[string]any{"l": []any{"a"}}, map[string]any{"l": []any{"a", "b"}}, map[string]any{"l": []any{"a", "b"}}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if diff := cmp.Diff(tc.want, mergePatch(tc.old, tc.new)); diff != "" {
-				t.Errorf("patch (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestStatusPatchOnlyWhenChanged(t *testing.T) {
 	m := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
 	m.ResourceVersion = "7"
@@ -577,28 +551,6 @@ func TestRetryDelay(t *testing.T) {
 	}
 }
 
-func TestResolveMaxReplacements(t *testing.T) {
-	tests := []struct {
-		v       intstr.IntOrString
-		total   int
-		want    int
-		wantErr bool
-	}{
-		{intstr.FromInt32(1), 10, 1, false},
-		{intstr.FromInt32(3), 10, 3, false},
-		{intstr.FromString("20%"), 10, 2, false},
-		{intstr.FromString("10%"), 3, 1, false},
-		{intstr.FromString("50"), 3, 0, true},
-		{intstr.FromInt32(-1), 3, 0, true},
-	}
-	for _, tc := range tests {
-		got, err := resolveMaxReplacements(&tc.v, tc.total)
-		if (err != nil) != tc.wantErr || got != tc.want {
-			t.Errorf("resolveMaxReplacements(%v, %d) = %d, %v; want %d, err %v", tc.v.String(), tc.total, got, err, tc.want, tc.wantErr)
-		}
-	}
-}
-
 func TestNodeHealth(t *testing.T) {
 	bad := conditionTypes(new(v1alpha1.DefaultNodeConditions))
 	tests := []struct {
@@ -624,9 +576,11 @@ func TestOptionsRejectNegative(t *testing.T) {
 	if _, err := (Options{ShortRetry: -1}).complete(); err == nil {
 		t.Error("negative ShortRetry accepted")
 	}
-	bad := intstr.FromString("lots")
-	if _, err := (Options{MaxReplacements: &bad}).complete(); err == nil {
-		t.Error("bad MaxReplacements accepted")
+	if _, err := (Options{HealthCheckPeriod: -time.Second}).complete(); err == nil {
+		t.Error("negative HealthCheckPeriod accepted")
+	}
+	if _, err := (Options{ClassWorkers: -1}).complete(); err == nil {
+		t.Error("negative ClassWorkers accepted")
 	}
 }
 

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -194,7 +195,7 @@ func TestSecretAndClassFinalizers(t *testing.T) {
 	eventually(t, "class finalizer removed", reconcileClass, func() bool { return !classHasFinalizer() })
 
 	// The class stops referencing the secret: its finalizer goes.
-	if _, err := f.mc.MachineV1alpha1().MachineClasses("ns").Patch(ctx, "c", mergePatchType,
+	if _, err := f.mc.MachineV1alpha1().MachineClasses("ns").Patch(ctx, "c", types.MergePatchType,
 		[]byte(`{"secretRef":null,"credentialsSecretRef":{"name":"other"}}`), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package machine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -12,25 +11,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
-
-// finalizerPatch returns a merge patch that sets the finalizers to want,
-// guarded by resourceVersion, or nil if have already equals want.
-func finalizerPatch(have []string, want bool, finalizer, resourceVersion string) []byte {
-	has := slices.Contains(have, finalizer)
-	if has == want {
-		return nil
-	}
-	out := slices.DeleteFunc(slices.Clone(have), func(f string) bool { return f == finalizer })
-	if want {
-		out = append(out, finalizer)
-	}
-	patch, _ := json.Marshal(map[string]any{"metadata": map[string]any{
-		"finalizers": out, "resourceVersion": resourceVersion,
-	}})
-	return patch
-}
 
 // ReconcileSecret keeps the secret finalizer on a secret exactly while a
 // MachineClass in its namespace references it.
@@ -53,11 +36,11 @@ func (c *Controller) ReconcileSecret(ctx context.Context, key string) (workqueue
 	referenced := slices.ContainsFunc(classes, func(cl *v1alpha1.MachineClass) bool {
 		return slices.Contains(classSecretRefs(cl), key)
 	})
-	patch := finalizerPatch(secret.Finalizers, referenced, v1alpha1.SecretFinalizer, secret.ResourceVersion)
-	if patch == nil {
-		return workqueue.Result{}, nil
+	data, err := patch.Finalizer(secret.Finalizers, v1alpha1.SecretFinalizer, referenced, secret.ResourceVersion)
+	if err != nil || data == nil {
+		return workqueue.Result{}, err
 	}
-	if _, err := c.controlCore.CoreV1().Secrets(namespace).Patch(ctx, name, mergePatchType, patch, patchOptions(c.opts.FieldManager)); err != nil {
+	if _, err := patch.Send(ctx, c.controlCore.CoreV1().Secrets(namespace).Patch, name, data, c.opts.FieldManager); err != nil {
 		return workqueue.Result{}, fmt.Errorf("updating finalizer of secret %s: %w", key, err)
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated secret finalizer", "secret", key, "referenced", referenced)
@@ -82,15 +65,15 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of class %s: %w", key, err)
 	}
-	patch := finalizerPatch(class.Finalizers, len(users) > 0, v1alpha1.MachineFinalizer, class.ResourceVersion)
-	if patch == nil {
-		return workqueue.Result{}, nil
+	data, err := patch.Finalizer(class.Finalizers, v1alpha1.MachineFinalizer, len(users) > 0, class.ResourceVersion)
+	if err != nil || data == nil {
+		return workqueue.Result{}, err
 	}
-	if _, err := c.control.MachineV1alpha1().MachineClasses(namespace).Patch(ctx, name, mergePatchType, patch, patchOptions(c.opts.FieldManager)); err != nil {
+	if _, err := patch.Send(ctx, c.control.MachineV1alpha1().MachineClasses(namespace).Patch, name, data, c.opts.FieldManager); err != nil {
 		return workqueue.Result{}, fmt.Errorf("updating finalizer of machine class %s: %w", key, err)
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated machine class finalizer", "class", key, "machines", len(users))
-	c.enqueueMachinesOfClass(namespace, name)
+	c.enqueueMachinesOfClass(key)
 	return workqueue.Result{}, nil
 }
 

@@ -4,8 +4,6 @@ import (
 	"sync"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/mcmkit/mcm/driver"
 )
 
@@ -91,15 +89,3 @@ func (f *failureCounter) reset(key string) {
 	defer f.mu.Unlock()
 	delete(f.n, key)
 }
-
-func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
-
-func parseTime(s string) (time.Time, bool) {
-	if s == "" {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339Nano, s)
-	return t, err == nil
-}
-
-func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC().Truncate(time.Second)) }

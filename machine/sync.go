@@ -30,14 +30,14 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 	}
 	cached, err := c.machines.Machines(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
-		c.writes.forget(key)
+		c.writes.Forget(key)
 		c.failures.reset(key)
 		return workqueue.Result{}, nil
 	}
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting machine %s: %w", key, err)
 	}
-	if !c.writes.observed(key, cached.ResourceVersion) {
+	if !c.writes.Observed(key, cached.ResourceVersion) {
 		// Our last write is not in the cache yet; its event requeues us.
 		return workqueue.Result{RequeueAfter: time.Second}, nil
 	}
@@ -52,15 +52,16 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 // syncMachine handles a machine that is not being deleted.
 func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) (workqueue.Result, error) {
 	key := keyOf(cached)
-	unknown := cached.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown
-	if unknown {
-		// Health-timeout decisions of one controller are serialized so that
-		// two workers cannot both take the last replacement slot.
-		c.budgetMu.Lock()
-		defer c.budgetMu.Unlock()
-	}
 	obs, secret := c.observe(ctx, cached)
 	p := planMachine(obs, &c.opts)
+	if p.MarkedFailed {
+		// Only a machine the plan would replace takes a slot of the gate.
+		ok, why := c.gate.MayReplace(ctx, cached)
+		if !ok {
+			obs.ReplacementDenied = why
+			p = planMachine(obs, &c.opts)
+		}
+	}
 	logger := logr.FromContextOrDiscard(ctx)
 	logger.V(4).Info("Planned", "plan", p.Kind, "phase", cached.Status.CurrentStatus.Phase)
 
@@ -80,15 +81,17 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		cached = cur
 	}
 	if p.Kind == planWaitForClass {
-		c.classQueue.Add(cached.Namespace + "/" + cached.Spec.Class.Name)
+		c.classQueue.Add(classKeyOf(cached))
 	}
 	written, err := c.writeMachine(ctx, cached, p.Machine)
+	if p.MarkedFailed {
+		c.gate.Replaced(ctx, cached, err == nil)
+	}
 	if err != nil {
 		return workqueue.Result{}, err
 	}
 	c.recordEvent(written, p.Event)
 	if p.MarkedFailed {
-		c.noteFailed(obs.Budget.Deployment, key)
 		logger.Info("Machine marked Failed by the health timeout")
 	}
 	labels := metricLabels(written)
@@ -104,9 +107,10 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		}
 	}
 	if p.Retry != retryNone {
+		// The worker reports p.Err; the machine's own backoff paces it.
 		delay := c.opts.retryDelay(p.Retry, c.failures.inc(key))
 		logger.V(2).Info("Retrying after failure", "after", delay, "description", written.Status.LastOperation.Description)
-		return workqueue.Result{RequeueAfter: delay}, nil
+		return workqueue.Result{RequeueAfter: delay}, p.Err
 	}
 	if p.Kind != planBadInput {
 		c.failures.reset(key)
@@ -145,9 +149,6 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 				obs.Node = n
 			}
 		}
-	}
-	if m.Status.CurrentStatus.Phase == v1alpha1.MachineUnknown {
-		obs.Budget = c.budget(m, obs.Now)
 	}
 	return obs, secret
 }
@@ -195,168 +196,5 @@ func withPlaceholders(s *corev1.Secret, machineName string) *corev1.Secret {
 	return s
 }
 
-// create runs the creation flow: GetMachineStatus first, so that a VM that
-// exists (from an earlier attempt whose result was lost) is adopted, never
-// created twice; CreateMachine only on NotFound; InitializeMachine when the
-// VM needs it.
-func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
-	labels := metricLabels(m)
-	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
-	var out createOutcome
-	needInit := false
-	switch code := driver.CodeOf(err); code {
-	case driver.OK:
-		out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
-	case driver.Uninitialized:
-		needInit = true
-		if status != nil {
-			out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
-		}
-	case driver.NotFound, driver.Unimplemented:
-		start := c.opts.Clock.Now()
-		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
-		if err != nil {
-			return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
-		}
-		c.metrics.create.WithLabelValues(labels...).Observe(c.opts.Clock.Since(start).Seconds())
-		out = createOutcome{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses, LastKnownState: resp.LastKnownState}
-		needInit = true // InitializeMachine is optional: Unimplemented skips it
-	default:
-		return createOutcome{FailedOp: driver.OperationGetMachineStatus, Err: err}
-	}
-	if needInit {
-		start := c.opts.Clock.Now()
-		resp, err := c.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: secret})
-		switch driver.CodeOf(err) {
-		case driver.OK:
-			c.metrics.initialize.WithLabelValues(labels...).Observe(c.opts.Clock.Since(start).Seconds())
-			if resp.ProviderID != "" {
-				out.ProviderID = resp.ProviderID
-			}
-			if resp.NodeName != "" {
-				out.NodeName = resp.NodeName
-			}
-			if len(resp.Addresses) > 0 {
-				out.Addresses = resp.Addresses
-			}
-		case driver.Unimplemented:
-		default:
-			return createOutcome{FailedOp: driver.OperationInitializeMachine, Err: err}
-		}
-	}
-	switch {
-	case out.ProviderID == "":
-		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.Internal, "driver returned no provider ID")}
-	case c.target != nil && out.NodeName == "":
-		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.Internal, "driver returned no node name")}
-	}
-	if c.nodes != nil {
-		if n, err := c.nodes.Get(out.NodeName); err == nil {
-			if owner := n.Labels[v1alpha1.MachineNameLabelKey]; owner != "" && owner != m.Name {
-				// A node of that name belongs to another machine: the new VM
-				// would take it over. Delete the VM; the machine is Failed
-				// and will be replaced.
-				vm := m.DeepCopy()
-				vm.Spec.ProviderID = out.ProviderID
-				if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: vm, MachineClass: class, Secret: secret}); err != nil {
-					return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
-				}
-				out.StaleNodeOwner = owner
-			}
-		}
-	}
-	return out
-}
-
-// budget computes the replacement budget of m's deployment.
-func (c *Controller) budget(m *v1alpha1.Machine, now time.Time) replacementBudget {
-	d := m.Labels[v1alpha1.MachineDeploymentNameLabelKey]
-	if d == "" {
-		return replacementBudget{Max: 1}
-	}
-	dkey := m.Namespace + "/" + d
-	objs, _ := c.machineIdx.ByIndex(indexMachineByDeployment, dkey)
-	inFlight := map[string]bool{}
-	for _, o := range objs {
-		s := o.(*v1alpha1.Machine)
-		if s.DeletionTimestamp != nil || s.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
-			inFlight[keyOf(s)] = true
-		}
-	}
-	present := map[string]bool{}
-	for _, o := range objs {
-		present[keyOf(o)] = true
-	}
-	for k, at := range c.recentFailed[dkey] {
-		if !present[k] || now.Sub(at) > time.Minute {
-			delete(c.recentFailed[dkey], k)
-			continue
-		}
-		inFlight[k] = true
-	}
-	maxN, _ := resolveMaxReplacements(c.opts.MaxReplacements, len(objs)) // validated in complete
-	return replacementBudget{Deployment: d, InFlight: len(inFlight), Max: maxN}
-}
-
-func (c *Controller) noteFailed(deployment, key string) {
-	if deployment == "" {
-		return
-	}
-	ns, _, _ := cache.SplitMetaNamespaceKey(key)
-	dkey := ns + "/" + deployment
-	if c.recentFailed[dkey] == nil {
-		c.recentFailed[dkey] = map[string]time.Time{}
-	}
-	c.recentFailed[dkey][key] = c.opts.Clock.Now()
-}
-
 // nodeNameOf returns the name of the machine's node from its label.
 func nodeNameOf(m *v1alpha1.Machine) string { return m.Labels[v1alpha1.NodeLabelKey] }
-
-// patchNode writes the labels, annotations and taints of desired, guarded by
-// the node's resourceVersion.
-func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
-	pick := func(n *corev1.Node) map[string]any {
-		return map[string]any{
-			"metadata": map[string]any{"labels": toJSONValue(n.Labels), "annotations": toJSONValue(n.Annotations)},
-			"spec":     map[string]any{"taints": toJSONValue(n.Spec.Taints)},
-		}
-	}
-	patch, err := guardedPatch(pick(cur), pick(desired), cur.ResourceVersion)
-	if err != nil || patch == nil {
-		return err
-	}
-	if _, err := c.target.CoreV1().Nodes().Patch(ctx, cur.Name, mergePatchType, patch, patchOptions(c.opts.FieldManager)); err != nil {
-		return fmt.Errorf("syncing node template to node %s: %w", cur.Name, err)
-	}
-	logr.FromContextOrDiscard(ctx).V(2).Info("Synced node template to node", "node", cur.Name)
-	return nil
-}
-
-func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {
-	if e == nil || c.opts.Recorder == nil {
-		return
-	}
-	c.opts.Recorder.Eventf(m, e.Type, e.Reason, "%s", e.Message)
-}
-
-// classSecretRefs returns the "namespace/name" keys of the class's secrets.
-func classSecretRefs(cl *v1alpha1.MachineClass) []string {
-	var out []string
-	for _, ref := range []*corev1.SecretReference{cl.SecretRef, cl.CredentialsSecretRef} {
-		if ref == nil || ref.Name == "" {
-			continue
-		}
-		out = append(out, secretNamespace(ref, cl)+"/"+ref.Name)
-	}
-	return out
-}
-
-// secretNamespace is the namespace of a class's secret reference: the
-// class's own unless the reference names one.
-func secretNamespace(ref *corev1.SecretReference, cl *v1alpha1.MachineClass) string {
-	if ref.Namespace != "" {
-		return ref.Namespace
-	}
-	return cl.Namespace
-}

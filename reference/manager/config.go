@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -42,8 +43,8 @@ const (
 	DefaultLeaseName           = "machine-controller-manager"
 	DefaultAddress             = "0.0.0.0"
 	DefaultPort                = 10258
-	DefaultPVDetachTimeout     = machine.DefaultPVDetachTimeout
-	DefaultPVReattachTimeout   = machine.DefaultPVReattachTimeout
+	DefaultPVDetachTimeout     = drain.DefaultDetachTimeout
+	DefaultPVReattachTimeout   = drain.DefaultReattachTimeout
 	DefaultResourceExhaustedRe = machine.DefaultLongRetry // machine.Options' ResourceExhaustedRetry default
 )
 

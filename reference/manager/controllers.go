@@ -14,6 +14,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/machine"
 )
@@ -99,8 +100,10 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 			MaxEvictRetries:        &evict,
 			NodeConditions:         &conditions,
 		},
-		PVDetachTimeout:        c.MachinePVDetachTimeout,
-		PVReattachTimeout:      c.MachinePVReattachTimeout,
+		DrainOptions: drain.Options{Volumes: drain.VolumeOptions{
+			DetachTimeout:   c.MachinePVDetachTimeout,
+			ReattachTimeout: c.MachinePVReattachTimeout,
+		}},
 		ResourceExhaustedRetry: c.ResourceExhaustedRetry,
 		Logger:                 cc.Logger,
 		Recorder:               cc.Recorder,

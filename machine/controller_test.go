@@ -1,0 +1,71 @@
+package machine
+
+import (
+	"runtime"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/driver/sim"
+)
+
+// TestNewControllerLeaksNothing builds controllers that fail at each
+// fallible step, and controllers that succeed but never run: none may leave
+// a goroutine behind.
+func TestNewControllerLeaksNothing(t *testing.T) {
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	build := func(reg prometheus.Registerer, conflictingIndex bool) error {
+		mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
+		mf := externalversions.NewSharedInformerFactory(mc, 0)
+		kf := informers.NewSharedInformerFactory(core, 0)
+		inf := Informers{
+			Machines: mf.Machine().V1alpha1().Machines(),
+			Classes:  mf.Machine().V1alpha1().MachineClasses(),
+			Secrets:  kf.Core().V1().Secrets(),
+			Nodes:    kf.Core().V1().Nodes(),
+		}
+		if conflictingIndex {
+			// Someone else's index under our name: registering fails last.
+			if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: cache.MetaNamespaceIndexFunc}); err != nil {
+				t.Fatal(err)
+			}
+		}
+		_, err := NewController(mc, core, core, inf, cloud.Driver(), Options{Registerer: reg})
+		return err
+	}
+	// A registry on which the work queues' metrics cannot be registered.
+	queueConflict := prometheus.NewRegistry()
+	queueConflict.MustRegister(prometheus.NewGauge(prometheus.GaugeOpts{Name: "mcm_workqueue_depth", Help: "Something else."}))
+
+	before := runtime.NumGoroutine()
+	for range 10 {
+		if err := build(queueConflict, false); err == nil || !strings.Contains(err.Error(), "mcm_workqueue_depth") {
+			t.Fatalf("construction with a conflicting queue metric: %v", err)
+		}
+		if err := build(prometheus.NewRegistry(), true); err == nil || !strings.Contains(err.Error(), "index") {
+			t.Fatalf("construction with a conflicting index: %v", err)
+		}
+		if err := build(prometheus.NewRegistry(), false); err != nil {
+			t.Fatalf("construction: %v", err)
+		}
+	}
+	// Goroutines of other tests may still be ending: fewer is fine.
+	deadline := time.Now().Add(time.Second)
+	for runtime.NumGoroutine() > before && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if after := runtime.NumGoroutine(); after > before {
+		buf := make([]byte, 1<<16)
+		t.Fatalf("%d goroutines before 30 constructions, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}

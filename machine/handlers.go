@@ -1,0 +1,225 @@
+package machine
+
+import (
+	"fmt"
+	"maps"
+	"slices"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/cachetransform"
+)
+
+// Index names the controller adds to the informers.
+const (
+	indexMachineByClass = "mcmkit.io/machine-by-class"
+	indexMachineByNode  = "mcmkit.io/machine-by-node"
+)
+
+// objectKey is the "namespace/name" key of an object, as the work queues
+// and the informer indexes use it.
+func objectKey(namespace, name string) string { return cache.NewObjectName(namespace, name).String() }
+
+// classKeyOf is the key of the machine's class.
+func classKeyOf(m *v1alpha1.Machine) string { return objectKey(m.Namespace, m.Spec.Class.Name) }
+
+func keyOf(obj any) string {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
+func unwrapTombstone(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
+// register adds transforms, indexes and event handlers to the informers.
+func (c *Controller) register(inf Informers) error {
+	informers := []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Classes.Informer(), inf.Secrets.Informer()}
+	if inf.Nodes != nil {
+		informers = append(informers, inf.Nodes.Informer())
+	}
+	for _, i := range informers {
+		if !i.HasSynced() { // a started informer cannot take a transform
+			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
+				return fmt.Errorf("setting informer transform: %w", err)
+			}
+		}
+	}
+	err := inf.Machines.Informer().AddIndexers(cache.Indexers{
+		indexMachineByClass: func(obj any) ([]string, error) {
+			m, ok := obj.(*v1alpha1.Machine)
+			if !ok || m.Spec.Class.Name == "" {
+				return nil, nil
+			}
+			return []string{classKeyOf(m)}, nil
+		},
+		indexMachineByNode: func(obj any) ([]string, error) {
+			m, ok := obj.(*v1alpha1.Machine)
+			if !ok || nodeNameOf(m) == "" {
+				return nil, nil
+			}
+			return []string{nodeNameOf(m)}, nil
+		},
+	})
+	if err != nil {
+		return fmt.Errorf("adding machine indexes: %w", err)
+	}
+
+	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+		reg, err := i.AddEventHandler(h)
+		if err != nil {
+			return fmt.Errorf("adding event handler: %w", err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+		return nil
+	}
+	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onMachine(nil, obj) },
+		UpdateFunc: c.onMachine,
+		DeleteFunc: c.onMachineDelete,
+	}); err != nil {
+		return err
+	}
+	if err := add(inf.Classes.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { c.onClass(nil, obj) },
+		UpdateFunc: c.onClass,
+		DeleteFunc: func(obj any) { c.onClass(nil, obj) },
+	}); err != nil {
+		return err
+	}
+	if err := add(inf.Secrets.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onSecret,
+		UpdateFunc: func(_, obj any) { c.onSecret(obj) },
+		DeleteFunc: c.onSecret,
+	}); err != nil {
+		return err
+	}
+	if inf.Nodes != nil {
+		if err := add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { c.onNode(nil, obj) },
+			UpdateFunc: c.onNode,
+			DeleteFunc: func(obj any) { c.onNode(nil, obj) },
+		}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (c *Controller) onMachine(oldObj, obj any) {
+	m, ok := obj.(*v1alpha1.Machine)
+	if !ok {
+		return
+	}
+	c.machineQueue.Add(keyOf(m))
+	c.classQueue.Add(classKeyOf(m))
+	if old, ok := oldObj.(*v1alpha1.Machine); ok && old.Spec.Class.Name != m.Spec.Class.Name {
+		c.classQueue.Add(classKeyOf(old))
+	}
+}
+
+func (c *Controller) onMachineDelete(obj any) {
+	m, ok := unwrapTombstone(obj).(*v1alpha1.Machine)
+	if !ok {
+		return
+	}
+	key := keyOf(m)
+	c.writes.Forget(key)
+	c.failures.reset(key)
+	c.classQueue.Add(classKeyOf(m))
+}
+
+func (c *Controller) onClass(oldObj, obj any) {
+	class, ok := unwrapTombstone(obj).(*v1alpha1.MachineClass)
+	if !ok {
+		return
+	}
+	c.classQueue.Add(keyOf(class))
+	for _, cl := range []*v1alpha1.MachineClass{class, asClass(oldObj)} {
+		if cl == nil {
+			continue
+		}
+		for _, ref := range classSecretRefs(cl) {
+			c.secretQueue.Add(ref)
+		}
+	}
+	c.enqueueMachinesOfClass(keyOf(class))
+}
+
+func asClass(obj any) *v1alpha1.MachineClass {
+	cl, _ := obj.(*v1alpha1.MachineClass)
+	return cl
+}
+
+func (c *Controller) enqueueMachinesOfClass(classKey string) {
+	objs, _ := c.machineIdx.ByIndex(indexMachineByClass, classKey)
+	for _, o := range objs {
+		c.machineQueue.Add(keyOf(o))
+	}
+}
+
+func (c *Controller) onSecret(obj any) {
+	s, ok := unwrapTombstone(obj).(*corev1.Secret)
+	if !ok {
+		return
+	}
+	key := keyOf(s)
+	c.secretQueue.Add(key)
+	// Machines waiting for a fixed secret retry now rather than after
+	// their backoff.
+	classes, _ := c.classes.MachineClasses(s.Namespace).List(everything)
+	for _, cl := range classes {
+		if slices.Contains(classSecretRefs(cl), key) {
+			c.enqueueMachinesOfClass(keyOf(cl))
+		}
+	}
+}
+
+func (c *Controller) onNode(oldObj, obj any) {
+	n, ok := unwrapTombstone(obj).(*corev1.Node)
+	if !ok {
+		return
+	}
+	if old, ok := oldObj.(*corev1.Node); ok && !nodeChanged(old, n) {
+		return
+	}
+	c.nodeQueue.Add(n.Name)
+}
+
+// nodeChanged reports whether an update matters to machines: not every
+// heartbeat does.
+func nodeChanged(old, n *corev1.Node) bool {
+	return !conditionsEquivalent(old.Status.Conditions, n.Status.Conditions) ||
+		!maps.Equal(old.Labels, n.Labels) || !maps.Equal(old.Annotations, n.Annotations) ||
+		!slices.EqualFunc(old.Spec.Taints, n.Spec.Taints, taintEqual) ||
+		(old.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
+}
+
+// classSecretRefs returns the keys of the class's secrets.
+func classSecretRefs(cl *v1alpha1.MachineClass) []string {
+	var out []string
+	for _, ref := range []*corev1.SecretReference{cl.SecretRef, cl.CredentialsSecretRef} {
+		if ref == nil || ref.Name == "" {
+			continue
+		}
+		out = append(out, objectKey(secretNamespace(ref, cl), ref.Name))
+	}
+	return out
+}
+
+// secretNamespace is the namespace of a class's secret reference: the
+// class's own unless the reference names one.
+func secretNamespace(ref *corev1.SecretReference, cl *v1alpha1.MachineClass) string {
+	if ref.Namespace != "" {
+		return ref.Namespace
+	}
+	return cl.Namespace
+}

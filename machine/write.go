@@ -1,0 +1,97 @@
+package machine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/patch"
+)
+
+// The fields the controller owns on a Machine, and on a Node.
+func machineMetaFields(m *v1alpha1.Machine) patch.Fields {
+	return patch.Fields{
+		"metadata": patch.Fields{"labels": m.Labels, "annotations": m.Annotations, "finalizers": m.Finalizers},
+		"spec":     patch.Fields{"providerID": m.Spec.ProviderID},
+	}
+}
+
+func machineStatusFields(m *v1alpha1.Machine) patch.Fields { return patch.Fields{"status": m.Status} }
+
+func nodeFields(n *corev1.Node) patch.Fields {
+	return patch.Fields{
+		"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations},
+		"spec":     patch.Fields{"taints": n.Spec.Taints},
+	}
+}
+
+// machineStatusPatch is the guarded patch from cur's status to desired's,
+// nil when they are equal: the status is written only when it changed.
+func machineStatusPatch(cur, desired *v1alpha1.Machine) ([]byte, error) {
+	return patch.Diff(machineStatusFields(cur), machineStatusFields(desired), cur.ResourceVersion)
+}
+
+// writeMachine persists the difference between cur (as read) and desired:
+// first labels, annotations, finalizers and spec.providerID, then the
+// status, each as a guarded merge patch (see package internal/patch).
+// Nothing is written for parts that did not change. It returns the machine
+// as last written (cur if nothing was), and records each write so that the
+// next sync waits for the cache to show it.
+func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Machine) (*v1alpha1.Machine, error) {
+	client := c.control.MachineV1alpha1().Machines(cur.Namespace)
+	key := keyOf(cur)
+	data, err := patch.Diff(machineMetaFields(cur), machineMetaFields(desired), cur.ResourceVersion)
+	if err != nil {
+		return cur, fmt.Errorf("patching machine %s: %w", key, err)
+	}
+	if data != nil {
+		updated, err := patch.Send(ctx, client.Patch, cur.Name, data, c.opts.FieldManager)
+		if err != nil {
+			return cur, fmt.Errorf("patching machine %s: %w", key, err)
+		}
+		c.writes.Wrote(key, updated.ResourceVersion)
+		// The status is unchanged by the patch; compare against cur's.
+		status := cur.Status
+		cur = updated
+		cur.Status = status
+	}
+	data, err = machineStatusPatch(cur, desired)
+	if err != nil {
+		return cur, fmt.Errorf("patching status of machine %s: %w", key, err)
+	}
+	if data == nil {
+		return cur, nil
+	}
+	updated, err := patch.Send(ctx, client.Patch, cur.Name, data, c.opts.FieldManager, "status")
+	if err != nil {
+		return cur, fmt.Errorf("patching status of machine %s: %w", key, err)
+	}
+	c.writes.Wrote(key, updated.ResourceVersion)
+	return updated, nil
+}
+
+// patchNode writes the labels, annotations and taints of desired, guarded by
+// the node's resourceVersion.
+func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
+	data, err := patch.Diff(nodeFields(cur), nodeFields(desired), cur.ResourceVersion)
+	if err == nil && data != nil {
+		_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, cur.Name, data, c.opts.FieldManager)
+	}
+	if err != nil {
+		return fmt.Errorf("syncing node template to node %s: %w", cur.Name, err)
+	}
+	if data != nil {
+		logr.FromContextOrDiscard(ctx).V(2).Info("Synced node template to node", "node", cur.Name)
+	}
+	return nil
+}
+
+func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {
+	if e == nil || c.opts.Recorder == nil {
+		return
+	}
+	c.opts.Recorder.Eventf(m, e.Type, e.Reason, "%s", e.Message)
+}
