@@ -1,0 +1,302 @@
+package machine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver"
+)
+
+func deletingMachine(step DeletionStep) *v1alpha1.Machine {
+	m := withPhase(baseMachine(), v1alpha1.MachineTerminating, "p1")
+	m.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Minute)}
+	m.Annotations = map[string]string{DeletionStepAnnotation: string(step), DeletionStepSinceAnnotation: formatTime(t0.Add(-time.Minute))}
+	return m
+}
+
+func TestPlanDeletionWrite(t *testing.T) {
+	state := drain.State{Start: t0.Add(-time.Minute)}
+	rawState, _ := json.Marshal(state)
+	type result struct {
+		Step, Since, DrainState string
+		Phase                   v1alpha1.MachinePhase
+		Op                      v1alpha1.LastOperation
+		LastKnownState          string
+	}
+	earlier := formatTime(t0.Add(-time.Minute))
+	tests := []struct {
+		name   string
+		stored DeletionStep // "" for a machine the flow has not touched yet
+		drain  string       // stored drain state
+		d      deletionDecision
+		out    stepOutcome
+		want   result
+	}{
+		{name: "first step is recorded with its start", d: deletionDecision{Step: StepWaitPreDrainHooks, Description: "Waiting for pre-drain hooks: x"},
+			out: stepOutcome{RequeueAfter: time.Minute},
+			want: result{Step: string(StepWaitPreDrainHooks), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Waiting for pre-drain hooks: x", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+		{name: "a waiting step keeps its start", stored: StepDrain, d: deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
+			out: stepOutcome{Description: "Draining node: 2 pods remaining", DrainState: &state},
+			want: result{Step: string(StepDrain), Since: earlier, DrainState: string(rawState), Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Draining node: 2 pods remaining", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+		{name: "a finished drain moves on and drops its state", stored: StepDrain, drain: string(rawState),
+			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
+			out: stepOutcome{Done: true, Description: "Drain successful. Initiate VM deletion", DrainState: &state},
+			want: result{Step: string(StepDrain.next()), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Drain successful. Initiate VM deletion", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+		{name: "a failed driver call keeps the step and its code", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion"},
+			out: stepOutcome{Failed: true, ErrorCode: "Unavailable", Description: "Cloud provider message - DeleteMachine failed"},
+			want: result{Step: string(StepDeleteVM), Since: earlier, Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Cloud provider message - DeleteMachine failed", State: v1alpha1.MachineStateFailed,
+					Type: v1alpha1.MachineOperationDelete, ErrorCode: "Unavailable"}}},
+		{name: "the driver's last known state is kept", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion"},
+			out: stepOutcome{Done: true, LastKnownState: "vm-gone"},
+			want: result{Step: string(StepDeleteNode), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating, LastKnownState: "vm-gone",
+				Op: v1alpha1.LastOperation{Description: "Initiate VM deletion", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			cur := deletingMachine(tc.stored)
+			if tc.stored == "" {
+				cur.Annotations = nil
+				cur.Status.CurrentStatus.Phase = v1alpha1.MachineRunning
+			}
+			if tc.drain != "" {
+				cur.Annotations[DrainStateAnnotation] = tc.drain
+			}
+			before := cur.DeepCopy()
+			m := planDeletionWrite(cur, t0, tc.d, tc.out)
+			op := m.Status.LastOperation
+			op.LastUpdateTime = metav1.Time{}
+			got := result{Step: m.Annotations[DeletionStepAnnotation], Since: m.Annotations[DeletionStepSinceAnnotation],
+				DrainState: m.Annotations[DrainStateAnnotation], Phase: m.Status.CurrentStatus.Phase, Op: op, LastKnownState: m.Status.LastKnownState}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("written machine (-want +got):\n%s", diff)
+			}
+			if m.Status.CurrentStatus.TimeoutActive {
+				t.Error("a timeout runs during deletion")
+			}
+			if diff := cmp.Diff(before, cur); diff != "" {
+				t.Errorf("input machine modified:\n%s", diff)
+			}
+		})
+	}
+}
+
+// scriptedDrainer answers Pass with a fixed result.
+type scriptedDrainer struct {
+	res   drain.Result
+	err   error
+	state drain.State // the state the last Pass got
+}
+
+func (s *scriptedDrainer) Pass(_ context.Context, _ string, state drain.State) (drain.Result, error) {
+	s.state = state
+	return s.res, s.err
+}
+
+// scriptedDriver answers DeleteMachine with a fixed answer.
+type scriptedDriver struct {
+	driver.Driver // nil: other calls panic
+	resp          *driver.DeleteMachineResponse
+	err           error
+}
+
+func (s *scriptedDriver) DeleteMachine(context.Context, *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+	return s.resp, s.err
+}
+
+// stepController is a controller with just what the deletion steps use.
+func stepController(t *testing.T, dr Drainer, drv driver.Driver, nodes ...*corev1.Node) (*Controller, *k8sfake.Clientset) {
+	t.Helper()
+	o := testOptions(t)
+	m, err := newMetrics(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	var objs []runtime.Object
+	for _, n := range nodes {
+		_ = idx.Add(n)
+		objs = append(objs, n)
+	}
+	target := k8sfake.NewSimpleClientset(objs...)
+	return &Controller{opts: *o, drainer: dr, driver: drv, target: target, nodes: corelisters.NewNodeLister(idx), metrics: m}, target
+}
+
+func TestDrainStep(t *testing.T) {
+	ctx := context.Background()
+	deadline := t0.Add(time.Hour)
+	tests := []struct {
+		name      string
+		force     bool
+		res       drain.Result
+		err       error
+		want      stepOutcome
+		wantErr   bool
+		wantState bool
+	}{
+		{name: "node gone", err: fmt.Errorf("wrapped: %w", drain.ErrNodeNotFound),
+			want: stepOutcome{Done: true, Description: "Node is gone; nothing to drain. Initiate VM deletion"}},
+		{name: "pass failed", err: errors.New("apiserver down"), wantErr: true, wantState: true,
+			want: stepOutcome{Failed: true, Description: "Drain failed due to - apiserver down. Will retry in next sync. Initiate node drain",
+				Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDrainFailed,
+					Message: "Drain failed due to - apiserver down. Will retry in next sync. Initiate node drain"}}},
+		{name: "pods left", res: drain.Result{Plan: drain.Plan{Message: "3 pods remaining", NextCheck: time.Now().Add(time.Hour)}}, wantState: true,
+			want: stepOutcome{Description: "Draining node: 3 pods remaining"}},
+		{name: "drained", res: drain.Result{Plan: drain.Plan{Done: true}},
+			want: stepOutcome{Done: true, Description: "Drain successful. Initiate VM deletion",
+				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node n1"}}},
+		{name: "force-drained", force: true, res: drain.Result{Plan: drain.Plan{Done: true}},
+			want: stepOutcome{Done: true, Description: "Force Drain successful. Delete Volume Attachments",
+				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node n1"}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dr := &scriptedDrainer{res: tc.res, err: tc.err}
+			c, _ := stepController(t, dr, nil)
+			m := deletingMachine(StepDrain)
+			got, err := c.drainStep(ctx, m, deletionDecision{Step: StepDrain, Force: tc.force, DrainDeadline: deadline}, "n1")
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if !dr.state.Deadline.Equal(deadline) {
+				t.Errorf("pass got deadline %v, want %v", dr.state.Deadline, deadline)
+			}
+			if tc.wantState != (got.DrainState != nil) {
+				t.Errorf("drain state stored: %v, want %v", got.DrainState != nil, tc.wantState)
+			}
+			if got.RequeueAfter > 0 != (!got.Done && !tc.wantErr) {
+				t.Errorf("RequeueAfter %v for done=%v", got.RequeueAfter, got.Done)
+			}
+			got.DrainState, got.RequeueAfter = nil, 0
+			if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(event{})); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeleteVMStep(t *testing.T) {
+	ctx := context.Background()
+	deleted := &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM p1"}
+	tests := []struct {
+		name    string
+		resp    *driver.DeleteMachineResponse
+		err     error
+		want    stepOutcome
+		wantErr bool
+	}{
+		{name: "deleted", resp: &driver.DeleteMachineResponse{LastKnownState: "gone"},
+			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted, LastKnownState: "gone"}},
+		{name: "already gone", err: driver.Errorf(driver.NotFound, "no such VM"),
+			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted}},
+		{name: "unavailable retries short and is an error", err: driver.Errorf(driver.Unavailable, "cloud down"), wantErr: true,
+			want: stepOutcome{Failed: true, ErrorCode: "Unavailable", RequeueAfter: DefaultShortRetry,
+				Description: "Cloud provider message - DeleteMachine failed: Unavailable: cloud down. Initiate VM deletion"}},
+		{name: "quota retries on its own period", err: driver.Errorf(driver.ResourceExhausted, "quota"), wantErr: true,
+			want: stepOutcome{Failed: true, ErrorCode: "ResourceExhausted", RequeueAfter: DefaultLongRetry,
+				Description: "Cloud provider message - DeleteMachine failed: ResourceExhausted: quota. Initiate VM deletion"}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			c, _ := stepController(t, nil, &scriptedDriver{resp: tc.resp, err: tc.err})
+			got, err := c.deleteVMStep(ctx, deletingMachine(StepDeleteVM), credentials{})
+			if (err != nil) != tc.wantErr {
+				t.Fatalf("error %v, want error %v", err, tc.wantErr)
+			}
+			if tc.wantErr {
+				if !errors.Is(err, tc.err) {
+					t.Errorf("error %v does not wrap the driver's", err)
+				}
+				tc.want.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleteFailed, Message: tc.want.Description}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestDeleteNodeStep(t *testing.T) {
+	ctx := context.Background()
+	d := deletionDecision{Step: StepDeleteNode, Description: "Initiate node object deletion"}
+	t.Run("gone already", func(t *testing.T) {
+		c, target := stepController(t, nil, nil)
+		got, err := c.deleteNodeStep(ctx, d, "n1")
+		if err != nil || !got.Done {
+			t.Fatalf("outcome %+v, %v", got, err)
+		}
+		if n := len(target.Actions()); n != 0 {
+			t.Errorf("%d API calls for a node that is gone", n)
+		}
+	})
+	t.Run("finalizer removed, then deleted", func(t *testing.T) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1", ResourceVersion: "5",
+			Finalizers: []string{"other", v1alpha1.NodeFinalizer}}}
+		c, target := stepController(t, nil, nil, n)
+		got, err := c.deleteNodeStep(ctx, d, "n1")
+		if err != nil || !got.Done {
+			t.Fatalf("outcome %+v, %v", got, err)
+		}
+		var verbs []string
+		for _, a := range target.Actions() {
+			verbs = append(verbs, a.GetVerb())
+			if p, ok := a.(k8stesting.PatchAction); ok {
+				if want := `{"metadata":{"finalizers":["other"],"resourceVersion":"5"}}`; string(p.GetPatch()) != want {
+					t.Errorf("patch %s, want %s", p.GetPatch(), want)
+				}
+			}
+		}
+		if diff := cmp.Diff([]string{"patch", "delete"}, verbs); diff != "" {
+			t.Errorf("API calls (-want +got):\n%s", diff)
+		}
+	})
+	t.Run("a failed delete is reported and retried", func(t *testing.T) {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "u1"}}
+		c, target := stepController(t, nil, nil, n)
+		target.PrependReactor("delete", "nodes", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("etcd slow")
+		})
+		got, err := c.deleteNodeStep(ctx, d, "n1")
+		if err == nil || got.Done || !got.Failed {
+			t.Fatalf("outcome %+v, %v", got, err)
+		}
+		if want := "Initiate node object deletion failed: etcd slow. Will retry"; got.Description != want {
+			t.Errorf("description %q, want %q", got.Description, want)
+		}
+	})
+}
+
+func TestWaitStep(t *testing.T) {
+	c, _ := stepController(t, nil, nil)
+	m := deletingMachine(StepWaitPreDrainHooks)
+	if got := c.waitStep(m, deletionDecision{Action: delWait, RequeueAfter: time.Minute}); got != (stepOutcome{RequeueAfter: time.Minute}) {
+		t.Errorf("hooks: %+v", got)
+	}
+	bad := deletionDecision{Action: delWait, BadInput: true, Description: "Cannot delete VM: MachineClass \"c\" not found"}
+	first := c.waitStep(m, bad)
+	second := c.waitStep(m, bad)
+	if !first.Failed || first.Event == nil || first.Event.Reason != ReasonDeleteFailed {
+		t.Errorf("bad input: %+v", first)
+	}
+	if first.RequeueAfter != DefaultMediumRetry || second.RequeueAfter != 2*DefaultMediumRetry {
+		t.Errorf("bad input waits %v then %v, want %v doubling", first.RequeueAfter, second.RequeueAfter, DefaultMediumRetry)
+	}
+}
