@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // fakeController is a controller without a target cluster on fake
@@ -200,4 +201,42 @@ func TestSecretAndClassFinalizers(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "secret finalizer removed", reconcileSecret, func() bool { return !secretHasFinalizer() })
+}
+
+// TestDriverFailureIsAnError: a failed CreateMachine is returned to the
+// work queue as an error (so it is logged and counted), paced by the
+// machine's own retry delay, and recorded on the machine.
+func TestDriverFailureIsAnError(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	if _, err := f.cloud.InjectFault(sim.Fault{Operation: driver.OperationCreateMachine, Code: driver.Unavailable}); err != nil {
+		t.Fatal(err)
+	}
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns"},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
+	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
+		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
+	})
+	var (
+		res workqueue.Result
+		err error
+	)
+	eventually(t, "a create attempt", func() error {
+		res, err = f.c.ReconcileMachine(ctx, "ns/m1")
+		return nil
+	}, func() bool { return f.cloud.Calls(driver.OperationCreateMachine) > 0 })
+	if driver.CodeOf(err) != driver.Unavailable {
+		t.Fatalf("ReconcileMachine error %v, want the driver's Unavailable", err)
+	}
+	if res.RequeueAfter != DefaultShortRetry {
+		t.Errorf("RequeueAfter %v, want %v", res.RequeueAfter, DefaultShortRetry)
+	}
+	got, _ := f.machine(t, "m1")
+	if got.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || got.Status.LastOperation.ErrorCode != "Unavailable" {
+		t.Errorf("machine status %+v, want CrashLoopBackOff with code Unavailable", got.Status)
+	}
 }
