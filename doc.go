@@ -29,17 +29,26 @@
 //     awareness, deadlines and volume-detach waits.
 //   - machine, machineset, deployment, safety: the controllers. Each is a
 //     constructor taking clients, informers, small interfaces and an Options
-//     struct whose zero value works, plus Run(ctx, workers).
+//     struct whose zero value works, plus Run(ctx, workers). The consumer-side
+//     interfaces the machine controller asks (machine.Drainer,
+//     machine.SafetyGate, machine.ReplacementGate) are how the pieces meet:
+//     safety.Budget, the replacement budget, implements ReplacementGate.
 //   - workqueue: the worker loop all controllers share (retries with backoff,
-//     panic recovery, metrics on a caller-given registry).
+//     panic recovery, metrics on a caller-given registry; the one place
+//     that reports reconcile errors).
 //   - expectations: bookkeeping that keeps controllers from acting twice while
-//     their caches lag.
+//     their caches lag: creation and deletion expectations (Store), and
+//     read-your-writes for each object a controller patched (Writes).
 //   - reference: a thin binary wiring the controllers together.
+//
+// Every controller writes the fields it owns with guarded JSON merge
+// patches, only when they changed (the module's internal patch package).
 //
 // The API, clients, CRDs, workqueue, expectations, driver (with its
 // simulator and conformance kit), drain and machine packages are here, with
-// the reference binary; the MachineSet, MachineDeployment and safety
-// controllers are being built on them.
+// the replacement budget of package safety and the reference binary; the
+// MachineSet, MachineDeployment and safety controllers are being built on
+// them.
 //
 // # Usage
 //
