@@ -91,22 +91,29 @@ func (f *fakeController) machine(t *testing.T, name string) (*v1alpha1.Machine, 
 	return obj.(*v1alpha1.Machine), true
 }
 
+// createMachine creates a machine of class "c" and waits until the class
+// reconciler has added the class finalizer the creation waits for.
+func (f *fakeController) createMachine(t *testing.T, name string) {
+	t.Helper()
+	ctx := context.Background()
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
+	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
+		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
+	})
+}
+
 // TestFrozenBlocksCreationButNotDeletion: while the safety gate is
 // closed, no VM is created; a machine being deleted is still deleted.
 func TestFrozenBlocksCreationButNotDeletion(t *testing.T) {
 	f := newFakeController(t)
 	ctx := context.Background()
 	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
-	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns"},
-		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
-	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The class reconciler adds the class finalizer the creation waits for.
-	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
-		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
-		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
-	})
+	f.createMachine(t, "m1")
 
 	f.frozen.Store(true)
 	eventually(t, "machine finalizer", reconcile, func() bool {
@@ -212,15 +219,7 @@ func TestDriverFailureIsAnError(t *testing.T) {
 	if _, err := f.cloud.InjectFault(sim.Fault{Operation: driver.OperationCreateMachine, Code: driver.Unavailable}); err != nil {
 		t.Fatal(err)
 	}
-	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns"},
-		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
-	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
-		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
-		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
-	})
+	f.createMachine(t, "m1")
 	var (
 		res workqueue.Result
 		err error
