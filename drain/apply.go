@@ -31,11 +31,34 @@ type outcome struct {
 	interrupted bool
 }
 
-// apply issues the plan's force deletions and evictions with bounded
-// concurrency, updates the decisions and state with their outcomes, and
+// apply issues the plan's force deletions, evictions and VolumeAttachment
+// deletions, updates the decisions and state with their outcomes, and
 // returns the errors that are not eviction outcomes. Every goroutine it
 // starts has ended when it returns.
 func (d *Drainer) apply(ctx context.Context, logger logr.Logger, res *Result) []error {
+	requests := res.hasRequests() || len(res.DeleteAttachments) > 0
+	errs := d.applyPods(ctx, logger, res)
+	errs = append(errs, d.deleteAttachments(ctx, logger, res)...)
+	if requests && ctx.Err() != nil {
+		// One error for all requests the end of ctx cut short.
+		errs = append(errs, fmt.Errorf("pass over node %s interrupted: %w", res.Node, ctx.Err()))
+	}
+	return errs
+}
+
+// hasRequests reports whether the plan calls for pod requests.
+func (p *Plan) hasRequests() bool {
+	for _, dec := range p.Decisions {
+		if dec.Action == ActionForceDelete || dec.Action == ActionEvict {
+			return true
+		}
+	}
+	return false
+}
+
+// applyPods issues the force deletions and evictions with bounded
+// concurrency.
+func (d *Drainer) applyPods(ctx context.Context, logger logr.Logger, res *Result) []error {
 	var reqs []request
 	for _, want := range []Action{ActionForceDelete, ActionEvict} {
 		for i, dec := range res.Decisions {
@@ -81,10 +104,45 @@ func (d *Drainer) apply(ctx context.Context, logger logr.Logger, res *Result) []
 		}
 	}
 	wg.Wait()
-	if ctx.Err() != nil {
-		// One error for all requests the end of ctx cut short (an
-		// interrupted outcome implies it).
-		errs = append(errs, fmt.Errorf("pass over node %s interrupted: %w", res.Node, ctx.Err()))
+	return errs
+}
+
+// deleteAttachments deletes the VolumeAttachments the plan names, one
+// after the other (there are few, and no pod is left), each with a UID
+// precondition. An attachment that is gone already is no error.
+func (d *Drainer) deleteAttachments(ctx context.Context, logger logr.Logger, res *Result) []error {
+	var errs []error
+	for _, ref := range res.DeleteAttachments {
+		if ctx.Err() != nil {
+			break
+		}
+		del := metav1.DeleteOptions{}
+		if ref.UID != "" {
+			uid := ref.UID
+			del.Preconditions = &metav1.Preconditions{UID: &uid}
+		}
+		err := d.client.StorageV1().VolumeAttachments().Delete(ctx, ref.Name, del)
+		if err != nil && ctx.Err() != nil {
+			break
+		}
+		var vols []string
+		if ref.Volume != "" {
+			vols = []string{ref.Volume}
+		}
+		e := Event{Type: EventAttachmentDeleted, Node: res.Node, Time: d.opts.Clock.Now(), Volumes: vols}
+		switch {
+		case err == nil:
+			res.AttachmentDeletions++
+			e.Message = fmt.Sprintf("deleted VolumeAttachment %s: %s", ref.Name, res.ForceReason)
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			continue // gone, or replaced by one this plan did not see
+		default:
+			e.Type, e.Err = EventEvictionFailed, err
+			e.Message = fmt.Sprintf("deleting VolumeAttachment %s failed: %v", ref.Name, err)
+			errs = append(errs, fmt.Errorf("deleting VolumeAttachment %s of node %s: %w", ref.Name, res.Node, err))
+		}
+		res.Events = append(res.Events, e)
+		d.emit(logger, e)
 	}
 	return errs
 }

@@ -11,7 +11,6 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	policylisters "k8s.io/client-go/listers/policy/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
@@ -127,7 +126,7 @@ func BenchmarkPlan(b *testing.B) {
 			PodDisruptionBudgets:   policylisters.NewPodDisruptionBudgetLister(pdbs),
 			PersistentVolumeClaims: corelisters.NewPersistentVolumeClaimLister(pvcs),
 			PersistentVolumes:      corelisters.NewPersistentVolumeLister(pvs),
-			VolumeAttachments:      storagelisters.NewVolumeAttachmentLister(vas),
+			VolumeAttachments:      vas,
 		}})
 		benchPlan(b, d, 500)
 	})

@@ -16,6 +16,18 @@
 // the evictions and deletions the plan calls for. Plan is the dry run;
 // Pass is one bounded step; Drain loops over Pass.
 //
+// # Reads and caches
+//
+// Without Options.Listers a pass reads from the API server: the node, a
+// LIST of the node's pods by field selector, LISTs of the budgets of their
+// namespaces, GETs of claims and volumes, and, only when the plan looks at
+// attachments (a bound claim, a tracked volume, the final sweep, an
+// unreachable node), one LIST of all VolumeAttachments. With every lister
+// set (ListersFromFactory sets them all and adds the indexes by node, see
+// AddNodeNameIndex and AddVolumeAttachmentNodeIndex) a pass reads nothing
+// from the API server: it sends only the cordon patch when the node is
+// not cordoned yet, the evictions and the deletions.
+//
 // # Which pods, in which order
 //
 //   - Mirror pods and pods that have finished are skipped. DaemonSet pods
@@ -58,13 +70,32 @@
 // deadline too. Ordering yields to the deadline: each pod goes at its own
 // time. Pods refused by the options are never force-deleted.
 //
+// A node that has been NotReady (or unreachable) for
+// UnreachableOptions.ForceAfter (5 minutes by default, the Machine
+// Controller Manager's threshold) forces the drain the same way: the
+// effective deadline, Plan.Deadline, is the earlier of State.Deadline and
+// that moment, and NextCheck wakes for it. Plan.ForceReason says why pods
+// (or attachments) are deleted without asking, e.g. "node not Ready for
+// more than 5m0s", for a controller to show.
+//
 // # Unreachable nodes
 //
 // When the node has not been Ready (or has been tainted unreachable) for
 // UnreachableOptions.After, the kubelet cannot finish anything: evictions
 // use a one-second grace period, pods terminating for more than
-// SkipWaitAfter past their deletion time count as gone, and volumes are not
-// waited for. Budgets still apply through the eviction API.
+// SkipWaitAfter past their deletion time count as gone, and the volumes of
+// gone pods are not waited for. Budgets still apply through the eviction
+// API until the drain is forced.
+//
+// Nor can such a node detach its volumes, and the attach/detach controller
+// waits minutes before it detaches them by force. So once no pod is left
+// to drain, the node's VolumeAttachments are waited for until the drain is
+// forced (the deadline or ForceAfter); then the drain deletes them, one
+// EventAttachmentDeleted each, and is not done until they are gone or
+// VolumeOptions.DetachTimeout has passed. Done thus means "pods gone and
+// volumes handled": the caller needs no volume step of its own. On a Ready
+// node nothing is deleted, since a running kubelet may still have the
+// volume mounted; VolumeOptions.KeepAttachments turns the deletion off.
 //
 // # Volumes
 //
@@ -87,7 +118,8 @@
 // how many pods are left by action, and Result.Message names the blocking
 // pods and budgets in one line that only changes when the situation does.
 // Options.OnEvent and Result.Events report every pod event: eviction
-// started, blocked or failed, force deletion, pod gone, volumes detached.
+// started, blocked or failed, force deletion, pod gone, volumes detached,
+// and the deletion of an unreachable node's VolumeAttachments.
 //
 // # Guarantees
 //
@@ -145,6 +177,15 @@
 //		if !res.Done {
 //			return time.Until(res.NextCheck), nil // requeue
 //		}
-//		return 0, nil // go on to delete the VM
+//		return 0, nil // pods gone, volumes handled: go on to delete the VM
 //	}
+//
+// Such a controller serves the reads from its informers:
+//
+//	factory := informers.NewSharedInformerFactory(client, 0)
+//	listers, err := drain.ListersFromFactory(factory) // before factory.Start
+//	if err != nil {
+//		return err
+//	}
+//	d, err := drain.New(client, drain.Options{Listers: listers})
 package drain

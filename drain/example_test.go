@@ -11,6 +11,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/utils/ptr"
@@ -177,4 +178,47 @@ func ExampleDrainer_Plan() {
 	// Output:
 	// default/db-0 WaitForGroup order 1/regular
 	// default/web-1 Evict order 0/regular
+}
+
+// ExampleListersFromFactory serves a drain's reads from informer caches:
+// a pass then sends only the cordon patch and the evictions.
+func ExampleListersFromFactory() {
+	client := fake.NewClientset(node("node-1"), pod("web-1", "ReplicaSet", nil, nil), pod("web-2", "ReplicaSet", nil, nil))
+	evictInstantly(client)
+	factory := informers.NewSharedInformerFactory(client, 0)
+	listers, err := drain.ListersFromFactory(factory) // before Start
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer factory.Shutdown()
+	defer cancel()
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+
+	d, err := drain.New(client, drain.Options{Listers: listers, EvictionConcurrency: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	client.ClearActions()
+	res, err := d.Pass(ctx, "node-1", drain.State{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, a := range client.Actions() {
+		what := a.GetResource().Resource
+		if sub := a.GetSubresource(); sub != "" {
+			what += "/" + sub
+		}
+		fmt.Println(a.GetVerb(), what)
+	}
+	fmt.Println(res.Message)
+	// Output:
+	// patch nodes
+	// create pods/eviction
+	// create pods/eviction
+	// 2 pods remaining: terminating: default/web-1, default/web-2
 }

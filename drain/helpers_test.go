@@ -166,7 +166,7 @@ func newPV(name, handle string) *corev1.PersistentVolume {
 
 func newVA(pv, node string) *storagev1.VolumeAttachment {
 	return &storagev1.VolumeAttachment{
-		ObjectMeta: metav1.ObjectMeta{Name: "va-" + pv + "-" + node},
+		ObjectMeta: metav1.ObjectMeta{Name: "va-" + pv + "-" + node, UID: types.UID("uid-va-" + pv + "-" + node)},
 		Spec: storagev1.VolumeAttachmentSpec{
 			Attacher: "disk.example.com", NodeName: node,
 			Source: storagev1.VolumeAttachmentSource{PersistentVolumeName: ptrTo(pv)},

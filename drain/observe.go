@@ -58,49 +58,104 @@ func (d *Drainer) observe(ctx context.Context, node *corev1.Node, state State) (
 		return snap, err
 	}
 
-	now := d.opts.Clock.Now()
-	if d.needVolumes(node, pods, state, now) {
+	need := d.volumeNeeds(node, pods, state, d.opts.Clock.Now())
+	if need.claims {
 		if snap.Claims, err = d.resolveClaims(ctx, pods); err != nil {
 			return snap, err
 		}
-		if snap.VolumeAttachments, err = d.listVolumeAttachments(ctx); err != nil {
+	}
+	if need.attachments(snap.Claims) {
+		if snap.VolumeAttachments, err = d.listVolumeAttachments(ctx, node.Name, need.elsewhere); err != nil {
 			return snap, err
 		}
-		if snap.VolumeIDs, err = d.volumeIDs(ctx, node.Name, snap.Claims, snap.VolumeAttachments, state.Tracked); err != nil {
-			return snap, err
+		if need.waits {
+			if snap.VolumeIDs, err = d.volumeIDs(ctx, node.Name, snap.Claims, snap.VolumeAttachments, state.Tracked); err != nil {
+				return snap, err
+			}
 		}
 	}
 	snap.Now = d.opts.Clock.Now()
 	return snap, nil
 }
 
-// needVolumes reports whether the planner will look at volumes: when waits
-// are on, the fast path is off, and some pod uses a claim, some tracked pod
-// had volumes, or no pod is left to drain (the final sweep).
-func (d *Drainer) needVolumes(node *corev1.Node, pods []*corev1.Pod, state State, now time.Time) bool {
-	if d.opts.Volumes.Skip {
-		return false
+// volumeNeeds says which volume objects a pass reads, by the planner's own
+// rules, so that nothing is fetched that the plan would not look at.
+type volumeNeeds struct {
+	// waits: volume waits apply (not skipped, node not unreachable).
+	waits bool
+	// detach: the attachments of an unreachable node may be waited for
+	// or deleted (see VolumeOptions).
+	detach bool
+	// claims: some pod uses a claim and waits apply.
+	claims bool
+	// tracked: a tracked pod had volumes.
+	tracked bool
+	// drainLeft: some pod is left to drain.
+	drainLeft bool
+	// elsewhere are the volumes whose attachments to other nodes the
+	// re-attach waits look at.
+	elsewhere map[string]bool
+}
+
+func (d *Drainer) volumeNeeds(node *corev1.Node, pods []*corev1.Pod, state State, now time.Time) volumeNeeds {
+	opts := d.opts
+	var n volumeNeeds
+	if opts.Volumes.Skip {
+		return n
 	}
-	if since := notReadySince(node); d.opts.Unreachable.After >= 0 && !since.IsZero() &&
-		now.Sub(since) >= d.opts.Unreachable.After {
-		return false
-	}
-	for _, t := range state.Tracked {
-		if len(t.Volumes) > 0 {
-			return true
-		}
-	}
-	drainLeft := false
+	notReady := notReadySince(node)
+	fast := unreachable(notReady, now, opts.Unreachable)
 	for _, pod := range pods {
-		if len(claimNames(pod)) > 0 {
-			return true
+		if pol, _, _, _ := effectivePolicy(pod, opts, now, fast); pol != PolicySkip {
+			n.drainLeft = true
 		}
-		if !drainLeft {
-			pol, _, _, _ := podPolicy(pod, d.opts)
-			drainLeft = pol != PolicySkip
+		if len(claimNames(pod)) > 0 {
+			n.claims = true
 		}
 	}
-	return !drainLeft
+	n.waits = !fast
+	n.claims = n.claims && n.waits
+	for _, t := range state.Tracked {
+		if len(t.Volumes) == 0 {
+			continue
+		}
+		n.tracked = true
+		if n.waits && opts.Volumes.WaitForReattach {
+			if n.elsewhere == nil {
+				n.elsewhere = map[string]bool{}
+			}
+			for _, pv := range t.Volumes {
+				n.elsewhere[pv] = true
+			}
+		}
+	}
+	if !opts.Volumes.KeepAttachments && !n.drainLeft {
+		f := forcingOf(drainDeadline(state, opts, now), notReady, opts.Unreachable)
+		n.detach = (fast && !f.deadline.IsZero()) || (f.byNode && f.forced(now))
+	}
+	return n
+}
+
+// attachments reports whether the plan looks at VolumeAttachments: those
+// of the node once no pod is left (the final sweep, or an unreachable
+// node's), and those of the volumes of tracked pods or of pods whose
+// claims are bound.
+func (n volumeNeeds) attachments(claims map[string]string) bool {
+	if n.detach {
+		return true
+	}
+	if !n.waits {
+		return false
+	}
+	if n.tracked || !n.drainLeft {
+		return true
+	}
+	for _, pv := range claims {
+		if pv != "" {
+			return true
+		}
+	}
+	return false
 }
 
 // listPods lists the pods bound to the node: from the pod indexer, or with
@@ -196,15 +251,35 @@ func (d *Drainer) resolveClaims(ctx context.Context, pods []*corev1.Pod) (map[st
 	return claims, nil
 }
 
-// listVolumeAttachments lists all VolumeAttachments. A cluster that does
-// not serve them has none.
-func (d *Drainer) listVolumeAttachments(ctx context.Context) ([]*storagev1.VolumeAttachment, error) {
-	if l := d.opts.Listers.VolumeAttachments; l != nil {
-		vas, err := l.List(labels.Everything())
-		if err != nil {
-			return nil, fmt.Errorf("listing VolumeAttachments from the cache: %w", err)
+// listVolumeAttachments returns the VolumeAttachments of the node and
+// those of other nodes that attach the volumes in elsewhere: from the
+// indexer (by VolumeAttachmentNodeIndex, else by a scan of the cache), or
+// from one LIST of all attachments, as the API has no field selector for
+// their node. A cluster that does not serve them has none.
+func (d *Drainer) listVolumeAttachments(ctx context.Context, nodeName string, elsewhere map[string]bool) ([]*storagev1.VolumeAttachment, error) {
+	var out []*storagev1.VolumeAttachment
+	keep := func(va *storagev1.VolumeAttachment) {
+		pv := va.Spec.Source.PersistentVolumeName
+		if va.Spec.NodeName == nodeName || (pv != nil && elsewhere[*pv]) {
+			out = append(out, va)
 		}
-		return vas, nil
+	}
+	if idx := d.opts.Listers.VolumeAttachments; idx != nil {
+		var objs []any
+		if _, ok := idx.GetIndexers()[VolumeAttachmentNodeIndex]; ok && len(elsewhere) == 0 {
+			var err error
+			if objs, err = idx.ByIndex(VolumeAttachmentNodeIndex, nodeName); err != nil {
+				return nil, fmt.Errorf("listing VolumeAttachments of node %q from the cache: %w", nodeName, err)
+			}
+		} else {
+			objs = idx.List()
+		}
+		for _, obj := range objs {
+			if va, ok := obj.(*storagev1.VolumeAttachment); ok {
+				keep(va)
+			}
+		}
+		return out, nil
 	}
 	pages, err := paginate(ctx, metav1.ListOptions{}, d.opts.PageSize, d.client.StorageV1().VolumeAttachments().List)
 	if apierrors.IsNotFound(err) {
@@ -213,10 +288,9 @@ func (d *Drainer) listVolumeAttachments(ctx context.Context) ([]*storagev1.Volum
 	if err != nil {
 		return nil, fmt.Errorf("listing VolumeAttachments: %w", err)
 	}
-	var out []*storagev1.VolumeAttachment
 	for _, page := range pages {
 		for i := range page.Items {
-			out = append(out, &page.Items[i])
+			keep(&page.Items[i])
 		}
 	}
 	return out, nil

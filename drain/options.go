@@ -8,10 +8,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
-	corelisters "k8s.io/client-go/listers/core/v1"
-	policylisters "k8s.io/client-go/listers/policy/v1"
-	storagelisters "k8s.io/client-go/listers/storage/v1"
-	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 )
 
@@ -97,13 +93,16 @@ const (
 	DefaultBackoffInitial      = time.Second
 	DefaultBackoffMax          = 30 * time.Second
 	DefaultUnreachableAfter    = time.Minute
-	DefaultUnreachableGrace    = time.Second
-	DefaultSkipWaitAfter       = 10 * time.Second
-	DefaultVolumeParallelism   = 4
-	DefaultDetachTimeout       = 2 * time.Minute
-	DefaultReattachTimeout     = 90 * time.Second
-	DefaultPageSize            = 500
-	DefaultFieldManager        = "mcm-drain"
+	// DefaultUnreachableForceAfter is the Machine Controller Manager's
+	// threshold for draining a NotReady node by force.
+	DefaultUnreachableForceAfter = 5 * time.Minute
+	DefaultUnreachableGrace      = time.Second
+	DefaultSkipWaitAfter         = 10 * time.Second
+	DefaultVolumeParallelism     = 4
+	DefaultDetachTimeout         = 2 * time.Minute
+	DefaultReattachTimeout       = 90 * time.Second
+	DefaultPageSize              = 500
+	DefaultFieldManager          = "mcm-drain"
 )
 
 // Options configures a Drainer. The zero value drains like `kubectl drain
@@ -194,7 +193,7 @@ type Options struct {
 // a short grace period, treats pods that have been terminating for more than
 // SkipWaitAfter past their deletion time as gone, and does not wait for
 // volumes to detach. PodDisruptionBudgets still apply, through the eviction
-// API.
+// API, until ForceAfter.
 type UnreachableOptions struct {
 	// After is how long the node must have been NotReady or unreachable.
 	// Zero means DefaultUnreachableAfter: a Ready condition that is
@@ -202,6 +201,16 @@ type UnreachableOptions struct {
 	// more minute rules out a blip without leaving a dead node's drain
 	// idle for long. Negative disables the fast path.
 	After time.Duration
+	// ForceAfter is how long the node must have been NotReady or
+	// unreachable for the drain to be forced: from then on the remaining
+	// pods are deleted without the eviction API exactly as at the
+	// deadline (the effective deadline is the earlier of State.Deadline
+	// and the node's NotReady time plus ForceAfter), and on an unreachable
+	// node the VolumeAttachments are deleted once no pod is left (see
+	// VolumeOptions.KeepAttachments). Zero means
+	// DefaultUnreachableForceAfter; negative disables it, leaving only
+	// the deadline.
+	ForceAfter time.Duration
 	// GracePeriod of evictions on such a node. Zero means
 	// DefaultUnreachableGrace; it is never below one second.
 	GracePeriod time.Duration
@@ -217,9 +226,25 @@ type UnreachableOptions struct {
 // every remaining attachment on the node that no remaining pod uses is
 // waited for the same way, so a detach is never missed because a pod
 // vanished between two passes.
+//
+// An unreachable node cannot detach anything: its kubelet is gone, and the
+// attach/detach controller waits for minutes before it detaches by force.
+// So once no pod is left on such a node, the drain waits for its
+// VolumeAttachments until the drain is forced (the deadline, or
+// UnreachableOptions.ForceAfter), then deletes them, emits an
+// EventAttachmentDeleted for each, and is not done until they are gone or
+// DetachTimeout has passed since the first deletion. On a Ready node
+// nothing is ever deleted: a running kubelet may still have the volume
+// mounted. Without a deadline and with ForceAfter disabled, an unreachable
+// node's attachments are not waited for.
 type VolumeOptions struct {
-	// Skip disables all volume waits.
+	// Skip disables all volume handling: the waits, and the deletion of
+	// an unreachable node's VolumeAttachments.
 	Skip bool
+	// KeepAttachments never deletes VolumeAttachments, not even those of
+	// an unreachable node whose drain is forced; they are then left to the
+	// attach/detach controller and not waited for.
+	KeepAttachments bool
 	// Parallelism bounds the pods with volumes that are being evicted or
 	// whose volumes are detaching at the same time, so that a node with
 	// many volumes does not flood the cloud's attach API. Zero means
@@ -238,43 +263,6 @@ type VolumeOptions struct {
 	// IDs, when set, narrows the waits to the cloud provider's volumes and
 	// adds the Node's status.volumesAttached as a second signal.
 	IDs VolumeIDGetter
-}
-
-// Listers are optional informer caches. A nil field means reads go to the
-// API server: a paginated LIST of the node's pods (field selector
-// spec.nodeName), per-namespace LISTs of PodDisruptionBudgets, GETs of the
-// node, claims and volumes, and a LIST of VolumeAttachments when volumes
-// matter. Objects from listers are never modified.
-type Listers struct {
-	// Pods is the indexer of a pod informer. With an index named
-	// NodeNameIndex (see AddNodeNameIndex) it is used directly; without
-	// one every cached pod is scanned.
-	Pods                   cache.Indexer
-	Nodes                  corelisters.NodeLister
-	PodDisruptionBudgets   policylisters.PodDisruptionBudgetLister
-	PersistentVolumeClaims corelisters.PersistentVolumeClaimLister
-	PersistentVolumes      corelisters.PersistentVolumeLister
-	VolumeAttachments      storagelisters.VolumeAttachmentLister
-}
-
-// NodeNameIndex is the name of the pod index by spec.nodeName that
-// Listers.Pods may carry.
-const NodeNameIndex = "spec.nodeName"
-
-// AddNodeNameIndex adds NodeNameIndex to a pod informer. Call it before
-// starting the informer.
-func AddNodeNameIndex(podInformer cache.SharedIndexInformer) error {
-	err := podInformer.AddIndexers(cache.Indexers{NodeNameIndex: func(obj any) ([]string, error) {
-		pod, ok := obj.(*corev1.Pod)
-		if !ok || pod.Spec.NodeName == "" {
-			return nil, nil
-		}
-		return []string{pod.Spec.NodeName}, nil
-	}})
-	if err != nil {
-		return fmt.Errorf("adding pod index %s: %w", NodeNameIndex, err)
-	}
-	return nil
 }
 
 // complete returns opts with defaults filled in, or an error for values
@@ -336,6 +324,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Unreachable.After == 0 {
 		o.Unreachable.After = DefaultUnreachableAfter
+	}
+	if o.Unreachable.ForceAfter == 0 {
+		o.Unreachable.ForceAfter = DefaultUnreachableForceAfter
 	}
 	def(&o.Unreachable.GracePeriod, DefaultUnreachableGrace)
 	o.Unreachable.GracePeriod = max(o.Unreachable.GracePeriod, time.Second)

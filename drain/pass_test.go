@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -11,11 +12,14 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestPassEvictsThenFinishes(t *testing.T) {
@@ -444,12 +448,14 @@ func TestPassVolumeIDs(t *testing.T) {
 	}
 }
 
+// TestPassUnreachableNode is the fast path alone: the node has been
+// NotReady for 10 minutes, but forcing after ForceAfter is disabled.
 func TestPassUnreachableNode(t *testing.T) {
 	node := newNode(testNode, notReadySinceAt(epoch.Add(-10*time.Minute)))
 	c := newCluster(t, node,
 		newPod("a", withClaim("c-pv-a")), newPVC("c-pv-a", "pv-a"), newVA("pv-a", testNode),
 		newPod("stuck", terminating(epoch.Add(-time.Minute))))
-	d := c.drainer(Options{})
+	d := c.drainer(Options{Unreachable: UnreachableOptions{ForceAfter: -1}})
 	res := c.pass(d, State{})
 	calls := c.evictionCalls()
 	if len(calls) != 1 || calls[0].Grace == nil || *calls[0].Grace != 1 {
@@ -461,6 +467,96 @@ func TestPassUnreachableNode(t *testing.T) {
 	res = c.pass(d, res.State)
 	if !res.Done {
 		t.Errorf("not done: %s", res.Message)
+	}
+}
+
+// TestPassForcedUnreachableNode: a node NotReady for 10 minutes (past the
+// default ForceAfter). Its pods are force-deleted; once none is left its
+// VolumeAttachments are deleted (each with its UID, one Event each), and
+// the drain is done once they are gone, or DetachTimeout after the
+// deletion.
+func TestPassForcedUnreachableNode(t *testing.T) {
+	node := newNode(testNode, notReadySinceAt(epoch.Add(-10*time.Minute)))
+	c := newCluster(t, node,
+		newPod("a", withClaim("c-pv-a")), newPVC("c-pv-a", "pv-a"), newVA("pv-a", testNode),
+		newVA("pv-orphan", testNode), newVA("pv-other", "node-2"),
+		newPod("stuck", terminating(epoch.Add(-time.Minute))))
+	// The external attacher's finalizer keeps a deleted attachment until
+	// the volume is detached.
+	var vaDeletes []string
+	c.client.PrependReactor("delete", "volumeattachments", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		del := action.(k8stesting.DeleteActionImpl)
+		uid := ""
+		if p := del.DeleteOptions.Preconditions; p != nil && p.UID != nil {
+			uid = string(*p.UID)
+		}
+		vaDeletes = append(vaDeletes, del.Name+" "+uid)
+		obj, err := c.client.Tracker().Get(vasGVR, "", del.Name)
+		if err != nil {
+			return true, nil, err
+		}
+		va := obj.(*storagev1.VolumeAttachment).DeepCopy()
+		va.DeletionTimestamp = &metav1.Time{Time: c.clock.Now()}
+		return true, nil, c.client.Tracker().Update(vasGVR, va, "")
+	})
+	var events []string
+	d := c.drainer(Options{OnEvent: func(e Event) { events = append(events, string(e.Type)+" "+strings.Join(e.Volumes, ",")) }})
+
+	res := c.pass(d, State{})
+	want := []deletionCall{{Pod: "default/a", UID: "uid-a", Grace: 1, At: epoch}}
+	if diff := cmp.Diff(want, c.deletionCalls()); diff != "" {
+		t.Errorf("force deletions (-want +got):\n%s", diff)
+	}
+	if n := len(c.evictionCalls()); n != 0 {
+		t.Errorf("%d evictions on a forced drain, want 0", n)
+	}
+	if res.ForceReason != "node not Ready for more than 5m0s" || res.Decisions[0].Cause != CauseNodeNotReady {
+		t.Errorf("ForceReason %q, cause %s", res.ForceReason, res.Decisions[0].Cause)
+	}
+	if len(vaDeletes) != 0 || res.Done {
+		t.Fatalf("attachments deleted (%v) or done (%v) while a pod terminates", vaDeletes, res.Done)
+	}
+
+	// The kubelet is gone: "a" stays terminating and counts as gone after
+	// SkipWaitAfter. Then the node's attachments go, the other node's stay.
+	c.clock.Step(DefaultSkipWaitAfter + 2*time.Second)
+	res = c.pass(d, res.State)
+	wantDeletes := []string{"va-pv-a-node-1 uid-va-pv-a-node-1", "va-pv-orphan-node-1 uid-va-pv-orphan-node-1"}
+	if diff := cmp.Diff(wantDeletes, vaDeletes); diff != "" {
+		t.Errorf("VolumeAttachment deletions (-want +got):\n%s", diff)
+	}
+	if res.Done || res.AttachmentDeletions != 2 || res.ForceReason == "" {
+		t.Errorf("Done=%v AttachmentDeletions=%d ForceReason=%q, want not done, 2, a reason", res.Done, res.AttachmentDeletions, res.ForceReason)
+	}
+	wantEvents := []string{"ForceDeleted ", "AttachmentDeleted pv-a", "AttachmentDeleted pv-orphan"}
+	if diff := cmp.Diff(wantEvents, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
+	}
+
+	// Still there, being deleted: waited for, not deleted again.
+	c.clock.Step(DefaultPollInterval)
+	res = c.pass(d, res.State)
+	if len(vaDeletes) != 2 || res.Done || len(res.Volumes) != 1 || res.Volumes[0].Phase != VolumeForceDetach {
+		t.Fatalf("deletes %v, Done=%v, Volumes=%+v: want the deleted attachments waited for", vaDeletes, res.Done, res.Volumes)
+	}
+	if !strings.Contains(res.Message, "va-pv-a-node-1") {
+		t.Errorf("message %q does not name the attachments", res.Message)
+	}
+
+	// One is detached; the other outlives DetachTimeout.
+	c.deleteVA("pv-a", testNode)
+	c.clock.Step(DefaultDetachTimeout)
+	res = c.pass(d, res.State)
+	if !res.Done {
+		t.Fatalf("not done after DetachTimeout: %s", res.Message)
+	}
+	if got := events[len(events)-1]; got != "DetachTimedOut pv-orphan" {
+		t.Errorf("last event %q, want the detach timeout of pv-orphan", got)
+	}
+	c.clock.Step(time.Second)
+	n := len(events)
+	if res = c.pass(d, res.State); !res.Done || len(events) != n {
+		t.Errorf("a pass after giving up: Done=%v, new events %v", res.Done, events[n:])
 	}
 }
 
@@ -508,7 +604,8 @@ func TestPassReturnsAPIErrors(t *testing.T) {
 	boom := errors.New("etcd is on fire")
 	for _, resource := range []string{"pods", "poddisruptionbudgets", "persistentvolumeclaims", "volumeattachments"} {
 		t.Run(resource, func(t *testing.T) {
-			c := newCluster(t, newNode(testNode), newPod("a", withClaim("c-pv-a")))
+			// The claim is bound: the pass needs its attachments.
+			c := newCluster(t, newNode(testNode), newPod("a", withClaim("c-pv-a")), newPVC("c-pv-a", "pv-a"))
 			fail := func(k8stesting.Action) (bool, runtime.Object, error) { return true, nil, boom }
 			c.client.PrependReactor("list", resource, fail)
 			c.client.PrependReactor("get", resource, fail)
@@ -584,7 +681,7 @@ func TestListersNotModified(t *testing.T) {
 		PodDisruptionBudgets:   factory.Policy().V1().PodDisruptionBudgets().Lister(),
 		PersistentVolumeClaims: factory.Core().V1().PersistentVolumeClaims().Lister(),
 		PersistentVolumes:      factory.Core().V1().PersistentVolumes().Lister(),
-		VolumeAttachments:      factory.Storage().V1().VolumeAttachments().Lister(),
+		VolumeAttachments:      factory.Storage().V1().VolumeAttachments().Informer().GetIndexer(),
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	factory.Start(ctx.Done())
@@ -632,6 +729,193 @@ func TestListersNotModified(t *testing.T) {
 		if a.GetVerb() == "list" || a.GetVerb() == "get" {
 			t.Errorf("API read despite listers: %s %s", a.GetVerb(), a.GetResource().Resource)
 		}
+	}
+}
+
+// TestPassAPIRequests counts the API requests of one pass. With every
+// lister set (ListersFromFactory) the pass reads nothing from the API
+// server: it only cordons and evicts. Without listers it reads what the
+// plan needs, and no VolumeAttachments when nothing needs them.
+func TestPassAPIRequests(t *testing.T) {
+	withVolume := []runtime.Object{
+		newNode(testNode), newPDB("web", "web", 1, 1, 2, 2),
+		newPod("a", withClaim("c-pv-a")), newPod("b"), newPod("c", inNamespace("team"), app("other")),
+		newPVC("c-pv-a", "pv-a"), newPV("pv-a", "vol-a"), newVA("pv-a", testNode), newVA("pv-x", "node-2"),
+	}
+	withoutVolume := []runtime.Object{
+		newNode(testNode), newPod("a", withClaim("c-unbound")), newPod("b"), newVA("pv-x", "node-2"),
+	}
+	ids := VolumeIDFunc(func(_ context.Context, specs []*corev1.PersistentVolumeSpec) ([]string, error) {
+		return []string{specs[0].CSI.VolumeHandle}, nil
+	})
+	tests := []struct {
+		name    string
+		objs    []runtime.Object
+		listers bool
+		want    []string
+	}{
+		{
+			name:    "listers",
+			objs:    withVolume,
+			listers: true,
+			want:    []string{"create pods/eviction default/a", "create pods/eviction team/c", "patch nodes node-1"},
+		},
+		{
+			name: "client",
+			objs: withVolume,
+			want: []string{
+				"create pods/eviction default/a", "create pods/eviction team/c",
+				"get nodes node-1", "get persistentvolumeclaims default/c-pv-a", "get persistentvolumes pv-a",
+				"list poddisruptionbudgets default", "list poddisruptionbudgets team", "list pods",
+				"list volumeattachments", "patch nodes node-1",
+			},
+		},
+		{
+			name: "client, no bound claim: no VolumeAttachments listed",
+			objs: withoutVolume,
+			want: []string{
+				"create pods/eviction default/a", "create pods/eviction default/b",
+				"get nodes node-1", "get persistentvolumeclaims default/c-unbound",
+				"list poddisruptionbudgets default", "list pods", "patch nodes node-1",
+			},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t, tt.objs...)
+			opts := Options{Volumes: VolumeOptions{IDs: ids}}
+			if tt.listers {
+				factory := informers.NewSharedInformerFactory(c.client, 0)
+				listers, err := ListersFromFactory(factory)
+				if err != nil {
+					t.Fatal(err)
+				}
+				opts.Listers = listers
+				ctx, cancel := context.WithCancel(context.Background())
+				factory.Start(ctx.Done())
+				defer func() {
+					cancel()
+					factory.Shutdown()
+				}()
+				for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+					if !ok {
+						t.Fatalf("cache of %v did not sync", typ)
+					}
+				}
+			}
+			d := c.drainer(opts)
+			c.client.ClearActions()
+			res := c.pass(d, State{})
+			if res.Evictions != 2 {
+				t.Fatalf("%d evictions, want 2: %s", res.Evictions, res.Message)
+			}
+			var got []string
+			for _, a := range c.client.Actions() {
+				got = append(got, describeAction(a))
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("API requests of one pass (-want +got):\n%s", diff)
+			}
+			t.Logf("%s: %d API requests, %d of them reads", tt.name, len(got), countReads(c.client.Actions()))
+		})
+	}
+}
+
+// describeAction renders an action as "verb resource[/subresource]
+// [namespace/]name"; lists name no object.
+func describeAction(a k8stesting.Action) string {
+	what := a.GetResource().Resource
+	if sub := a.GetSubresource(); sub != "" {
+		what += "/" + sub
+	}
+	name := ""
+	switch a := a.(type) {
+	case k8stesting.GetAction:
+		name = a.GetName()
+	case k8stesting.PatchAction:
+		name = a.GetName()
+	case k8stesting.DeleteAction:
+		name = a.GetName()
+	case k8stesting.CreateAction:
+		if m, err := meta.Accessor(a.GetObject()); err == nil {
+			name = m.GetName()
+		}
+	}
+	if ns := a.GetNamespace(); ns != "" {
+		name = strings.TrimSuffix(ns+"/"+name, "/")
+	}
+	return strings.TrimSpace(a.GetVerb() + " " + what + " " + name)
+}
+
+func countReads(actions []k8stesting.Action) int {
+	n := 0
+	for _, a := range actions {
+		switch a.GetVerb() {
+		case "get", "list", "watch":
+			n++
+		}
+	}
+	return n
+}
+
+// TestListVolumeAttachments: the node's attachments from an indexer with
+// the node index, from one without (a scan), and from the client, plus
+// those elsewhere of the volumes asked for.
+func TestListVolumeAttachments(t *testing.T) {
+	objs := []runtime.Object{newNode(testNode), newVA("pv-a", testNode), newVA("pv-b", testNode), newVA("pv-a", "node-2"), newVA("pv-c", "node-2")}
+	indexer := func(withIndex bool) cache.Indexer {
+		idx := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+		if withIndex {
+			inf := cache.NewSharedIndexInformer(&cache.ListWatch{}, &storagev1.VolumeAttachment{}, 0, cache.Indexers{})
+			if err := AddVolumeAttachmentNodeIndex(inf); err != nil {
+				t.Fatal(err)
+			}
+			if err := AddVolumeAttachmentNodeIndex(inf); err != nil { // twice is fine
+				t.Fatal(err)
+			}
+			idx = inf.GetIndexer()
+		}
+		for _, o := range objs {
+			if va, ok := o.(*storagev1.VolumeAttachment); ok {
+				if err := idx.Add(va); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		return idx
+	}
+	tests := []struct {
+		name      string
+		listers   Listers
+		elsewhere map[string]bool
+		want      []string
+	}{
+		{name: "node index", listers: Listers{VolumeAttachments: indexer(true)}, want: []string{"va-pv-a-node-1", "va-pv-b-node-1"}},
+		{name: "scan", listers: Listers{VolumeAttachments: indexer(false)}, want: []string{"va-pv-a-node-1", "va-pv-b-node-1"}},
+		{name: "client", want: []string{"va-pv-a-node-1", "va-pv-b-node-1"}},
+		{name: "node index and elsewhere", listers: Listers{VolumeAttachments: indexer(true)}, elsewhere: map[string]bool{"pv-a": true},
+			want: []string{"va-pv-a-node-1", "va-pv-a-node-2", "va-pv-b-node-1"}},
+		{name: "client and elsewhere", elsewhere: map[string]bool{"pv-a": true},
+			want: []string{"va-pv-a-node-1", "va-pv-a-node-2", "va-pv-b-node-1"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			c := newCluster(t, objs...)
+			d := c.drainer(Options{Listers: tt.listers})
+			vas, err := d.listVolumeAttachments(context.Background(), testNode, tt.elsewhere)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, va := range vas {
+				got = append(got, va.Name)
+			}
+			slices.Sort(got)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("attachments (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

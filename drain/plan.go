@@ -54,16 +54,20 @@ type Snapshot struct {
 // Every pod on the node gets exactly one Decision. Pods are evicted only in
 // the first order group that still has pods (or volumes detaching), so
 // groups never overlap; force deletions, which happen at deadline minus
-// the pod's grace period, are the only exception.
+// the pod's grace period, are the only exception. The deadline is the
+// earlier of State.Deadline and the moment the node has been NotReady for
+// UnreachableOptions.ForceAfter.
 func Decide(s Snapshot, opts Options) Plan {
 	pl := newPlanner(s, opts.withDefaults()) // times, deadline, node health
 	pl.classifyPods()                        // policy, group, volumes, budgets of each pod
 	pl.trackTerminating()                    // pods terminating that no pass evicted
 	pl.sweepOrphanVolumes()                  // attachments left without a pod
 	pl.followTracked()                       // pods gone? volumes detached?
+	pl.forceDetach()                         // an unreachable node's attachments
 	pl.orderGroups()                         // which group drains now
 	pl.decidePods()                          // one decision per pod
 	pl.keepBackoffs()                        // backoffs that still matter
+	pl.explainForce()                        // why pods or attachments are deleted
 	pl.p.State = pl.st
 	finish(&pl.p, pl.opts)
 	return pl.p
@@ -80,7 +84,8 @@ type planner struct {
 	p  Plan  // the plan being built
 	st State // the state being built
 
-	volumesOn bool // volume waits apply
+	force     forcing // when the drain is forced, and why
+	volumesOn bool    // volume waits apply
 	att       *attachments
 	budgets   *budgetIndex
 
@@ -102,20 +107,23 @@ func newPlanner(s Snapshot, opts Options) *planner {
 	if pl.node == nil {
 		pl.node = &corev1.Node{}
 	}
-	pl.st = State{Start: s.State.Start, Deadline: s.State.Deadline, Completed: s.State.Completed}
+	pl.st = State{
+		Start:        s.State.Start,
+		Deadline:     drainDeadline(s.State, opts, pl.now),
+		Completed:    s.State.Completed,
+		ForcedDetach: s.State.ForcedDetach,
+	}
 	if pl.st.Start.IsZero() {
 		pl.st.Start = pl.now
-	}
-	if pl.st.Deadline.IsZero() && opts.Timeout > 0 {
-		pl.st.Deadline = pl.st.Start.Add(opts.Timeout)
 	}
 	pl.p = Plan{
 		Node:          pl.node.Name,
 		Now:           pl.now,
-		Deadline:      pl.st.Deadline,
 		NotReadySince: notReadySince(pl.node),
 		Decisions:     []Decision{},
 	}
+	pl.force = forcingOf(pl.st.Deadline, pl.p.NotReadySince, opts.Unreachable)
+	pl.p.Deadline = pl.force.deadline
 	pl.p.Unreachable = unreachable(pl.p.NotReadySince, pl.now, opts.Unreachable)
 	pl.volumesOn = !opts.Volumes.Skip && !pl.p.Unreachable
 	pl.att = newAttachments(s.VolumeAttachments, pl.node, s.VolumeIDs)
@@ -215,6 +223,18 @@ func (pl *planner) keepBackoffs() {
 	}
 }
 
+// explainForce sets Plan.ForceReason when the plan deletes pods without
+// the eviction API or deletes VolumeAttachments.
+func (pl *planner) explainForce() {
+	forced := len(pl.p.DeleteAttachments) > 0
+	for _, d := range pl.p.Decisions {
+		forced = forced || d.Action == ActionForceDelete
+	}
+	if forced {
+		pl.p.ForceReason = pl.force.reason(pl.now)
+	}
+}
+
 // decidePod makes the decision for one classified pod: first what holds it
 // whatever the budgets say, then, for an eviction candidate of the current
 // group, its budgets, backoffs and volume slot.
@@ -260,12 +280,18 @@ func (pl *planner) holdPod(in *podInfo, d *Decision) bool {
 	if !deadline.IsZero() && in.policy != PolicyRefuse {
 		d.ForceAt = deadline.Add(-in.grace)
 		// A terminating pod is deleted again only if it would outlive the
-		// deadline (deletion timestamps have one-second precision).
-		outlives := !terminating || pod.DeletionTimestamp.After(deadline.Add(time.Second))
+		// deadline, and a deletion now would end it sooner (deletion
+		// timestamps have one-second precision).
+		g := forceGrace(in.grace, deadline, now)
+		outlives := !terminating || pod.DeletionTimestamp.After(latest(deadline, now.Add(g)).Add(time.Second))
 		if !now.Before(d.ForceAt) && outlives {
-			d.Action, d.Cause = ActionForceDelete, CauseDeadline
-			d.GracePeriod = forceGrace(in.grace, deadline, now)
+			d.Action, d.Cause = ActionForceDelete, pl.force.cause()
+			d.GracePeriod = g
 			d.Reason = fmt.Sprintf("deadline %s is near: delete with %v grace", deadline.UTC().Format(time.RFC3339), d.GracePeriod)
+			if pl.force.byNode {
+				d.Reason = fmt.Sprintf("node not Ready since %s: delete with %v grace",
+					pl.p.NotReadySince.UTC().Format(time.RFC3339), d.GracePeriod)
+			}
 			return true
 		}
 	}

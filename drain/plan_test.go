@@ -281,6 +281,8 @@ func TestDecideActions(t *testing.T) {
 			},
 		},
 		{
+			// ForceAt: NotReady since now-2m, forced after 5m, minus the
+			// default grace of 30s.
 			name: "unreachable node: short grace, stuck pods count as gone",
 			node: newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
 			pods: []*corev1.Pod{
@@ -289,23 +291,53 @@ func TestDecideActions(t *testing.T) {
 				newPod("c-recent", terminating(now.Add(-5*time.Second))),
 			},
 			want: []row{
-				{Pod: "a", Action: ActionEvict, Grace: time.Second},
+				{Pod: "a", Action: ActionEvict, Grace: time.Second, ForceAt: now.Add(150 * time.Second)},
 				{Pod: "b-stuck", Action: ActionSkip, Cause: CauseStuckTerminating},
-				{Pod: "c-recent", Action: ActionWaitTermination},
+				{Pod: "c-recent", Action: ActionWaitTermination, ForceAt: now.Add(150 * time.Second)},
 			},
 		},
 		{
 			name: "not ready for less than the threshold: normal drain",
 			node: newNode(testNode, notReadySinceAt(now.Add(-30*time.Second))),
 			pods: []*corev1.Pod{newPod("a"), newPod("b", terminating(now.Add(-5*time.Minute)))},
-			want: []row{{Pod: "a", Action: ActionEvict}, {Pod: "b", Action: ActionWaitTermination}},
+			want: []row{
+				{Pod: "a", Action: ActionEvict, ForceAt: now.Add(4 * time.Minute)},
+				{Pod: "b", Action: ActionWaitTermination, ForceAt: now.Add(4 * time.Minute)},
+			},
 		},
 		{
-			name: "fast path disabled",
+			name: "fast path disabled, forced after the node was NotReady for ForceAfter",
 			opts: Options{Unreachable: UnreachableOptions{After: -1}},
 			node: newNode(testNode, notReadySinceAt(now.Add(-time.Hour))),
 			pods: []*corev1.Pod{newPod("a")},
+			want: []row{{Pod: "a", Action: ActionForceDelete, Cause: CauseNodeNotReady,
+				ForceAt: now.Add(-time.Hour + DefaultUnreachableForceAfter - 30*time.Second), Grace: time.Second}},
+		},
+		{
+			name: "fast path and force both disabled",
+			opts: Options{Unreachable: UnreachableOptions{After: -1, ForceAfter: -1}},
+			node: newNode(testNode, notReadySinceAt(now.Add(-time.Hour))),
+			pods: []*corev1.Pod{newPod("a")},
 			want: []row{{Pod: "a", Action: ActionEvict}},
+		},
+		{
+			name: "NotReady for ForceAfter minus the grace: force-deleted like at the deadline, budgets or not",
+			opts: Options{Unreachable: UnreachableOptions{ForceAfter: 3 * time.Minute}},
+			node: newNode(testNode, notReadySinceAt(now.Add(-3*time.Minute+10*time.Second))),
+			pdbs: []*policyv1.PodDisruptionBudget{newPDB("strict", "web", 0, 2, 2, 2)},
+			pods: []*corev1.Pod{newPod("a-long", grace(30)), newPod("b-short", grace(5))},
+			want: []row{
+				{Pod: "a-long", Action: ActionForceDelete, Cause: CauseNodeNotReady, ForceAt: now.Add(-20 * time.Second), Grace: 10 * time.Second},
+				{Pod: "b-short", Action: ActionBlocked, Cause: CauseMisconfiguredPDB, ForceAt: now.Add(5 * time.Second)},
+			},
+		},
+		{
+			name:  "the caller's deadline wins when it is earlier than ForceAfter",
+			state: State{Start: now.Add(-time.Minute), Deadline: now.Add(10 * time.Second)},
+			node:  newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
+			pods:  []*corev1.Pod{newPod("a", grace(30))},
+			want: []row{{Pod: "a", Action: ActionForceDelete, Cause: CauseDeadline,
+				ForceAt: now.Add(-20 * time.Second), Grace: 10 * time.Second}},
 		},
 	}
 	for _, tt := range tests {
@@ -513,11 +545,22 @@ func TestDecideVolumeWaits(t *testing.T) {
 		},
 		{
 			name:  "unreachable node: no volume waits",
+			opts:  Options{Unreachable: UnreachableOptions{ForceAfter: -1}},
 			node:  newNode(testNode, notReadySinceAt(now.Add(-time.Hour))),
 			pods:  []*corev1.Pod{newPod("late", order(1))},
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
 			state: tracked(),
 			want:  want{Actions: map[string]Action{"late": ActionEvict}, GroupsLen: 1},
+		},
+		{
+			// NotReady for an hour: forced (ForceAfter), but a pod is
+			// left, so the node's attachments are not touched yet.
+			name:  "unreachable node, forced: no volume waits while pods are left",
+			node:  newNode(testNode, notReadySinceAt(now.Add(-time.Hour))),
+			pods:  []*corev1.Pod{newPod("late", order(1))},
+			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			state: tracked(),
+			want:  want{Actions: map[string]Action{"late": ActionForceDelete}, GroupsLen: 1},
 		},
 	}
 	for _, tt := range tests {
@@ -548,6 +591,7 @@ func TestDecideSummary(t *testing.T) {
 		pdbs        []*policyv1.PodDisruptionBudget
 		opts        Options
 		state       State
+		vas         []*storagev1.VolumeAttachment
 		wantMessage string
 		wantNext    time.Time
 		wantDone    bool
@@ -602,6 +646,27 @@ func TestDecideSummary(t *testing.T) {
 			wantNext:    now.Add(DefaultPollInterval),
 		},
 		{
+			// NotReady for 2 minutes: forced at 5 minutes, minus the
+			// pod's one-second grace; the backoff would wake much later.
+			name:        "the ForceAfter moment decides the next check",
+			node:        newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
+			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
+			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 9, Until: now.Add(time.Hour)}}},
+			pods:        []*corev1.Pod{newPod("a", grace(1))},
+			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
+			wantNext:    now.Add(3*time.Minute - time.Second),
+		},
+		{
+			// Nothing left but an attachment: it is waited for until the
+			// drain is forced.
+			name:        "the ForceAfter moment ends the attachment wait",
+			node:        newNode(testNode, notReadySinceAt(now.Add(-4*time.Minute-59*time.Second))),
+			vas:         []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			opts:        Options{PollInterval: time.Minute},
+			wantMessage: "0 pods remaining: volumes to detach: pv-a",
+			wantNext:    now.Add(time.Second),
+		},
+		{
 			name:        "the fast path threshold decides the next check",
 			node:        newNode(testNode, notReadySinceAt(now.Add(-59*time.Second))),
 			pods:        []*corev1.Pod{newPod("t", terminating(now.Add(-time.Hour)))},
@@ -615,7 +680,7 @@ func TestDecideSummary(t *testing.T) {
 			if node == nil {
 				node = newNode(testNode)
 			}
-			got := Decide(Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: tt.state}, tt.opts)
+			got := Decide(Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, VolumeAttachments: tt.vas, Now: now, State: tt.state}, tt.opts)
 			if got.Message != tt.wantMessage {
 				t.Errorf("Message:\n got %q\nwant %q", got.Message, tt.wantMessage)
 			}
@@ -718,5 +783,222 @@ func TestNotReadySince(t *testing.T) {
 		if got := notReadySince(tt.node); !got.Equal(tt.want) {
 			t.Errorf("%s: notReadySince = %v, want %v", tt.name, got, tt.want)
 		}
+	}
+}
+
+// TestDecideForcedDetach covers the VolumeAttachments of a node whose
+// kubelet is gone: waited for until the drain is forced, then deleted and
+// waited for until gone, at most DetachTimeout; never on a Ready node.
+func TestDecideForcedDetach(t *testing.T) {
+	now := epoch
+	deleting := func(va *storagev1.VolumeAttachment) *storagev1.VolumeAttachment {
+		va = va.DeepCopy()
+		va.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
+		return va
+	}
+	inline := &storagev1.VolumeAttachment{ObjectMeta: metav1.ObjectMeta{Name: "va-inline", UID: "uid-va-inline"},
+		Spec: storagev1.VolumeAttachmentSpec{Attacher: "disk.example.com", NodeName: testNode}}
+	vas := []*storagev1.VolumeAttachment{newVA("pv-b", testNode), newVA("pv-a", testNode), newVA("pv-c", "node-2"), inline}
+	down := newNode(testNode, notReadySinceAt(now.Add(-10*time.Minute))) // forced since now-5m
+	forced := ForcedDetach{Since: now}
+	type want struct {
+		Delete      []string
+		Waits       []VolumeWait
+		Events      []string
+		Done        bool
+		ForceReason string
+		State       ForcedDetach
+	}
+	waitAll := VolumeWait{Phase: VolumeForceDetach, Volumes: []string{"pv-a", "pv-b"},
+		Attachments: []string{"va-inline", "va-pv-a-node-1", "va-pv-b-node-1"}, Since: now, Until: now.Add(DefaultDetachTimeout)}
+	tests := []struct {
+		name  string
+		node  *corev1.Node
+		pods  []*corev1.Pod
+		vas   []*storagev1.VolumeAttachment
+		opts  Options
+		state State
+		want  want
+	}{
+		{
+			name: "forced by ForceAfter, no pod left: all of the node's attachments are deleted",
+			node: down,
+			pods: []*corev1.Pod{newPod("ds", daemonSet()), newPod("stuck", terminating(now.Add(-time.Minute)))},
+			vas:  vas,
+			want: want{
+				Delete:      []string{"va-inline", "va-pv-a-node-1", "va-pv-b-node-1"},
+				Waits:       []VolumeWait{waitAll},
+				ForceReason: "node not Ready for more than 5m0s",
+				State:       forced,
+			},
+		},
+		{
+			name:  "forced by the deadline on an unreachable node",
+			node:  newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
+			vas:   vas,
+			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			want: want{
+				Delete:      []string{"va-inline", "va-pv-a-node-1", "va-pv-b-node-1"},
+				Waits:       []VolumeWait{waitAll},
+				ForceReason: "drain deadline 2025-01-01T11:59:59Z passed",
+				State:       forced,
+			},
+		},
+		{
+			name:  "attachments being deleted are waited for, not deleted again",
+			node:  down,
+			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode)), newVA("pv-b", testNode)},
+			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-time.Minute)}},
+			want: want{
+				Delete: []string{"va-pv-b-node-1"},
+				Waits: []VolumeWait{{Phase: VolumeForceDetach, Volumes: []string{"pv-a", "pv-b"},
+					Attachments: []string{"va-pv-a-node-1", "va-pv-b-node-1"},
+					Since:       now.Add(-time.Minute), Until: now.Add(-time.Minute + DefaultDetachTimeout)}},
+				ForceReason: "node not Ready for more than 5m0s",
+				State:       ForcedDetach{Since: now.Add(-time.Minute)},
+			},
+		},
+		{
+			name:  "given up after DetachTimeout",
+			node:  down,
+			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode))},
+			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-DefaultDetachTimeout)}},
+			want: want{
+				Events: []string{"DetachTimedOut "},
+				Done:   true,
+				State:  ForcedDetach{Since: now.Add(-DefaultDetachTimeout), GaveUp: true},
+			},
+		},
+		{
+			name:  "once given up, nothing more",
+			node:  down,
+			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode))},
+			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
+			want:  want{Done: true, State: ForcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
+		},
+		{
+			name:  "all gone: done",
+			node:  down,
+			vas:   []*storagev1.VolumeAttachment{newVA("pv-c", "node-2")},
+			state: State{ForcedDetach: forced},
+			want:  want{Done: true, State: forced},
+		},
+		{
+			name: "unreachable but not forced yet: waited for until then",
+			node: newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
+			vas:  []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			want: want{Waits: []VolumeWait{{Phase: VolumeDetach, Volumes: []string{"pv-a"}, Attachments: []string{"va-pv-a-node-1"},
+				Since: now.Add(-2 * time.Minute), Until: now.Add(3 * time.Minute)}}},
+		},
+		{
+			name: "unreachable, nothing will force: not waited for",
+			opts: Options{Unreachable: UnreachableOptions{ForceAfter: -1}},
+			node: down,
+			vas:  []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			want: want{Done: true},
+		},
+		{
+			name: "pods left to drain: attachments untouched",
+			node: down,
+			pods: []*corev1.Pod{newPod("recent", terminating(now.Add(-time.Second)))},
+			vas:  []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+		},
+		{
+			name: "KeepAttachments",
+			opts: Options{Volumes: VolumeOptions{KeepAttachments: true}},
+			node: down,
+			vas:  []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			want: want{Done: true},
+		},
+		{
+			name: "Volumes.Skip",
+			opts: Options{Volumes: VolumeOptions{Skip: true}},
+			node: down,
+			vas:  []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			want: want{Done: true},
+		},
+		{
+			name:  "a Ready node past its deadline: nothing is deleted",
+			node:  newNode(testNode),
+			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			want:  want{Done: true},
+		},
+		{
+			// NotReady for 30 s only: not unreachable, the kubelet may
+			// be back any moment; the deadline ends the ordinary waits.
+			name:  "a node NotReady for less than Unreachable.After past its deadline: nothing is deleted",
+			node:  newNode(testNode, notReadySinceAt(now.Add(-30*time.Second))),
+			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
+			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			want:  want{Done: true},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(Snapshot{Node: tt.node, Pods: tt.pods, VolumeAttachments: tt.vas, Now: now, State: tt.state}, tt.opts)
+			var del []string
+			for _, a := range got.DeleteAttachments {
+				del = append(del, a.Name)
+				if a.UID == "" {
+					t.Errorf("attachment %s to delete without a UID", a.Name)
+				}
+			}
+			gotW := want{Delete: del, Waits: got.Volumes, Events: eventTypes(got.Events), Done: got.Done,
+				ForceReason: got.ForceReason, State: got.State.ForcedDetach}
+			if diff := cmp.Diff(tt.want, gotW, cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("(-want +got):\n%s\nmessage: %s", diff, got.Message)
+			}
+		})
+	}
+}
+
+func TestDecideForceReason(t *testing.T) {
+	now := epoch
+	tests := []struct {
+		name  string
+		node  *corev1.Node
+		pods  []*corev1.Pod
+		state State
+		want  string
+	}{
+		{name: "no deadline", pods: []*corev1.Pod{newPod("a")}},
+		{name: "deadline ahead", state: State{Deadline: now.Add(time.Hour)}, pods: []*corev1.Pod{newPod("a")}},
+		{
+			name:  "deadline near: a long grace period is deleted early",
+			state: State{Deadline: now.Add(10 * time.Second)}, pods: []*corev1.Pod{newPod("a", grace(30))},
+			want: "drain deadline 2025-01-01T12:00:10Z is near",
+		},
+		{
+			name:  "deadline passed",
+			state: State{Deadline: now}, pods: []*corev1.Pod{newPod("a")},
+			want: "drain deadline 2025-01-01T12:00:00Z passed",
+		},
+		{
+			name: "node NotReady for nearly ForceAfter",
+			node: newNode(testNode, notReadySinceAt(now.Add(-4*time.Minute-50*time.Second))), pods: []*corev1.Pod{newPod("a", grace(30))},
+			want: "node not Ready for nearly 5m0s",
+		},
+		{
+			name: "node NotReady for more than ForceAfter",
+			node: newNode(testNode, notReadySinceAt(now.Add(-6*time.Minute))), pods: []*corev1.Pod{newPod("a")},
+			want: "node not Ready for more than 5m0s",
+		},
+		{
+			name:  "terminating within the deadline: nothing is force-deleted",
+			state: State{Deadline: now}, pods: []*corev1.Pod{newPod("a", terminating(now.Add(-time.Second)))},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			node := tt.node
+			if node == nil {
+				node = newNode(testNode)
+			}
+			got := Decide(Snapshot{Node: node, Pods: tt.pods, Now: now, State: tt.state}, Options{})
+			if got.ForceReason != tt.want {
+				t.Errorf("ForceReason = %q, want %q", got.ForceReason, tt.want)
+			}
+		})
 	}
 }

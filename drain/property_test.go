@@ -80,7 +80,7 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 	now := epoch
 	node := newNode(testNode)
 	if rapid.IntRange(0, 3).Draw(t, "notReady") == 0 {
-		node = newNode(testNode, notReadySinceAt(now.Add(-time.Duration(rapid.IntRange(0, 300).Draw(t, "notReadyFor"))*time.Second)))
+		node = newNode(testNode, notReadySinceAt(now.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "notReadyFor"))*time.Second)))
 	}
 	var pods []*corev1.Pod
 	for i := range rapid.IntRange(0, 25).Draw(t, "pods") {
@@ -98,7 +98,11 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 			claims[ns+"/c-"+pv] = pv
 		}
 		if rapid.Bool().Draw(t, "attached") {
-			vas = append(vas, newVA(pv, testNode))
+			va := newVA(pv, testNode)
+			if rapid.IntRange(0, 3).Draw(t, "vaDeleting") == 0 {
+				va.DeletionTimestamp = &metav1.Time{Time: now.Add(-time.Second)}
+			}
+			vas = append(vas, va)
 		}
 	}
 	var st State
@@ -124,7 +128,11 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 		DrainDaemonSets:    rapid.Bool().Draw(t, "drainDaemonSets"),
 		RefuseUnmanaged:    rapid.IntRange(0, 5).Draw(t, "refuseUnmanaged") == 0,
 		RefuseLocalStorage: rapid.IntRange(0, 5).Draw(t, "refuseLocalStorage") == 0,
-		Volumes:            VolumeOptions{Parallelism: rapid.IntRange(1, 4).Draw(t, "parallelism")},
+		Volumes: VolumeOptions{
+			Parallelism:     rapid.IntRange(1, 4).Draw(t, "parallelism"),
+			KeepAttachments: rapid.IntRange(0, 4).Draw(t, "keepAttachments") == 0,
+		},
+		Unreachable: UnreachableOptions{ForceAfter: rapid.SampledFrom([]time.Duration{0, -1, 2 * time.Minute}).Draw(t, "forceAfter")},
 	}
 	return Snapshot{Node: node, Pods: pods, PDBs: pdbs, VolumeAttachments: vas, Claims: claims, Now: now, State: st}, opts
 }
@@ -222,6 +230,51 @@ func TestPropertyDecide(t *testing.T) {
 			if limit := max(pdb.Status.DisruptionsAllowed, 1); evicted[name] > limit {
 				t.Fatalf("budget %s allows %d, got %d evictions", name, pdb.Status.DisruptionsAllowed, evicted[name])
 			}
+		}
+
+		// The deadline is the caller's or the node's NotReady time plus
+		// ForceAfter, whichever is earlier.
+		want := drainDeadline(snap.State, opts.withDefaults(), p.Now)
+		if fa := opts.withDefaults().Unreachable.ForceAfter; fa >= 0 && !p.NotReadySince.IsZero() {
+			if t := p.NotReadySince.Add(fa); want.IsZero() || t.Before(want) {
+				want = t
+			}
+		}
+		if !p.Deadline.Equal(want) {
+			t.Fatalf("Deadline %v, want %v", p.Deadline, want)
+		}
+
+		// VolumeAttachments are deleted only on a NotReady node whose drain
+		// is forced, once no pod is left to drain, never with
+		// KeepAttachments, and only those of the node not yet deleted.
+		if len(p.DeleteAttachments) > 0 {
+			if p.NotReadySince.IsZero() || opts.Volumes.KeepAttachments || p.Now.Before(p.Deadline) || p.Deadline.IsZero() {
+				t.Fatalf("attachments deleted: NotReadySince=%v keep=%v deadline=%v", p.NotReadySince, opts.Volumes.KeepAttachments, p.Deadline)
+			}
+			for _, d := range p.Decisions {
+				if d.Action != ActionSkip {
+					t.Fatalf("attachments deleted while %v is %s", d.Pod, d.Action)
+				}
+			}
+			vas := map[string]*storagev1.VolumeAttachment{}
+			for _, va := range snap.VolumeAttachments {
+				vas[va.Name] = va
+			}
+			for _, a := range p.DeleteAttachments {
+				va := vas[a.Name]
+				if va == nil || va.Spec.NodeName != testNode || va.DeletionTimestamp != nil || va.UID != a.UID {
+					t.Fatalf("deleting %+v, which is not a live attachment of the node", a)
+				}
+			}
+		}
+
+		// ForceReason says why, exactly when something is deleted by force.
+		forced := len(p.DeleteAttachments) > 0
+		for _, d := range p.Decisions {
+			forced = forced || d.Action == ActionForceDelete
+		}
+		if forced != (p.ForceReason != "") {
+			t.Fatalf("ForceReason %q with forced deletions %v", p.ForceReason, forced)
 		}
 
 		// Volume pods in flight stay within the parallelism.

@@ -66,6 +66,9 @@ func finish(p *Plan, opts Options) {
 		if !p.Unreachable && !p.NotReadySince.IsZero() && opts.Unreachable.After >= 0 {
 			wake(p.NotReadySince.Add(opts.Unreachable.After))
 		}
+		if p.Deadline.After(now) {
+			wake(p.Deadline) // the drain is forced then
+		}
 		p.NextCheck = next
 	}
 	p.Message = message(p)
@@ -159,11 +162,15 @@ func message(p *Plan) string {
 		parts = append(parts, b.title+": "+nameList(b.pods))
 	}
 	if len(p.Volumes) > 0 {
-		var detach, reattach []string
+		var detach, reattach, deleted []string
 		for _, v := range p.Volumes {
 			owner := ""
 			if !v.Pod.IsZero() {
 				owner = " (" + v.Pod.String() + ")"
+			}
+			if v.Phase == VolumeForceDetach {
+				deleted = append(deleted, v.Attachments...)
+				continue
 			}
 			for _, pv := range v.Volumes {
 				if v.Phase == VolumeReattach {
@@ -178,6 +185,9 @@ func message(p *Plan) string {
 		}
 		if len(reattach) > 0 {
 			parts = append(parts, "volumes to re-attach elsewhere: "+nameList(reattach))
+		}
+		if len(deleted) > 0 {
+			parts = append(parts, "VolumeAttachments of the unreachable node deleted, waiting for them to go: "+nameList(deleted))
 		}
 	}
 	n := p.RemainingPods()

@@ -97,7 +97,8 @@ const (
 	// pass (see Decision.Error and Reason).
 	ActionEvict Action = "Evict"
 	// ActionForceDelete deletes the pod without the eviction API now,
-	// because the deadline minus its grace period has come.
+	// because the deadline minus its grace period has come (see
+	// Plan.Deadline and Plan.ForceReason).
 	ActionForceDelete Action = "ForceDelete"
 	// ActionBlocked means the pod cannot be evicted now; Cause and PDBs say
 	// why, RetryAt when the next attempt comes.
@@ -159,8 +160,15 @@ const (
 	CauseRefusedPods Cause = "RefusedPods"
 )
 
-// CauseDeadline is the cause of ActionForceDelete.
-const CauseDeadline Cause = "Deadline"
+// Causes of ActionForceDelete.
+const (
+	// CauseDeadline: the drain deadline (minus the pod's grace period)
+	// has come.
+	CauseDeadline Cause = "Deadline"
+	// CauseNodeNotReady: the node has been NotReady for
+	// UnreachableOptions.ForceAfter (minus the pod's grace period).
+	CauseNodeNotReady Cause = "NodeNotReady"
+)
 
 // PDBStatus summarizes a PodDisruptionBudget that affects a pod.
 type PDBStatus struct {
@@ -228,16 +236,24 @@ const (
 	VolumeDetach VolumePhase = "Detach"
 	// VolumeReattach waits for them to be attached to another node.
 	VolumeReattach VolumePhase = "Reattach"
+	// VolumeForceDetach waits for the VolumeAttachments of an unreachable
+	// node, which the drain deleted because it is forced, to be gone.
+	VolumeForceDetach VolumePhase = "ForceDetach"
 )
 
-// VolumeWait is a pending wait for the volumes of a pod that is gone.
+// VolumeWait is a pending wait for the volumes of a pod that is gone, or
+// for the attachments of the node.
 type VolumeWait struct {
 	// Pod whose volumes these were; zero for attachments that the final
-	// sweep found without a pod.
+	// sweep found without a pod, and for the attachments of an unreachable
+	// node.
 	Pod   PodRef      `json:"pod,omitzero"`
 	Phase VolumePhase `json:"phase"`
 	// Volumes (persistent volume names) still waited for.
 	Volumes []string `json:"volumes"`
+	// Attachments are the names of the VolumeAttachments still waited
+	// for, for the attachments of an unreachable node.
+	Attachments []string `json:"attachments,omitempty"`
 	// Since is when the wait began; Until when it is given up.
 	Since time.Time `json:"since"`
 	Until time.Time `json:"until"`
@@ -249,7 +265,10 @@ type VolumeWait struct {
 type Plan struct {
 	Node string    `json:"node"`
 	Now  time.Time `json:"now"`
-	// Deadline of the drain; zero if there is none.
+	// Deadline of the drain: the earlier of State.Deadline and, unless
+	// disabled, NotReadySince plus UnreachableOptions.ForceAfter; zero if
+	// there is none. Pods are force-deleted at Deadline minus their grace
+	// period.
 	Deadline time.Time `json:"deadline,omitzero"`
 	// NotReadySince is when the node stopped being Ready or became
 	// unreachable; zero while it is Ready.
@@ -265,6 +284,16 @@ type Plan struct {
 	Decisions []Decision `json:"decisions"`
 	// Volumes are the pending volume waits.
 	Volumes []VolumeWait `json:"volumes,omitempty"`
+	// DeleteAttachments are the VolumeAttachments of an unreachable node
+	// whose drain is forced that this pass deletes, once no pod is left on
+	// it (see VolumeOptions).
+	DeleteAttachments []AttachmentRef `json:"deleteAttachments,omitempty"`
+	// ForceReason says why the drain is forced, e.g. "drain deadline
+	// 2026-01-02T15:04:05Z passed" or "node not Ready for more than
+	// 5m0s". It is empty unless the plan deletes pods without the eviction
+	// API (ActionForceDelete) or deletes VolumeAttachments; a Result keeps
+	// it for the deletions it made.
+	ForceReason string `json:"forceReason,omitempty"`
 	// Remaining counts the pods that keep the drain from being done, by
 	// action. Skipped and gone pods are not counted.
 	Remaining map[Action]int `json:"remaining,omitempty"`
@@ -302,6 +331,18 @@ type Result struct {
 	// the API server accepted.
 	Evictions      int `json:"evictions"`
 	ForceDeletions int `json:"forceDeletions"`
+	// AttachmentDeletions counts the VolumeAttachments the pass deleted.
+	AttachmentDeletions int `json:"attachmentDeletions,omitempty"`
+}
+
+// AttachmentRef identifies a VolumeAttachment; the UID tells it apart from
+// a later one with the same name.
+type AttachmentRef struct {
+	Name string    `json:"name"`
+	UID  types.UID `json:"uid,omitempty"`
+	// Volume is the persistent volume attached, if the attachment names
+	// one.
+	Volume string `json:"volume,omitempty"`
 }
 
 // State is all a drain remembers between passes. Persist Result.State
@@ -321,6 +362,19 @@ type State struct {
 	Tracked []Tracked `json:"tracked,omitempty"`
 	// Backoffs hold the next attempt after 429 answers.
 	Backoffs []Backoff `json:"backoffs,omitempty"`
+	// ForcedDetach follows the deletion of an unreachable node's
+	// VolumeAttachments.
+	ForcedDetach ForcedDetach `json:"forcedDetach,omitzero"`
+}
+
+// ForcedDetach follows the deletion of the VolumeAttachments of an
+// unreachable node whose drain is forced.
+type ForcedDetach struct {
+	// Since is when the drain first deleted attachments of the node; the
+	// wait for them to be gone ends VolumeOptions.DetachTimeout later.
+	Since time.Time `json:"since,omitzero"`
+	// GaveUp is set once that time has passed with attachments left.
+	GaveUp bool `json:"gaveUp,omitempty"`
 }
 
 // Tracked follows one pod from its eviction until its volumes are
@@ -360,11 +414,12 @@ const (
 	// EventEvictionBlocked: the eviction was refused with 429 (a budget),
 	// or the namespace is terminating; it is retried later.
 	EventEvictionBlocked EventType = "EvictionBlocked"
-	// EventEvictionFailed: the eviction or deletion failed with an error
-	// (Event.Err).
+	// EventEvictionFailed: the eviction or deletion of a pod, or the
+	// deletion of a VolumeAttachment, failed with an error (Event.Err).
 	EventEvictionFailed EventType = "EvictionFailed"
 	// EventForceDeleted: the pod was deleted without the eviction API
-	// because of the deadline.
+	// because of the deadline, or because the node has been NotReady for
+	// UnreachableOptions.ForceAfter.
 	EventForceDeleted EventType = "ForceDeleted"
 	// EventPodGone: a pod the drain evicted or saw terminating is gone.
 	EventPodGone EventType = "PodGone"
@@ -376,14 +431,19 @@ const (
 	EventVolumesReattached EventType = "VolumesReattached"
 	// EventReattachTimedOut: they were not within ReattachTimeout.
 	EventReattachTimedOut EventType = "ReattachTimedOut"
+	// EventAttachmentDeleted: the drain deleted a VolumeAttachment of an
+	// unreachable node whose drain is forced (Event.Volumes names the
+	// volume, Event.Message the attachment).
+	EventAttachmentDeleted EventType = "AttachmentDeleted"
 )
 
 // Event reports something that happened to one pod (or to volumes left
-// without a pod) during a pass.
+// without a pod, or to the node's VolumeAttachments) during a pass.
 type Event struct {
 	Type EventType `json:"type"`
 	Node string    `json:"node"`
-	// Pod is zero for volumes found by the final sweep.
+	// Pod is zero for volumes found by the final sweep and for the
+	// node's VolumeAttachments.
 	Pod     PodRef    `json:"pod,omitzero"`
 	Time    time.Time `json:"time"`
 	Volumes []string  `json:"volumes,omitempty"`

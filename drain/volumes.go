@@ -1,6 +1,7 @@
 package drain
 
 import (
+	"cmp"
 	"fmt"
 	"slices"
 	"strings"
@@ -42,11 +43,16 @@ type attachments struct {
 	elsewhere map[string]bool     // PV name → attached to another node
 	ids       map[string][]string // nil: no narrowing
 	nodeNames []string            // node.status.volumesAttached names
+	// nodeVAs are the VolumeAttachments of this node, by name.
+	nodeVAs []*storagev1.VolumeAttachment
 }
 
 func newAttachments(vas []*storagev1.VolumeAttachment, node *corev1.Node, ids map[string][]string) *attachments {
 	a := &attachments{onNode: map[string]bool{}, elsewhere: map[string]bool{}, ids: ids}
 	for _, va := range vas {
+		if va != nil && va.Spec.NodeName == node.Name {
+			a.nodeVAs = append(a.nodeVAs, va)
+		}
 		if va == nil || va.Spec.Source.PersistentVolumeName == nil {
 			continue
 		}
@@ -62,6 +68,7 @@ func newAttachments(vas []*storagev1.VolumeAttachment, node *corev1.Node, ids ma
 	for _, v := range node.Status.VolumesAttached {
 		a.nodeNames = append(a.nodeNames, string(v.Name))
 	}
+	slices.SortFunc(a.nodeVAs, func(x, y *storagev1.VolumeAttachment) int { return cmp.Compare(x.Name, y.Name) })
 	return a
 }
 
@@ -226,4 +233,64 @@ func (pl *planner) follow(t *Tracked) bool {
 		pl.p.Volumes = append(pl.p.Volumes, VolumeWait{Pod: t.Pod, Phase: VolumeReattach, Volumes: missing, Since: t.DetachedAt, Until: until})
 		return true
 	}
+}
+
+// forceDetach handles the VolumeAttachments of a node whose kubelet is
+// gone, once no pod is left to drain on it: they cannot detach cleanly, and
+// the attach/detach controller would wait minutes before detaching them by
+// force. Until the drain is forced they are waited for; from then on they
+// are deleted and waited for until gone, at most DetachTimeout after the
+// first deletion. On a Ready node, with VolumeOptions.Skip or
+// KeepAttachments, or without any force moment ahead, nothing happens.
+func (pl *planner) forceDetach() {
+	opts, now := pl.opts, pl.now
+	if opts.Volumes.Skip || opts.Volumes.KeepAttachments || pl.drainLeft || len(pl.att.nodeVAs) == 0 {
+		return
+	}
+	forced := pl.force.forced(now)
+	if !pl.p.Unreachable && !(forced && pl.force.byNode) {
+		return // a kubelet may still have the volumes mounted
+	}
+	var pvs, names []string
+	for _, va := range pl.att.nodeVAs {
+		names = append(names, va.Name)
+		if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+			pvs = append(pvs, *pv)
+		}
+	}
+	slices.Sort(pvs)
+	pvs = slices.Compact(pvs)
+	if !forced {
+		if !pl.p.Deadline.IsZero() {
+			pl.p.Volumes = append(pl.p.Volumes, VolumeWait{Phase: VolumeDetach, Volumes: pvs, Attachments: names,
+				Since: pl.p.NotReadySince, Until: pl.p.Deadline})
+		}
+		return
+	}
+	fd := pl.st.ForcedDetach
+	if fd.GaveUp {
+		return
+	}
+	if fd.Since.IsZero() {
+		fd.Since = now
+	}
+	until := fd.Since.Add(opts.Volumes.DetachTimeout)
+	if !now.Before(until) {
+		fd.GaveUp = true
+		pl.st.ForcedDetach = fd
+		pl.p.Events = append(pl.p.Events, Event{Type: EventDetachTimedOut, Node: pl.p.Node, Time: now, Volumes: pvs,
+			Message: fmt.Sprintf("volume attachments %s still present %v after their deletion", strings.Join(names, ", "), opts.Volumes.DetachTimeout)})
+		return
+	}
+	pl.st.ForcedDetach = fd
+	for _, va := range pl.att.nodeVAs {
+		if va.DeletionTimestamp == nil {
+			ref := AttachmentRef{Name: va.Name, UID: va.UID}
+			if pv := va.Spec.Source.PersistentVolumeName; pv != nil {
+				ref.Volume = *pv
+			}
+			pl.p.DeleteAttachments = append(pl.p.DeleteAttachments, ref)
+		}
+	}
+	pl.p.Volumes = append(pl.p.Volumes, VolumeWait{Phase: VolumeForceDetach, Volumes: pvs, Attachments: names, Since: fd.Since, Until: until})
 }
