@@ -199,7 +199,12 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped map[
 		dec.Action = ActionWaitTermination
 		dec.Reason = "evicted, terminating"
 		track(&res.State, dec)
-		clearBackoff(&res.State, backoffKey(*dec))
+		// A success after the backoff resets it; one let through during
+		// the backoff because the budget allowed it leaves the timer as
+		// it is, so that refused retries stay spaced out.
+		if b, ok := findBackoff(res.State, backoffKey(*dec)); ok && !res.Now.Before(b.Until) {
+			clearBackoff(&res.State, b.Key)
+		}
 		ev(EventEvictionStarted, "eviction accepted", nil)
 		return nil
 

@@ -17,8 +17,16 @@ import (
 type budget struct {
 	selector labels.Selector
 	status   PDBStatus
+	current  bool  // the status is of the budget's current generation
 	left     int32 // disruptions not yet handed out
 	probed   bool  // a probe eviction was handed out while left was 0
+}
+
+// allowsNow reports whether the budget's current status still has a
+// disruption to hand out in this plan: then a backoff after an earlier 429
+// need not be waited out, the budget has changed since.
+func (b *budget) allowsNow() bool {
+	return b.current && b.left > 0
 }
 
 // admit hands out one eviction of a healthy pod the budget selects, if it
@@ -56,7 +64,8 @@ func compileBudgets(pdbs []*policyv1.PodDisruptionBudget) *budgetIndex {
 		if err != nil {
 			sel = labels.Nothing() // the disruption controller cannot use it either
 		}
-		b := &budget{selector: sel, status: pdbStatus(pdb), left: max(pdb.Status.DisruptionsAllowed, 0)}
+		b := &budget{selector: sel, status: pdbStatus(pdb), left: max(pdb.Status.DisruptionsAllowed, 0),
+			current: pdb.Status.ObservedGeneration >= pdb.Generation}
 		idx.byNamespace[pdb.Namespace] = append(idx.byNamespace[pdb.Namespace], b)
 		idx.byName[b.status.Name] = b
 	}
@@ -141,6 +150,16 @@ func backoffKey(d Decision) string {
 	return "pod/" + string(d.Pod.UID)
 }
 
+// findBackoff returns the backoff of key in st.
+func findBackoff(st State, key string) (Backoff, bool) {
+	for _, b := range st.Backoffs {
+		if b.Key == key {
+			return b, true
+		}
+	}
+	return Backoff{}, false
+}
+
 func clearBackoff(st *State, key string) {
 	for i, b := range st.Backoffs {
 		if b.Key == key {
@@ -150,8 +169,39 @@ func clearBackoff(st *State, key string) {
 	}
 }
 
-// activeBackoff returns the backoff of key if it still holds at now.
-func activeBackoff(backoffs map[string]Backoff, key string, now time.Time) (Backoff, bool) {
+// activeBackoff returns the backoff of key if it still holds at now. A
+// budget's backoff does not hold while the budget allows a disruption
+// again: the pod goes at once, within what the budget allows, and the
+// timer remains the fallback for a status that does not change.
+func activeBackoff(backoffs map[string]Backoff, key string, now time.Time, in *podInfo) (Backoff, bool) {
 	b, ok := backoffs[key]
-	return b, ok && now.Before(b.Until)
+	if !ok || !now.Before(b.Until) {
+		return b, false
+	}
+	if strings.HasPrefix(key, "pdb/") && len(in.budgets) == 1 && in.budgets[0].allowsNow() {
+		return b, false
+	}
+	return b, true
+}
+
+// BlockingBudgets returns the PodDisruptionBudgets ("namespace/name") the
+// drain waits on, sorted: those that held back an eviction in the last
+// pass, whether in backoff after a 429 or out of disruptions. A controller
+// that indexes its draining nodes by them can run the next pass as soon as
+// one of them is updated, instead of at NextCheck; Drain watches them.
+func (s State) BlockingBudgets() []string {
+	return slices.Clone(s.BlockedBy)
+}
+
+// blockingBudgets collects the budgets that hold back the decisions.
+func blockingBudgets(decisions []Decision) []string {
+	var out []string
+	for _, d := range decisions {
+		if d.Action == ActionBlocked && len(d.PDBs) == 1 &&
+			(d.Cause == CauseDisruptionBudget || d.Cause == CauseMisconfiguredPDB) {
+			out = append(out, d.PDBs[0].Name)
+		}
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
 }

@@ -54,7 +54,16 @@
 // its healthy pods than its status allows, and when it allows none, one
 // probe: the API server decides, and a 429 starts an exponential backoff
 // (Options.BackoffInitial doubling up to BackoffMax) for the whole budget,
-// kept in State, so there is never a hot loop of refused evictions.
+// kept in State, so there is never a hot loop of refused evictions. The
+// backoff is only the fallback: as soon as the budget's status (of its
+// current generation) allows a disruption again, its pods are evicted,
+// never more than it allows, whatever the timer says.
+//
+// To move as soon as a budget allows, State.BlockingBudgets names the
+// budgets the drain waits on. Drain watches them (one watch per budget,
+// through the client) and runs the next pass when one of them reports an
+// allowed disruption, NextCheck being the fallback; a controller indexes
+// its draining nodes by them and requeues those on budget updates.
 // Budgets that allow no disruption although all their pods are healthy
 // (minAvailable equal to the replicas, maxUnavailable 0) are reported as
 // misconfigured at once, and so are pods selected by several budgets,

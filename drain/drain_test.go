@@ -116,6 +116,69 @@ func TestDrainContextDeadline(t *testing.T) {
 	}
 }
 
+// TestDrainWakesOnBudget: Drain is blocked by a budget with a backoff of an
+// hour on a clock that never moves; the budget's update alone makes it run
+// the next pass and evict.
+func TestDrainWakesOnBudget(t *testing.T) {
+	before := runtime.NumGoroutine()
+	c := newCluster(t, newNode(testNode), newPDB("web", "web", 0, 3, 2, 3), newPod("a"), newPod("b"))
+	d := c.drainer(Options{BackoffInitial: time.Hour, BackoffMax: time.Hour})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	done := make(chan error, 1)
+	go func() {
+		_, err := d.Drain(ctx, testNode)
+		done <- err
+	}()
+	waitFor := func(what string, cond func() bool) {
+		t.Helper()
+		limit := time.Now().Add(30 * time.Second) // a hang guard, not a timing assertion
+		for !cond() {
+			if time.Now().After(limit) {
+				t.Fatalf("never: %s", what)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	watching := func() bool {
+		for _, a := range c.client.Actions() {
+			if a.GetVerb() == "watch" && a.GetResource().Resource == "poddisruptionbudgets" {
+				return true
+			}
+		}
+		return false
+	}
+	// The probe is refused: the backoff is an hour, and Drain watches the
+	// budget while it waits.
+	waitFor("a refused probe and a watch of the budget", func() bool {
+		calls := c.evictionCalls()
+		return len(calls) == 1 && calls[0].Code == 429 && watching() && c.clock.HasWaiters()
+	})
+
+	// The disruption controller: a replacement is ready elsewhere.
+	if err := c.client.Tracker().Update(pdbsGVR, newPDB("web", "web", 1, 2, 3, 3), "default"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("an eviction after the budget's update", func() bool {
+		calls := c.evictionCalls()
+		return len(calls) == 2 && calls[1].Code == 201
+	})
+	if !c.clock.Now().Equal(epoch) {
+		t.Fatalf("the clock moved to %v", c.clock.Now())
+	}
+	// An update that allows nothing wakes nothing.
+	if err := c.client.Tracker().Update(pdbsGVR, newPDB("web", "web", 0, 2, 2, 3), "default"); err != nil {
+		t.Fatal(err)
+	}
+	waitFor("Drain waiting again", c.clock.HasWaiters)
+	cancel()
+	expectCanceled(t, done)
+	if n := len(c.evictionCalls()); n != 2 {
+		t.Errorf("%d eviction requests, want 2", n)
+	}
+	expectNoLeak(t, before)
+}
+
 // drainGoroutines returns the stacks of goroutines running drain code,
 // except the caller's.
 func drainGoroutines() []string {

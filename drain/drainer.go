@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/go-logr/logr"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -112,13 +113,19 @@ func (d *Drainer) Pass(ctx context.Context, nodeName string, state State) (Resul
 // Drain drains the node and returns when it is done, when a pod is refused
 // (ErrRefused), on the first error of a pass, or when ctx ends — exactly
 // then: every request and every wait is bound to ctx. It is Pass in a loop,
-// waiting for NextCheck in between, with the state kept in memory. On
-// failure it returns the last complete Result, whose Message names what
-// blocks the drain, and an error that wraps ctx.Err() if ctx ended.
+// waiting for NextCheck in between, with the state kept in memory. While
+// the drain is blocked on PodDisruptionBudgets (State.BlockingBudgets) it
+// watches them and runs the next pass as soon as one allows a disruption;
+// NextCheck is the fallback. On failure it returns the last complete
+// Result, whose Message names what blocks the drain, and an error that
+// wraps ctx.Err() if ctx ended. No goroutine it starts outlives it.
 //
 // ctx's deadline bounds the call, not the drain: pods are force-deleted
-// only under Options.Timeout.
+// only under Options.Timeout (or UnreachableOptions.ForceAfter).
 func (d *Drainer) Drain(ctx context.Context, nodeName string) (Result, error) {
+	logger := logr.FromContextOrDiscard(ctx).WithValues("node", nodeName)
+	budgets := newBudgetWatcher(d, logger)
+	defer budgets.stop()
 	var (
 		state State
 		last  Result
@@ -144,16 +151,33 @@ func (d *Drainer) Drain(ctx context.Context, nodeName string) (Result, error) {
 		if res.Remaining[ActionRefuse] > 0 {
 			return res, fmt.Errorf("node %s: %w: %s", nodeName, ErrRefused, res.Message)
 		}
-		if wait := res.NextCheck.Sub(d.opts.Clock.Now()); wait > 0 {
-			timer := d.opts.Clock.NewTimer(wait)
-			select {
-			case <-ctx.Done():
-				timer.Stop()
-				return last, d.notDrained(nodeName, last, ctx.Err())
-			case <-timer.C():
+		budgets.watch(ctx, res.State.BlockingBudgets())
+		if err := d.waitNext(ctx, logger, res.NextCheck, budgets); err != nil {
+			return last, d.notDrained(nodeName, last, err)
+		}
+	}
+}
+
+// waitNext waits until next, or until a budget the drain is blocked on
+// allows a disruption again. It returns ctx's error if ctx ends first.
+func (d *Drainer) waitNext(ctx context.Context, logger logr.Logger, next time.Time, budgets *budgetWatcher) error {
+	wait := next.Sub(d.opts.Clock.Now())
+	if wait <= 0 {
+		return ctx.Err()
+	}
+	timer := d.opts.Clock.NewTimer(wait)
+	defer timer.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-timer.C():
+			return nil
+		case <-budgets.notify:
+			if key, ok := budgets.woken(); ok {
+				logger.V(1).Info("PodDisruptionBudget allows a disruption; next pass now", "pdb", key)
+				return nil
 			}
-		} else if ctx.Err() != nil {
-			return last, d.notDrained(nodeName, last, ctx.Err())
 		}
 	}
 }

@@ -326,7 +326,7 @@ func (pl *planner) decideEviction(in *podInfo, d *Decision, slots *int) {
 		return
 	}
 	key := backoffKey(*d)
-	if b, ok := activeBackoff(pl.backoffs, key, pl.now); ok {
+	if b, ok := activeBackoff(pl.backoffs, key, pl.now, in); ok {
 		c, reason := backoffHold(in, key, b)
 		block(c, reason, b.Until)
 		return

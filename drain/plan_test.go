@@ -216,6 +216,33 @@ func TestDecideActions(t *testing.T) {
 			},
 		},
 		{
+			// The budget has recovered since the 429: one pod goes now,
+			// the timer stays for the rest.
+			name:  "a budget in backoff that allows a disruption again lets as many pods go as it allows",
+			pdbs:  []*policyv1.PodDisruptionBudget{newPDB("web", "web", 1, 2, 3, 3)},
+			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
+			pods:  []*corev1.Pod{newPod("a"), newPod("b"), newPod("c-sick", notReady())},
+			want: []row{
+				{Pod: "a", Action: ActionEvict},
+				{Pod: "b", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: now.Add(5 * time.Second)},
+				{Pod: "c-sick", Action: ActionEvict},
+			},
+		},
+		{
+			name: "a budget status of an older generation does not cut a backoff short",
+			pdbs: []*policyv1.PodDisruptionBudget{func() *policyv1.PodDisruptionBudget {
+				pdb := newPDB("web", "web", 1, 2, 3, 3)
+				pdb.Generation = 2
+				return pdb
+			}()},
+			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
+			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
+			want: []row{
+				{Pod: "a", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: now.Add(5 * time.Second)},
+				{Pod: "b", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: now.Add(5 * time.Second)},
+			},
+		},
+		{
 			name:  "an expired backoff lets the probe through",
 			pdbs:  []*policyv1.PodDisruptionBudget{healthyButNotAllowed},
 			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now}}},
@@ -998,6 +1025,45 @@ func TestDecideForceReason(t *testing.T) {
 			got := Decide(Snapshot{Node: node, Pods: tt.pods, Now: now, State: tt.state}, Options{})
 			if got.ForceReason != tt.want {
 				t.Errorf("ForceReason = %q, want %q", got.ForceReason, tt.want)
+			}
+		})
+	}
+}
+
+func TestBlockingBudgets(t *testing.T) {
+	now := epoch
+	other := func(p *policyv1.PodDisruptionBudget) *policyv1.PodDisruptionBudget {
+		p = p.DeepCopy()
+		p.Namespace = "team"
+		return p
+	}
+	tests := []struct {
+		name  string
+		pdbs  []*policyv1.PodDisruptionBudget
+		pods  []*corev1.Pod
+		state State
+		want  []string
+	}{
+		{name: "none", pods: []*corev1.Pod{newPod("a")}},
+		{
+			name: "out of disruptions, in backoff, misconfigured; not several budgets",
+			pdbs: []*policyv1.PodDisruptionBudget{
+				newPDB("web", "web", 1, 1, 2, 2), newPDB("db", "db", 0, 3, 2, 3), newPDB("strict", "strict", 0, 2, 2, 2),
+				other(newPDB("x", "x", 1, 0, 1, 1)), other(newPDB("y", "x", 1, 0, 1, 1)),
+			},
+			state: State{Backoffs: []Backoff{{Key: "pdb/default/db", Attempts: 1, Until: now.Add(time.Minute)}}},
+			pods: []*corev1.Pod{
+				newPod("w1"), newPod("w2"), newPod("d1", app("db")), newPod("s1", app("strict")),
+				newPod("x1", inNamespace("team"), app("x")),
+			},
+			want: []string{"default/db", "default/strict", "default/web"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got := Decide(Snapshot{Node: newNode(testNode), Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: tt.state}, Options{})
+			if diff := cmp.Diff(tt.want, got.State.BlockingBudgets(), cmpopts.EquateEmpty()); diff != "" {
+				t.Errorf("BlockingBudgets (-want +got):\n%s\nmessage: %s", diff, got.Message)
 			}
 		})
 	}

@@ -69,6 +69,9 @@ func genPDB(t *rapid.T, i int) *policyv1.PodDisruptionBudget {
 		int32(rapid.IntRange(-1, 3).Draw(t, "allowed")), int32(rapid.IntRange(0, 5).Draw(t, "desired")),
 		int32(rapid.IntRange(0, 5).Draw(t, "current")), expected)
 	pdb.Namespace = rapid.SampledFrom([]string{"default", "team"}).Draw(t, "pdbNamespace")
+	if rapid.IntRange(0, 4).Draw(t, "pdbStale") == 0 {
+		pdb.Generation = 2 // the disruption controller has not caught up
+	}
 	if rapid.Bool().Draw(t, "disrupted") {
 		pdb.Status.DisruptedPods = map[string]metav1.Time{"x": metav1.NewTime(epoch)}
 	}
@@ -275,6 +278,38 @@ func TestPropertyDecide(t *testing.T) {
 		}
 		if forced != (p.ForceReason != "") {
 			t.Fatalf("ForceReason %q with forced deletions %v", p.ForceReason, forced)
+		}
+
+		// A budget in backoff lets its healthy pods go only while its
+		// current status allows disruptions, and never more than that.
+		// Every other blocking budget is reported.
+		for _, pdb := range snap.PDBs {
+			name := pdb.Namespace + "/" + pdb.Name
+			held := false
+			for _, b := range snap.State.Backoffs {
+				held = held || (b.Key == "pdb/"+name && p.Now.Before(b.Until))
+			}
+			if !held {
+				continue
+			}
+			limit := pdb.Status.DisruptionsAllowed
+			if pdb.Status.ObservedGeneration < pdb.Generation {
+				limit = 0
+			}
+			if evicted[name] > max(limit, 0) {
+				t.Fatalf("budget %s in backoff (allows %d, current %v): %d evictions", name, pdb.Status.DisruptionsAllowed,
+					pdb.Status.ObservedGeneration >= pdb.Generation, evicted[name])
+			}
+		}
+		blocking := map[string]bool{}
+		for _, b := range p.State.BlockingBudgets() {
+			blocking[b] = true
+		}
+		for _, d := range p.Decisions {
+			if d.Action == ActionBlocked && (d.Cause == CauseDisruptionBudget || d.Cause == CauseMisconfiguredPDB) &&
+				len(d.PDBs) == 1 && !blocking[d.PDBs[0].Name] {
+				t.Fatalf("%v is blocked by %s, which BlockingBudgets %v leaves out", d.Pod, d.PDBs[0].Name, p.State.BlockingBudgets())
+			}
 		}
 
 		// Volume pods in flight stay within the parallelism.

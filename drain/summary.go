@@ -12,7 +12,8 @@ import (
 const maxNamed = 3
 
 // finish computes the summary fields of p from its decisions and volume
-// waits: Remaining, Done, NextCheck and Message.
+// waits: Remaining, Done, NextCheck, Message, and the budgets that block it
+// (State.BlockedBy).
 func finish(p *Plan, opts Options) {
 	opts = opts.withDefaults()
 	now := p.Now
@@ -72,6 +73,7 @@ func finish(p *Plan, opts Options) {
 		p.NextCheck = next
 	}
 	p.Message = message(p)
+	p.State.BlockedBy = blockingBudgets(p.Decisions)
 }
 
 // message renders the short human summary of a plan. It names pods and

@@ -362,6 +362,9 @@ type State struct {
 	Tracked []Tracked `json:"tracked,omitempty"`
 	// Backoffs hold the next attempt after 429 answers.
 	Backoffs []Backoff `json:"backoffs,omitempty"`
+	// BlockedBy are the PodDisruptionBudgets ("namespace/name") that held
+	// back evictions in the last pass; see BlockingBudgets.
+	BlockedBy []string `json:"blockedBy,omitempty"`
 	// ForcedDetach follows the deletion of an unreachable node's
 	// VolumeAttachments.
 	ForcedDetach ForcedDetach `json:"forcedDetach,omitzero"`
