@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -8,6 +9,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -35,6 +37,15 @@ type Informers struct {
 	Secrets coreinformers.SecretInformer
 	// Nodes in the target cluster; nil without a target cluster.
 	Nodes coreinformers.NodeInformer
+	// Target is the informer factory of the target cluster; optional, and
+	// only with a target cluster. With it the drain reads pods,
+	// PodDisruptionBudgets, claims, volumes and VolumeAttachments from its
+	// caches (drain.ListersFromFactory) instead of the API server, Run
+	// waits for those caches, and a budget that allows a disruption again
+	// syncs the machines whose drain waits on it at once instead of at
+	// their next check. NewController adds the informers to the factory:
+	// start it after NewController, like the others.
+	Target informers.SharedInformerFactory
 }
 
 // Controller reconciles Machines, MachineClasses and their Secrets against a
@@ -83,6 +94,9 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	if (target == nil) != (inf.Nodes == nil) {
 		return nil, errors.New("machine: a target client needs a node informer and vice versa")
 	}
+	if target == nil && inf.Target != nil {
+		return nil, errors.New("machine: a target informer factory needs a target client")
+	}
 	o, err := opts.complete()
 	if err != nil {
 		return nil, fmt.Errorf("machine: invalid options: %w", err)
@@ -112,7 +126,11 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	if target != nil {
 		c.nodes = inf.Nodes.Lister()
 		if c.drainer = o.Drainer; c.drainer == nil {
-			if c.drainer, err = drain.New(target, c.drainOptions()); err != nil {
+			dopts, err := c.drainOptions(inf.Target)
+			if err != nil {
+				return nil, fmt.Errorf("machine: %w", err)
+			}
+			if c.drainer, err = drain.New(target, dopts); err != nil {
 				return nil, fmt.Errorf("machine: %w", err)
 			}
 		}
@@ -127,9 +145,9 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 }
 
 // drainOptions are Options.DrainOptions with what only the controller
-// knows filled in: its clock, registry, node cache and driver. Every other
+// knows filled in: its clock, registry, driver and caches. Every other
 // default is the drain package's.
-func (c *Controller) drainOptions() drain.Options {
+func (c *Controller) drainOptions(target informers.SharedInformerFactory) (drain.Options, error) {
 	dopts := c.opts.DrainOptions
 	if dopts.Clock == nil {
 		dopts.Clock = c.opts.Clock
@@ -143,7 +161,20 @@ func (c *Controller) drainOptions() drain.Options {
 	if dopts.Listers.Nodes == nil {
 		dopts.Listers.Nodes = c.nodes
 	}
-	return dopts
+	if target == nil {
+		return dopts, nil
+	}
+	cached, err := drain.ListersFromFactory(target)
+	if err != nil {
+		return dopts, err
+	}
+	l := &dopts.Listers
+	l.Pods = cmp.Or(l.Pods, cached.Pods)
+	l.PodDisruptionBudgets = cmp.Or(l.PodDisruptionBudgets, cached.PodDisruptionBudgets)
+	l.PersistentVolumeClaims = cmp.Or(l.PersistentVolumeClaims, cached.PersistentVolumeClaims)
+	l.PersistentVolumes = cmp.Or(l.PersistentVolumes, cached.PersistentVolumes)
+	l.VolumeAttachments = cmp.Or(l.VolumeAttachments, cached.VolumeAttachments)
+	return dopts, nil
 }
 
 // buildQueues builds the work queues; they start nothing until used.

@@ -1,18 +1,23 @@
 package machine
 
 import (
+	"encoding/json"
 	"runtime"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
+	policyv1 "k8s.io/api/policy/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver/sim"
 )
 
@@ -67,5 +72,75 @@ func TestNewControllerLeaksNothing(t *testing.T) {
 	if after := runtime.NumGoroutine(); after > before {
 		buf := make([]byte, 1<<16)
 		t.Fatalf("%d goroutines before 30 constructions, %d after:\n%s", before, after, buf[:runtime.Stack(buf, true)])
+	}
+}
+
+// TestBudgetWakesBlockedDrains: a PodDisruptionBudget that allows a
+// disruption again syncs the machines whose drain waits on it, and only
+// those.
+func TestBudgetWakesBlockedDrains(t *testing.T) {
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
+	mf := externalversions.NewSharedInformerFactory(mc, 0)
+	kf := informers.NewSharedInformerFactory(core, 0)
+	inf := Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  kf.Core().V1().Secrets(),
+		Nodes:    kf.Core().V1().Nodes(),
+		Target:   kf,
+	}
+	c, err := NewController(mc, core, core, inf, cloud.Driver(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	draining := func(name string, blockedBy ...string) *v1alpha1.Machine {
+		m := deletingMachine(StepDrain)
+		m.Name = name
+		raw, err := json.Marshal(drain.State{BlockedBy: blockedBy})
+		if err != nil {
+			t.Fatal(err)
+		}
+		m.Annotations[DrainStateAnnotation] = string(raw)
+		return m
+	}
+	for _, m := range []*v1alpha1.Machine{draining("waits-on-web", "ns/web"), draining("waits-on-db", "ns/db"), draining("not-blocked")} {
+		if err := inf.Machines.Informer().GetIndexer().Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pdb := func(name string, allowed int32) *policyv1.PodDisruptionBudget {
+		return &policyv1.PodDisruptionBudget{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: name},
+			Status: policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: allowed}}
+	}
+	c.onBudget(pdb("web", 0))
+	if n := c.machineQueue.Len(); n != 0 {
+		t.Fatalf("%d machines queued for a budget that allows nothing", n)
+	}
+	c.onBudget(pdb("web", 1))
+	if n := c.machineQueue.Len(); n != 1 {
+		t.Fatalf("%d machines queued, want the one waiting on ns/web", n)
+	}
+}
+
+func TestNewControllerRejectsTargetFactoryWithoutTarget(t *testing.T) {
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
+	mf := externalversions.NewSharedInformerFactory(mc, 0)
+	kf := informers.NewSharedInformerFactory(core, 0)
+	_, err = NewController(mc, core, nil, Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  kf.Core().V1().Secrets(),
+		Target:   kf,
+	}, cloud.Driver(), Options{})
+	if err == nil {
+		t.Fatal("a target factory without a target client was accepted")
 	}
 }

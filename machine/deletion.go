@@ -26,13 +26,13 @@ const (
 	// StepWaitPreDrainHooks waits until the machine has no annotation with
 	// PreDrainHookPrefix.
 	StepWaitPreDrainHooks DeletionStep = "WaitForPreDrainHooks"
-	// StepDrain cordons and drains the node in non-blocking passes; by
-	// force after the drain timeout, when the node has been NotReady for
-	// ForceDrainNotReadyAfter, or with the force-deletion label.
+	// StepDrain cordons and drains the node in non-blocking passes of the
+	// drain engine, until its pods are gone and their volumes detached; by
+	// force after the drain timeout or with the force-deletion label. The
+	// drain also forces on a node NotReady for long (see
+	// drain.UnreachableOptions.ForceAfter), and there deletes the node's
+	// VolumeAttachments, as MCM's force path does.
 	StepDrain DeletionStep = "DrainNode"
-	// StepWaitVolumeDetach waits for the node's VolumeAttachments to go
-	// away; on the force path it deletes them.
-	StepWaitVolumeDetach DeletionStep = "WaitForVolumeDetach"
 	// StepWaitPreTerminateHooks waits until the machine has no annotation
 	// with PreTerminateHookPrefix.
 	StepWaitPreTerminateHooks DeletionStep = "WaitForPreTerminateHooks"
@@ -46,7 +46,7 @@ const (
 
 // deletionSteps lists the steps in order.
 var deletionSteps = []DeletionStep{
-	StepWaitPreDrainHooks, StepDrain, StepWaitVolumeDetach, StepWaitPreTerminateHooks,
+	StepWaitPreDrainHooks, StepDrain, StepWaitPreTerminateHooks,
 	StepDeleteVM, StepDeleteNode, StepRemoveFinalizer,
 }
 
@@ -82,7 +82,6 @@ const (
 	// delWait: wait (hooks, blocked by missing input); requeue.
 	delWait
 	delDrain
-	delDetachVolumes
 	delDeleteVM
 	delDeleteNode
 	delRemoveFinalizer
@@ -102,8 +101,6 @@ type deletionInput struct {
 	// (DeleteMachine needs them); ClassProblem says why not.
 	ClassFound   bool
 	ClassProblem string
-	// ForceDrainNotReadyAfter from Options.
-	ForceDrainNotReadyAfter time.Duration
 }
 
 // deletionDecision is what to do in the current step.
@@ -112,8 +109,8 @@ type deletionDecision struct {
 	Action deletionAction
 	// Description for lastOperation while the step runs (or is skipped).
 	Description string
-	// Force is set for StepDrain and StepWaitVolumeDetach on the force
-	// path; ForceReason says why. DrainDeadline is when remaining pods
+	// Force is set for StepDrain on the machine's force path (label,
+	// drain timeout); ForceReason says why. DrainDeadline is when remaining pods
 	// are deleted without eviction.
 	Force         bool
 	ForceReason   string
@@ -143,7 +140,7 @@ func decideDeletion(in deletionInput) deletionDecision {
 		}
 		d.Action = delAdvance
 		d.Description = fmt.Sprintf("No %s hooks left", hookKind(d.Step))
-	case StepDrain, StepWaitVolumeDetach:
+	case StepDrain:
 		if !in.HasTarget || in.NodeName == "" || in.Node == nil {
 			d.Action = delAdvance
 			d.Description = "Skipping drain: the machine has no node. Initiate VM deletion"
@@ -154,18 +151,10 @@ func decideDeletion(in deletionInput) deletionDecision {
 		if d.Force {
 			d.DrainDeadline = in.Now
 		}
-		if d.Step == StepDrain {
-			d.Action = delDrain
-			d.Description = "Initiate node drain"
-			if d.Force {
-				d.Description = "Initiate force drain (" + d.ForceReason + ")"
-			}
-		} else {
-			d.Action = delDetachVolumes
-			d.Description = "Waiting for volume attachments to be removed"
-			if d.Force {
-				d.Description = "Delete Volume Attachments"
-			}
+		d.Action = delDrain
+		d.Description = "Initiate node drain"
+		if d.Force {
+			d.Description = "Initiate force drain (" + d.ForceReason + ")"
 		}
 	case StepDeleteVM:
 		if !in.ClassFound {
@@ -215,7 +204,9 @@ func hooksOf(m *v1alpha1.Machine, prefix string) []string {
 	return out
 }
 
-// forceDrain reports whether the node is drained by force, and why.
+// forceDrain reports whether the machine asks for a forced drain, and
+// why: the force-deletion label, or the drain timeout since the deletion.
+// Whether a NotReady node is drained by force is the drain's to decide.
 func forceDrain(in deletionInput) (bool, string) {
 	m := in.Machine
 	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDeletionLabelKey]); err == nil && v {
@@ -223,14 +214,6 @@ func forceDrain(in deletionInput) (bool, string) {
 	}
 	if timeout := in.Config.MachineDrainTimeout.Duration; in.Now.Sub(m.DeletionTimestamp.Time) > timeout {
 		return true, fmt.Sprintf("drain timeout %v exceeded", timeout)
-	}
-	if in.Node != nil {
-		for _, c := range in.Node.Status.Conditions {
-			if c.Type == corev1.NodeReady && c.Status != corev1.ConditionTrue &&
-				in.Now.Sub(c.LastTransitionTime.Time) > in.ForceDrainNotReadyAfter {
-				return true, fmt.Sprintf("node not Ready for more than %v", in.ForceDrainNotReadyAfter)
-			}
-		}
 	}
 	return false, ""
 }

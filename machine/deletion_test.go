@@ -164,7 +164,13 @@ func TestDrainStep(t *testing.T) {
 			want: stepOutcome{Done: true, Description: "Drain successful. Initiate VM deletion",
 				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node n1"}}},
 		{name: "force-drained", force: true, res: drain.Result{Plan: drain.Plan{Done: true}},
-			want: stepOutcome{Done: true, Description: "Force Drain successful. Delete Volume Attachments",
+			want: stepOutcome{Done: true, Description: "Force Drain successful. Initiate VM deletion",
+				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node n1"}}},
+		{name: "the drain forces a NotReady node itself", wantState: true,
+			res:  drain.Result{Plan: drain.Plan{ForceReason: "node not Ready for more than 5m0s", Message: "1 pod remaining", NextCheck: time.Now().Add(time.Hour)}},
+			want: stepOutcome{Description: "Force-draining node (node not Ready for more than 5m0s): 1 pod remaining"}},
+		{name: "the drain forced a NotReady node itself", res: drain.Result{Plan: drain.Plan{Done: true, ForceReason: "node not Ready for more than 5m0s"}},
+			want: stepOutcome{Done: true, Description: "Force Drain successful. Initiate VM deletion",
 				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node n1"}}},
 	}
 	for _, tc := range tests {

@@ -39,14 +39,18 @@
 //     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation,
 //     so keys someone else set survive; the machine-name label is set.
 //   - Deletion: an explicit step machine stored in DeletionStepAnnotation
-//     (see DeletionStep): pre-drain hooks, drain (non-blocking passes of the
-//     drain engine, state in DrainStateAnnotation, force after the drain
-//     timeout, when the node has been NotReady for ForceDrainNotReadyAfter
-//     or with the force-deletion label), volume detach (VolumeAttachments
-//     deleted on the force path), pre-terminate hooks, DeleteMachine,
-//     Node deletion, finalizer removal. Each step is idempotent and the
-//     step only advances after its work, so a crash repeats at most one
-//     step. No worker waits for a drain.
+//     (see DeletionStep): pre-drain hooks, drain, pre-terminate hooks,
+//     DeleteMachine, Node deletion, finalizer removal. Each sync observes,
+//     decides the step (decideDeletion), runs it and writes the outcome;
+//     each step is idempotent and only advances after its work, so a crash
+//     repeats at most one step. The drain runs in non-blocking passes of
+//     the drain engine (state in DrainStateAnnotation), forced after the
+//     drain timeout or with the force-deletion label; the engine itself
+//     forces on a node NotReady for long, waits for the volumes of evicted
+//     pods to detach and, on an unreachable node, deletes its
+//     VolumeAttachments. A machine whose drain waits on a
+//     PodDisruptionBudget is synced again as soon as the budget allows a
+//     disruption (with Informers.Target). No worker waits for a drain.
 //   - Frozen (Options.SafetyGate): no creation and no health transition;
 //     deletions go on.
 //

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	policyv1 "k8s.io/api/policy/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -16,6 +17,9 @@ import (
 const (
 	indexMachineByClass = "mcmkit.io/machine-by-class"
 	indexMachineByNode  = "mcmkit.io/machine-by-node"
+	// indexMachineByBlockingBudget: machines whose drain waits on a
+	// PodDisruptionBudget, by the budget's key.
+	indexMachineByBlockingBudget = "mcmkit.io/machine-by-blocking-budget"
 )
 
 // objectKey is the "namespace/name" key of an object, as the work queues
@@ -46,6 +50,14 @@ func (c *Controller) register(inf Informers) error {
 	if inf.Nodes != nil {
 		informers = append(informers, inf.Nodes.Informer())
 	}
+	// The drain's caches, when the target's factory is given.
+	var drainCaches []cache.SharedIndexInformer
+	if t := inf.Target; t != nil {
+		drainCaches = []cache.SharedIndexInformer{t.Core().V1().Pods().Informer(), t.Core().V1().PersistentVolumeClaims().Informer(),
+			t.Core().V1().PersistentVolumes().Informer(), t.Storage().V1().VolumeAttachments().Informer()}
+		informers = append(informers, drainCaches...)
+		informers = append(informers, t.Policy().V1().PodDisruptionBudgets().Informer())
+	}
 	for _, i := range informers {
 		if !i.HasSynced() { // a started informer cannot take a transform
 			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
@@ -67,6 +79,13 @@ func (c *Controller) register(inf Informers) error {
 				return nil, nil
 			}
 			return []string{nodeNameOf(m)}, nil
+		},
+		indexMachineByBlockingBudget: func(obj any) ([]string, error) {
+			m, ok := obj.(*v1alpha1.Machine)
+			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
+				return nil, nil
+			}
+			return storedDrainState(m).BlockingBudgets(), nil
 		},
 	})
 	if err != nil {
@@ -111,7 +130,32 @@ func (c *Controller) register(inf Informers) error {
 			return err
 		}
 	}
+	if inf.Target != nil {
+		if err := add(inf.Target.Policy().V1().PodDisruptionBudgets().Informer(), cache.ResourceEventHandlerFuncs{
+			AddFunc:    c.onBudget,
+			UpdateFunc: func(_, obj any) { c.onBudget(obj) },
+		}); err != nil {
+			return err
+		}
+		for _, i := range drainCaches {
+			c.synced = append(c.synced, i.HasSynced)
+		}
+	}
 	return nil
+}
+
+// onBudget syncs the machines whose drain waits on a PodDisruptionBudget
+// as soon as the budget allows a disruption, instead of at their drain's
+// next check.
+func (c *Controller) onBudget(obj any) {
+	pdb, ok := obj.(*policyv1.PodDisruptionBudget)
+	if !ok || pdb.Status.DisruptionsAllowed <= 0 {
+		return
+	}
+	objs, _ := c.machineIdx.ByIndex(indexMachineByBlockingBudget, keyOf(pdb))
+	for _, o := range objs {
+		c.machineQueue.Add(keyOf(o))
+	}
 }
 
 func (c *Controller) onMachine(oldObj, obj any) {

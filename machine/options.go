@@ -30,9 +30,6 @@ const (
 	DefaultLongRetry = 10 * time.Minute
 	// DefaultMaxRetryDelay caps the exponential growth of retry waits.
 	DefaultMaxRetryDelay = 30 * time.Minute
-	// DefaultForceDrainNotReadyAfter: a node NotReady for longer is drained
-	// by force (MCM hard-codes 5m).
-	DefaultForceDrainNotReadyAfter = 5 * time.Minute
 	// DefaultHealthCheckPeriod is how often a Pending or Unknown machine is
 	// looked at again while a timeout runs.
 	DefaultHealthCheckPeriod = 30 * time.Second
@@ -155,15 +152,17 @@ type Options struct {
 	// re-examined. Zero means DefaultHealthCheckPeriod.
 	HealthCheckPeriod time.Duration
 
-	// ForceDrainNotReadyAfter: a node that has not been Ready for this long
-	// is drained by force. Zero means DefaultForceDrainNotReadyAfter.
-	ForceDrainNotReadyAfter time.Duration
-
 	// Drainer drains nodes. Nil means a *drain.Drainer built on the target
 	// client with DrainOptions.
 	Drainer Drainer
-	// DrainOptions configures the drain engine built when Drainer is nil.
-	// Its Clock and Registerer default to the controller's.
+	// DrainOptions configures the drain engine built when Drainer is nil;
+	// its defaults are the drain package's (drain.Options). The drain also
+	// decides when a NotReady node is drained by force
+	// (Unreachable.ForceAfter, MCM's 5 minutes) and waits for, or on an
+	// unreachable node deletes, the node's VolumeAttachments
+	// (Volumes.DetachTimeout is MCM's --machine-pv-detach-timeout). Unset,
+	// its Clock and Registerer are the controller's, Volumes.IDs the
+	// driver's GetVolumeIDs, and Listers come from Informers.
 	DrainOptions drain.Options
 
 	// SafetyGate is asked before creations and health transitions. Nil
@@ -202,7 +201,7 @@ func (o Options) complete() (Options, error) {
 	for name, d := range map[string]time.Duration{
 		"ShortRetry": o.ShortRetry, "MediumRetry": o.MediumRetry, "LongRetry": o.LongRetry,
 		"ResourceExhaustedRetry": o.ResourceExhaustedRetry, "MaxRetryDelay": o.MaxRetryDelay,
-		"HealthCheckPeriod": o.HealthCheckPeriod, "ForceDrainNotReadyAfter": o.ForceDrainNotReadyAfter,
+		"HealthCheckPeriod": o.HealthCheckPeriod,
 	} {
 		if d < 0 {
 			errs = append(errs, fmt.Errorf("%s must not be negative, got %v", name, d))
@@ -225,7 +224,6 @@ func (o Options) complete() (Options, error) {
 	def(&o.ResourceExhaustedRetry, o.LongRetry)
 	def(&o.MaxRetryDelay, DefaultMaxRetryDelay)
 	def(&o.HealthCheckPeriod, DefaultHealthCheckPeriod)
-	def(&o.ForceDrainNotReadyAfter, DefaultForceDrainNotReadyAfter)
 	for _, w := range []*int{&o.ClassWorkers, &o.SecretWorkers, &o.NodeWorkers} {
 		if *w == 0 {
 			*w = DefaultWorkers

@@ -397,10 +397,12 @@ func TestDecideDeletion(t *testing.T) {
 		{"force after drain timeout", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.DeletionTimestamp = &metav1.Time{Time: t0.Add(-3 * time.Hour)}
 		}, result{StepDrain, delDrain, true, false}},
-		{"force when node not ready long", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) {
+		// The drain forces on a node NotReady for long (its ForceAfter);
+		// the machine does not decide that a second time.
+		{"node not ready long is the drain's to force", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) {
 			in.Node = node(cond(corev1.NodeReady, corev1.ConditionUnknown))
-		}, result{StepDrain, delDrain, true, false}},
-		{"detach volumes", string(StepWaitVolumeDetach), nil, result{StepWaitVolumeDetach, delDetachVolumes, false, false}},
+		}, result{StepDrain, delDrain, false, false}},
+		{"the old volume step starts over", "WaitForVolumeDetach", nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
 		{"pre-terminate hook", string(StepWaitPreTerminateHooks), func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.Annotations[PreTerminateHookPrefix+"/y"] = ""
 		}, result{StepWaitPreTerminateHooks, delWait, false, false}},
@@ -425,8 +427,7 @@ func TestDecideDeletion(t *testing.T) {
 				m.Annotations[DeletionStepAnnotation] = tc.step
 			}
 			in := deletionInput{Now: t0, Machine: m, Config: v1alpha1.EffectiveMachineConfiguration(m, nil), HasTarget: true,
-				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), ClassFound: true,
-				ForceDrainNotReadyAfter: 5 * time.Minute}
+				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), ClassFound: true}
 			if tc.mutate != nil {
 				tc.mutate(m, &in)
 			}

@@ -64,11 +64,10 @@ type credentials struct {
 // observeDeletion collects what deciding a deletion step needs.
 func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, credentials) {
 	in := deletionInput{
-		Now:                     c.opts.Clock.Now(),
-		Machine:                 m,
-		Config:                  v1alpha1.EffectiveMachineConfiguration(m, &c.opts.Machine),
-		HasTarget:               c.target != nil,
-		ForceDrainNotReadyAfter: c.opts.ForceDrainNotReadyAfter,
+		Now:       c.opts.Clock.Now(),
+		Machine:   m,
+		Config:    v1alpha1.EffectiveMachineConfiguration(m, &c.opts.Machine),
+		HasTarget: c.target != nil,
 	}
 	if c.nodes != nil {
 		in.NodeName = nodeNameOf(m)
@@ -128,8 +127,6 @@ func (c *Controller) runDeletionStep(ctx context.Context, m *v1alpha1.Machine, i
 		return c.waitStep(m, d), nil
 	case delDrain:
 		return c.drainStep(ctx, m, d, in.NodeName)
-	case delDetachVolumes:
-		return c.detachStep(ctx, in, d)
 	case delDeleteVM:
 		return c.deleteVMStep(ctx, m, creds)
 	case delDeleteNode:
@@ -169,53 +166,22 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 		}, fmt.Errorf("draining node %s: %w", node, err)
 	}
 	if !res.Done {
+		desc := "Draining node: " + res.Message
+		if res.ForceReason != "" {
+			desc = "Force-draining node (" + res.ForceReason + "): " + res.Message
+		}
 		wait := res.NextCheck.Sub(c.opts.Clock.Now())
-		return stepOutcome{Description: "Draining node: " + res.Message, DrainState: &res.State,
-			RequeueAfter: max(wait, 100*time.Millisecond)}, nil
+		return stepOutcome{Description: desc, DrainState: &res.State, RequeueAfter: max(wait, 100*time.Millisecond)}, nil
 	}
 	if !res.State.Start.IsZero() {
 		c.metrics.drain.WithLabelValues(metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start).Seconds())
 	}
 	desc := "Drain successful. Initiate VM deletion"
-	if d.Force {
-		desc = "Force Drain successful. Delete Volume Attachments"
+	if d.Force || res.ForceReason != "" {
+		desc = "Force Drain successful. Initiate VM deletion"
 	}
 	return stepOutcome{Done: true, Description: desc,
 		Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node " + node}}, nil
-}
-
-// detachStep waits for (or, on the force path, deletes) the node's
-// VolumeAttachments.
-func (c *Controller) detachStep(ctx context.Context, in deletionInput, d deletionDecision) (stepOutcome, error) {
-	list, err := c.target.StorageV1().VolumeAttachments().List(ctx, metav1.ListOptions{})
-	if err != nil {
-		return failedStep(d, err), fmt.Errorf("listing volume attachments: %w", err)
-	}
-	var left []string
-	for _, va := range list.Items {
-		if va.Spec.NodeName != in.NodeName {
-			continue
-		}
-		left = append(left, va.Name)
-		if d.Force && va.DeletionTimestamp == nil {
-			err := c.target.StorageV1().VolumeAttachments().Delete(ctx, va.Name, metav1.DeleteOptions{})
-			if err != nil && !apierrors.IsNotFound(err) {
-				return failedStep(d, err), fmt.Errorf("deleting volume attachment %s: %w", va.Name, err)
-			}
-		}
-	}
-	if len(left) == 0 {
-		return stepOutcome{Done: true, Description: "Volume attachments are gone. Initiate VM deletion"}, nil
-	}
-	timeout := c.opts.DrainOptions.Volumes.DetachTimeout
-	if timeout <= 0 {
-		timeout = drain.DefaultDetachTimeout
-	}
-	since, ok := parseTime(in.Machine.Annotations[DeletionStepSinceAnnotation])
-	if ok && in.Machine.Annotations[DeletionStepAnnotation] == string(StepWaitVolumeDetach) && in.Now.Sub(since) > timeout {
-		return stepOutcome{Done: true, Description: fmt.Sprintf("Volume attachments %v still present after %v; continuing. Initiate VM deletion", left, timeout)}, nil
-	}
-	return stepOutcome{Description: fmt.Sprintf("%s: waiting for %d volume attachment(s)", d.Description, len(left)), RequeueAfter: 2 * time.Second}, nil
 }
 
 // deleteVMStep calls the driver's DeleteMachine. A failure is reported

@@ -91,6 +91,8 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 	if cc.TargetCore != nil {
 		target = cc.TargetCore
 		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
+		// The drain reads pods, budgets and volumes from these caches.
+		inf.Target = cc.TargetInformers
 	}
 	ctrl, err := machine.NewController(cc.Machines, cc.ControlCore, target, inf, cc.Driver, machine.Options{
 		Machine: v1alpha1.MachineConfiguration{
