@@ -705,6 +705,62 @@ func TestDrainHonoursContextDeadline(t *testing.T) {
 	}
 }
 
+// TestDrainMixedNode drains simcluster's mixed node: a Deployment of six
+// pods behind a budget with maxUnavailable 1, one of ten pods without, a
+// DaemonSet, a bare pod with an emptyDir and a system-cluster-critical
+// pod. The budget is never violated, the DaemonSet pod stays, and the
+// critical pod is evicted last, after every other drained pod is gone.
+// The benchmark module times the same workload against kubectl drain.
+func TestDrainMixedNode(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	w := f.cluster.MixedNode(t, f.ns, "mixed")
+	guarded := simcluster.WatchAvailability(t, f.client, f.ns, "app="+w.Guarded, int(w.GuardedReplicas))
+
+	var log eventLog
+	drainer, err := drain.New(f.client, drain.Options{OnEvent: log.add, PollInterval: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	start := time.Now()
+	res, err := drainer.Drain(ctx, w.Node)
+	if err != nil {
+		t.Fatalf("drain: %v (%s)", err, res.Message)
+	}
+	took := time.Since(start)
+
+	if worst := guarded.WorstUnavailable(); worst > 1 {
+		t.Errorf("at one moment %d pods of %s were unavailable; its budget allows 1", worst, w.Guarded)
+	}
+	if left, err := simcluster.PodsOnNode(ctx, f.client, w.Node); err != nil || left != 1 {
+		t.Errorf("%d pods left on the node, want only the DaemonSet's (%v)", left, err)
+	}
+	isCritical := func(e drain.Event) bool { return strings.HasPrefix(e.Pod.Name, w.Critical+"-") }
+	evicted := log.of(drain.EventEvictionStarted)
+	if want := int(w.GuardedReplicas + w.FreeReplicas + 2); len(evicted) != want {
+		t.Fatalf("%d evictions, want %d", len(evicted), want)
+	}
+	var critical drain.Event
+	var lastOther time.Time
+	for _, e := range append(evicted, log.of(drain.EventPodGone)...) {
+		switch {
+		case isCritical(e) && e.Type == drain.EventEvictionStarted:
+			critical = e
+		case !isCritical(e) && e.Time.After(lastOther):
+			lastOther = e.Time
+		}
+	}
+	if critical.Pod.Name == "" || critical.Time.Before(lastOther) {
+		t.Errorf("critical pod evicted at %v, before the last other pod went (%v)",
+			critical.Time.Format(time.StampMilli), lastOther.Format(time.StampMilli))
+	}
+	if len(log.of(drain.EventForceDeleted)) != 0 {
+		t.Error("pods force-deleted without a deadline")
+	}
+	t.Logf("drained %d pods in %v; %d evictions refused on the way", len(evicted), took, len(log.of(drain.EventEvictionBlocked)))
+}
+
 // BenchmarkDrain200Pods drains a node running 200 pods of a Deployment, no
 // PodDisruptionBudgets, and reports pods drained per second. The benchmark
 // module under bench/ runs the same workload through kubectl's drain.

@@ -1,7 +1,8 @@
-// Package kubectldrain drains the workload of the drain package's benchmark
-// with k8s.io/kubectl/pkg/drain, so that the two can be compared side by
-// side. It lives in a module of its own: the library never depends on
-// kubectl.
+// Package kubectldrain drains the same workloads with k8s.io/kubectl/pkg/drain
+// and with mcm's drain, so that the two can be compared side by side: the
+// drain package's 200-pod benchmark (BenchmarkKubectlDrain200Pods here),
+// and a mixed node drained by both in the same run (BenchmarkMixedNode). It
+// lives in a module of its own: the library never depends on kubectl.
 package kubectldrain
 
 import (
