@@ -153,6 +153,9 @@ func (w *budgetWatcher) woken() (string, bool) {
 	w.mu.Unlock()
 	woke := ""
 	for k, rv := range allowed {
+		if w.watches[k] == nil {
+			continue // no longer blocking; its goroutine saw one more event
+		}
 		if w.seen[k] != rv {
 			w.seen[k] = rv
 			woke = k

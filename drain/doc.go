@@ -57,17 +57,18 @@
 // kept in State, so there is never a hot loop of refused evictions. The
 // backoff is only the fallback: as soon as the budget's status (of its
 // current generation) allows a disruption again, its pods are evicted,
-// never more than it allows, whatever the timer says.
+// never more than it allows, whatever the timer says. Budgets that allow
+// no disruption although all their pods are healthy (minAvailable equal
+// to the replicas, maxUnavailable 0) are reported as misconfigured at
+// once, and so are pods selected by several budgets, which the eviction
+// API refuses; neither is retried.
 //
 // To move as soon as a budget allows, State.BlockingBudgets names the
 // budgets the drain waits on. Drain watches them (one watch per budget,
-// through the client) and runs the next pass when one of them reports an
-// allowed disruption, NextCheck being the fallback; a controller indexes
-// its draining nodes by them and requeues those on budget updates.
-// Budgets that allow no disruption although all their pods are healthy
-// (minAvailable equal to the replicas, maxUnavailable 0) are reported as
-// misconfigured at once, and so are pods selected by several budgets,
-// which the eviction API refuses; neither is retried.
+// through the client; without permission to watch it just waits) and runs
+// the next pass when one of them reports an allowed disruption, NextCheck
+// being the fallback. A controller indexes its draining nodes by them and
+// requeues those on budget updates.
 //
 // # Deadline
 //

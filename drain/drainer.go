@@ -57,8 +57,9 @@ func (d *Drainer) Plan(ctx context.Context, nodeName string) (Plan, error) {
 
 // Pass runs one bounded, non-blocking step of draining the node: it cordons
 // the node (unless Options.SkipCordon), observes it, plans, and issues the
-// evictions and force deletions the plan calls for, spending at most
-// Options.PassTimeout on them. It does not wait for pods to terminate.
+// evictions, force deletions and VolumeAttachment deletions the plan calls
+// for, spending at most Options.PassTimeout on the evictions. It does not
+// wait for pods to terminate.
 //
 // Hand it the State of the previous Result (the zero State for a new
 // drain) and call it again at Result.NextCheck until Result.Done. Passes are
