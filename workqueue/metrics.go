@@ -151,6 +151,18 @@ func (p metricsProvider) NewRetriesMetric(name string) kworkqueue.CounterMetric 
 	return p.c.retries.WithLabelValues(name)
 }
 
+// exportQueueSeries creates the series of client-go's queue metrics for
+// name, so that they are exported (as zeros) before the queue exists.
+func exportQueueSeries(p kworkqueue.MetricsProvider, name string) {
+	p.NewDepthMetric(name)
+	p.NewAddsMetric(name)
+	p.NewLatencyMetric(name)
+	p.NewWorkDurationMetric(name)
+	p.NewUnfinishedWorkSecondsMetric(name)
+	p.NewLongestRunningProcessorSecondsMetric(name)
+	p.NewRetriesMetric(name)
+}
+
 // workerMetrics are the metrics the worker loop itself records for one
 // queue. A nil *workerMetrics records nothing, which is what a queue without
 // a Registerer uses.

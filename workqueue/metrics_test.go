@@ -71,6 +71,36 @@ func TestMetricNames(t *testing.T) {
 	}
 }
 
+// TestSeriesExportedFromNew: a queue that was built but has not been used
+// (its client-go queue does not exist yet) exports every series already,
+// so dashboards and readiness checks see it from the start.
+func TestSeriesExportedFromNew(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	newQueue(t, queueName, &counting{}, workqueue.Options{Registerer: reg})
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatalf("Gather: %v", err)
+	}
+	var names []string
+	for _, f := range families {
+		names = append(names, f.GetName())
+	}
+	want := []string{
+		"mcm_workqueue_adds_total",
+		"mcm_workqueue_depth",
+		"mcm_workqueue_give_ups_total",
+		"mcm_workqueue_longest_running_processor_seconds",
+		"mcm_workqueue_queue_duration_seconds",
+		"mcm_workqueue_reconcile_total",
+		"mcm_workqueue_retries_total",
+		"mcm_workqueue_unfinished_work_seconds",
+		"mcm_workqueue_work_duration_seconds",
+	}
+	if diff := cmp.Diff(want, names); diff != "" {
+		t.Errorf("metric families of an unused queue (-want +got):\n%s", diff)
+	}
+}
+
 func TestDepthAndAddsBeforeRun(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := &counting{}

@@ -195,6 +195,9 @@ func New[K comparable](name string, r Reconciler[K], opts Options) (*Queue[K], e
 		cfg.Name = name
 		cfg.MetricsProvider = metricsProvider{c: c}
 		q.metrics = newWorkerMetrics(c, name)
+		// client-go creates its series when the queue is built, which is
+		// at the first Add or Run; export them from now on, as zeros.
+		exportQueueSeries(cfg.MetricsProvider, name)
 	}
 	q.newQueue = func() kworkqueue.TypedRateLimitingInterface[K] {
 		return kworkqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg)
