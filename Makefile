@@ -47,8 +47,9 @@ verify-codegen:
 check-deps:
 	./hack/check-deps.sh
 
-## bench: drain throughput of mcm's drain and of kubectl's, on the same
-## workload against the test environment.
+## bench: mcm's drain and kubectl's on the same workloads against the test
+## environment: 200 pods on one node, and a mixed node behind a
+## PodDisruptionBudget.
 bench: testenv
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./drain/
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 3x ./...
