@@ -12,7 +12,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
-	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -322,7 +321,7 @@ func TestDrainOrderGroups(t *testing.T) {
 	f.deployment(t, "critical", node, 1, func(tpl *corev1.PodTemplateSpec) {
 		tpl.Spec.PriorityClassName = "system-cluster-critical"
 	})
-	ds := daemonSet(f.ns, node)
+	ds := simcluster.DaemonSetOn(f.ns, "agent", node)
 	if _, err := f.client.AppsV1().DaemonSets(f.ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -399,24 +398,6 @@ func TestDrainOrderGroups(t *testing.T) {
 	pod, err := f.client.CoreV1().Pods(f.ns).Get(ctx, daemonPod, metav1.GetOptions{})
 	if err != nil || pod.DeletionTimestamp != nil {
 		t.Errorf("DaemonSet pod %s was touched: err=%v", daemonPod, err)
-	}
-}
-
-func daemonSet(ns, node string) *appsv1.DaemonSet {
-	labels := map[string]string{"app": "agent"}
-	return &appsv1.DaemonSet{
-		ObjectMeta: metav1.ObjectMeta{Name: "agent", Namespace: ns},
-		Spec: appsv1.DaemonSetSpec{
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: corev1.PodTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: corev1.PodSpec{
-					NodeSelector:                  map[string]string{corev1.LabelHostname: node},
-					TerminationGracePeriodSeconds: ptr.To[int64](1),
-					Containers:                    []corev1.Container{{Name: "agent", Image: "registry.invalid/agent:1"}},
-				},
-			},
-		},
 	}
 }
 

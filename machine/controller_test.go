@@ -18,34 +18,50 @@ import (
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 )
+
+// fakeCluster is one cluster on fake clientsets, serving as control and
+// target cluster, with informers that are not started and a sim driver.
+type fakeCluster struct {
+	mc     *fake.Clientset
+	core   *k8sfake.Clientset
+	target informers.SharedInformerFactory
+	inf    Informers
+	driver driver.Driver
+}
+
+func newFakeCluster(t *testing.T) fakeCluster {
+	t.Helper()
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
+	mf := externalversions.NewSharedInformerFactory(mc, 0)
+	kf := informers.NewSharedInformerFactory(core, 0)
+	return fakeCluster{mc: mc, core: core, target: kf, driver: cloud.Driver(), inf: Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  kf.Core().V1().Secrets(),
+		Nodes:    kf.Core().V1().Nodes(),
+	}}
+}
 
 // TestNewControllerLeaksNothing builds controllers that fail at each
 // fallible step, and controllers that succeed but never run: none may leave
 // a goroutine behind.
 func TestNewControllerLeaksNothing(t *testing.T) {
-	cloud, err := sim.New(sim.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	build := func(reg prometheus.Registerer, conflictingIndex bool) error {
-		mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
-		mf := externalversions.NewSharedInformerFactory(mc, 0)
-		kf := informers.NewSharedInformerFactory(core, 0)
-		inf := Informers{
-			Machines: mf.Machine().V1alpha1().Machines(),
-			Classes:  mf.Machine().V1alpha1().MachineClasses(),
-			Secrets:  kf.Core().V1().Secrets(),
-			Nodes:    kf.Core().V1().Nodes(),
-		}
+		f := newFakeCluster(t)
 		if conflictingIndex {
 			// Someone else's index under our name: registering fails last.
-			if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: cache.MetaNamespaceIndexFunc}); err != nil {
+			if err := f.inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: cache.MetaNamespaceIndexFunc}); err != nil {
 				t.Fatal(err)
 			}
 		}
-		_, err := NewController(mc, core, core, inf, cloud.Driver(), Options{Registerer: reg})
+		_, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{Registerer: reg})
 		return err
 	}
 	// A registry on which the work queues' metrics cannot be registered.
@@ -79,21 +95,10 @@ func TestNewControllerLeaksNothing(t *testing.T) {
 // disruption again syncs the machines whose drain waits on it, and only
 // those.
 func TestBudgetWakesBlockedDrains(t *testing.T) {
-	cloud, err := sim.New(sim.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
-	mf := externalversions.NewSharedInformerFactory(mc, 0)
-	kf := informers.NewSharedInformerFactory(core, 0)
-	inf := Informers{
-		Machines: mf.Machine().V1alpha1().Machines(),
-		Classes:  mf.Machine().V1alpha1().MachineClasses(),
-		Secrets:  kf.Core().V1().Secrets(),
-		Nodes:    kf.Core().V1().Nodes(),
-		Target:   kf,
-	}
-	c, err := NewController(mc, core, core, inf, cloud.Driver(), Options{})
+	f := newFakeCluster(t)
+	inf := f.inf
+	inf.Target = f.target
+	c, err := NewController(f.mc, f.core, f.core, inf, f.driver, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,20 +132,10 @@ func TestBudgetWakesBlockedDrains(t *testing.T) {
 }
 
 func TestNewControllerRejectsTargetFactoryWithoutTarget(t *testing.T) {
-	cloud, err := sim.New(sim.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
-	mc, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
-	mf := externalversions.NewSharedInformerFactory(mc, 0)
-	kf := informers.NewSharedInformerFactory(core, 0)
-	_, err = NewController(mc, core, nil, Informers{
-		Machines: mf.Machine().V1alpha1().Machines(),
-		Classes:  mf.Machine().V1alpha1().MachineClasses(),
-		Secrets:  kf.Core().V1().Secrets(),
-		Target:   kf,
-	}, cloud.Driver(), Options{})
-	if err == nil {
+	f := newFakeCluster(t)
+	inf := f.inf
+	inf.Nodes, inf.Target = nil, f.target
+	if _, err := NewController(f.mc, f.core, nil, inf, f.driver, Options{}); err == nil {
 		t.Fatal("a target factory without a target client was accepted")
 	}
 }

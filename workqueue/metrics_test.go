@@ -21,6 +21,19 @@ func (c *counting) Reconcile(context.Context, string) (workqueue.Result, error) 
 	return workqueue.Result{}, nil
 }
 
+// allFamilies are the metric families of a queue, sorted.
+var allFamilies = []string{
+	"mcm_workqueue_adds_total",
+	"mcm_workqueue_depth",
+	"mcm_workqueue_give_ups_total",
+	"mcm_workqueue_longest_running_processor_seconds",
+	"mcm_workqueue_queue_duration_seconds",
+	"mcm_workqueue_reconcile_total",
+	"mcm_workqueue_retries_total",
+	"mcm_workqueue_unfinished_work_seconds",
+	"mcm_workqueue_work_duration_seconds",
+}
+
 func TestMetricNames(t *testing.T) {
 	reg := prometheus.NewRegistry()
 	r := &counting{}
@@ -47,17 +60,7 @@ func TestMetricNames(t *testing.T) {
 			}
 		}
 	}
-	want := []string{
-		"mcm_workqueue_adds_total",
-		"mcm_workqueue_depth",
-		"mcm_workqueue_give_ups_total",
-		"mcm_workqueue_longest_running_processor_seconds",
-		"mcm_workqueue_queue_duration_seconds",
-		"mcm_workqueue_reconcile_total",
-		"mcm_workqueue_retries_total",
-		"mcm_workqueue_unfinished_work_seconds",
-		"mcm_workqueue_work_duration_seconds",
-	}
+	want := allFamilies
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("metric families (-want +got):\n%s", diff)
 	}
@@ -85,17 +88,7 @@ func TestSeriesExportedFromNew(t *testing.T) {
 	for _, f := range families {
 		names = append(names, f.GetName())
 	}
-	want := []string{
-		"mcm_workqueue_adds_total",
-		"mcm_workqueue_depth",
-		"mcm_workqueue_give_ups_total",
-		"mcm_workqueue_longest_running_processor_seconds",
-		"mcm_workqueue_queue_duration_seconds",
-		"mcm_workqueue_reconcile_total",
-		"mcm_workqueue_retries_total",
-		"mcm_workqueue_unfinished_work_seconds",
-		"mcm_workqueue_work_duration_seconds",
-	}
+	want := allFamilies
 	if diff := cmp.Diff(want, names); diff != "" {
 		t.Errorf("metric families of an unused queue (-want +got):\n%s", diff)
 	}

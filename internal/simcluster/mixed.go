@@ -128,10 +128,11 @@ func setUnschedulable(ctx context.Context, client kubernetes.Interface, node str
 	return nil
 }
 
-// createDaemonSet runs a DaemonSet whose one pod runs on node.
-func createDaemonSet(ctx context.Context, client kubernetes.Interface, ns, name, node string) error {
+// DaemonSetOn is a DaemonSet whose one pod runs on node: what the
+// simulated kubelet runs as a node agent.
+func DaemonSetOn(ns, name, node string) *appsv1.DaemonSet {
 	labels := map[string]string{"app": name}
-	ds := &appsv1.DaemonSet{
+	return &appsv1.DaemonSet{
 		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: ns},
 		Spec: appsv1.DaemonSetSpec{
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
@@ -145,7 +146,11 @@ func createDaemonSet(ctx context.Context, client kubernetes.Interface, ns, name,
 			},
 		},
 	}
-	if _, err := client.AppsV1().DaemonSets(ns).Create(ctx, ds, metav1.CreateOptions{}); err != nil {
+}
+
+// createDaemonSet runs DaemonSetOn(ns, name, node).
+func createDaemonSet(ctx context.Context, client kubernetes.Interface, ns, name, node string) error {
+	if _, err := client.AppsV1().DaemonSets(ns).Create(ctx, DaemonSetOn(ns, name, node), metav1.CreateOptions{}); err != nil {
 		return fmt.Errorf("simcluster: creating DaemonSet %s/%s: %w", ns, name, err)
 	}
 	return nil
