@@ -683,17 +683,7 @@ func TestListersNotModified(t *testing.T) {
 		PersistentVolumes:      factory.Core().V1().PersistentVolumes().Lister(),
 		VolumeAttachments:      factory.Storage().V1().VolumeAttachments().Informer().GetIndexer(),
 	}
-	ctx, cancel := context.WithCancel(context.Background())
-	factory.Start(ctx.Done())
-	defer func() {
-		cancel()
-		factory.Shutdown()
-	}()
-	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-		if !ok {
-			t.Fatalf("cache of %v did not sync", typ)
-		}
-	}
+	startFactory(t, factory)
 	var cached []runtime.Object
 	for _, inf := range []interface{ List() []any }{
 		pods.Informer().GetStore(), factory.Core().V1().Nodes().Informer().GetStore(),
@@ -791,17 +781,7 @@ func TestPassAPIRequests(t *testing.T) {
 					t.Fatal(err)
 				}
 				opts.Listers = listers
-				ctx, cancel := context.WithCancel(context.Background())
-				factory.Start(ctx.Done())
-				defer func() {
-					cancel()
-					factory.Shutdown()
-				}()
-				for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
-					if !ok {
-						t.Fatalf("cache of %v did not sync", typ)
-					}
-				}
+				startFactory(t, factory)
 			}
 			d := c.drainer(opts)
 			c.client.ClearActions()
@@ -1013,5 +993,22 @@ func TestPassPicksUpNewPods(t *testing.T) {
 	c.clock.Step(DefaultPollInterval)
 	if res = c.pass(d, res.State); !res.Done {
 		t.Errorf("not done: %s", res.Message)
+	}
+}
+
+// startFactory starts the informers of factory until the test ends and
+// waits for their caches.
+func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	factory.Start(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+	})
+	for typ, ok := range factory.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			t.Fatalf("cache of %v did not sync", typ)
+		}
 	}
 }
