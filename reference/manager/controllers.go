@@ -17,6 +17,7 @@ import (
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/machine"
+	"github.com/mcmkit/mcm/machineset"
 )
 
 // ControllerContext is what a controller is built from. The informer
@@ -70,7 +71,8 @@ type Controllers map[string]Controller
 // more line here.
 func DefaultControllers() Controllers {
 	return Controllers{
-		"machine": {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
+		"machine":    {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
+		"machineset": {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
 	}
 }
 
@@ -115,4 +117,15 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 		return nil, fmt.Errorf("machine controller: %w", err)
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, c.ConcurrentSyncs) }, nil
+}
+
+func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable, error) {
+	ctrl, err := machineset.NewController(cc.Machines, machineset.Informers{
+		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
+		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+	}, machineset.Options{Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("machineset controller: %w", err)
+	}
+	return func(ctx context.Context) error { return ctrl.Run(ctx, cc.Config.ConcurrentSyncs) }, nil
 }

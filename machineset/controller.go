@@ -1,0 +1,212 @@
+package machineset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/expectations"
+	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/workqueue"
+)
+
+// Informers are the shared informers the controller reads from. Hand them
+// to NewController before starting their factory.
+type Informers struct {
+	MachineSets machineinformers.MachineSetInformer
+	Machines    machineinformers.MachineInformer
+}
+
+// Controller keeps the machines of MachineSets.
+type Controller struct {
+	client versioned.Interface
+	opts   Options
+
+	sets     machinelisters.MachineSetLister
+	machines machinelisters.MachineLister
+	synced   []cache.InformerSynced
+
+	queue *workqueue.Queue[string]
+	// exp holds the creations and deletions each set issued until the
+	// cache shows them; a set is not scaled again before.
+	exp *expectations.Store[string]
+	// writes makes a sync wait for the cache to show its own status write.
+	writes  *expectations.Writes[string]
+	metrics *metrics
+}
+
+// NewController returns a MachineSet controller on client (the control
+// cluster's clientset). It registers event handlers and transforms on the
+// informers and the metrics on opts.Registerer; it starts nothing.
+func NewController(client versioned.Interface, inf Informers, opts Options) (*Controller, error) {
+	if client == nil || inf.MachineSets == nil || inf.Machines == nil {
+		return nil, errors.New("machineset: client and informers must not be nil")
+	}
+	o, err := opts.complete()
+	if err != nil {
+		return nil, fmt.Errorf("machineset: invalid options: %w", err)
+	}
+	c := &Controller{
+		client: client, opts: o,
+		sets:     inf.MachineSets.Lister(),
+		machines: inf.Machines.Lister(),
+		exp:      expectations.New[string](expectations.Options{Clock: o.Clock}),
+		writes:   expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+	}
+	if c.metrics, err = newMetrics(o.Registerer, c); err != nil {
+		return nil, fmt.Errorf("machineset: %w", err)
+	}
+	c.queue, err = workqueue.New("machineset", workqueue.ReconcilerFunc[string](c.Reconcile),
+		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("machineset: %w", err)
+	}
+	if err := c.register(inf); err != nil {
+		return nil, fmt.Errorf("machineset: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Controller) register(inf Informers) error {
+	for _, i := range []cache.SharedIndexInformer{inf.MachineSets.Informer(), inf.Machines.Informer()} {
+		if !i.HasSynced() {
+			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
+				return fmt.Errorf("setting informer transform: %w", err)
+			}
+		}
+	}
+	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+		reg, err := i.AddEventHandler(h)
+		if err != nil {
+			return fmt.Errorf("adding event handler: %w", err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+		return nil
+	}
+	if err := add(inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: c.onSetDelete,
+	}); err != nil {
+		return err
+	}
+	return add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onMachineAdd,
+		UpdateFunc: c.onMachineUpdate,
+		DeleteFunc: c.onMachineDelete,
+	})
+}
+
+// Run waits for the caches, then reconciles with workers workers until ctx
+// ends. It returns nil after ctx ended, an error only for bad arguments.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	if _, err := logr.FromContext(ctx); err != nil {
+		logger = c.opts.Logger
+	}
+	ctx = logr.NewContext(ctx, logger.WithName("machineset"))
+	if workers < 1 {
+		return fmt.Errorf("machineset: need at least one worker, got %d", workers)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil // ctx ended first
+	}
+	return c.queue.Run(ctx, workers)
+}
+
+func keyOf(obj any) string {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key := keyOf(obj); key != "" {
+		c.queue.Add(key)
+	}
+}
+
+func (c *Controller) onSetDelete(obj any) {
+	key := keyOf(obj)
+	c.exp.Delete(key)
+	c.writes.Forget(key)
+}
+
+// ownerKey returns the key of the set that controls m, or "".
+func ownerKey(m *v1alpha1.Machine) string {
+	ref := metav1.GetControllerOf(m)
+	if ref == nil || ref.Kind != "MachineSet" || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
+		return ""
+	}
+	return cache.NewObjectName(m.Namespace, ref.Name).String()
+}
+
+func (c *Controller) onMachineAdd(obj any) {
+	m, ok := obj.(*v1alpha1.Machine)
+	if !ok {
+		return
+	}
+	if key := ownerKey(m); key != "" {
+		c.exp.CreationObserved(key)
+		c.queue.Add(key)
+		return
+	}
+	c.enqueueSelecting(m) // an orphan: a set may adopt it
+}
+
+func (c *Controller) onMachineUpdate(oldObj, obj any) {
+	old, ok1 := oldObj.(*v1alpha1.Machine)
+	m, ok2 := obj.(*v1alpha1.Machine)
+	if !ok1 || !ok2 || old.ResourceVersion == m.ResourceVersion {
+		return
+	}
+	key := ownerKey(m)
+	if m.DeletionTimestamp != nil && key != "" {
+		c.exp.DeletionObserved(key, m.UID)
+	}
+	if oldKey := ownerKey(old); oldKey != key && oldKey != "" {
+		c.queue.Add(oldKey)
+	}
+	if key != "" {
+		c.queue.Add(key)
+		return
+	}
+	c.enqueueSelecting(m)
+}
+
+func (c *Controller) onMachineDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(*v1alpha1.Machine)
+	if !ok {
+		return
+	}
+	if key := ownerKey(m); key != "" {
+		c.exp.DeletionObserved(key, m.UID)
+		c.queue.Add(key)
+	}
+}
+
+// enqueueSelecting queues the sets whose selector matches an orphan.
+func (c *Controller) enqueueSelecting(m *v1alpha1.Machine) {
+	sets, err := c.sets.MachineSets(m.Namespace).List(everything)
+	if err != nil {
+		return
+	}
+	for _, s := range sets {
+		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labelsOf(m)) {
+			c.queue.Add(keyOf(s))
+		}
+	}
+}

@@ -1,0 +1,73 @@
+// Package machineset is the MachineSet controller: it keeps the number of
+// machines of each MachineSet, as Gardener MCM's does (and a ReplicaSet
+// does for pods), with MCM's known defects fixed.
+//
+// # What a sync does
+//
+// Each sync observes (informer caches), plans with pure functions
+// (planOwnership, planReplicas, rankForDeletion, calculateStatus), applies
+// the plan and writes the status only when it changed.
+//
+//   - Ownership: machines matching the selector without a controller are
+//     adopted (controllerRef with blockOwnerDeletion) after an uncached
+//     read confirms the set's UID and that it is not being deleted;
+//     machines that no longer match are released; a machine being deleted
+//     is never adopted.
+//   - Expectations are enforced: a set is not scaled again until the
+//     creations and deletions it issued are seen in the cache (or their
+//     five-minute TTL passed); creations skipped after a failed
+//     slow-start batch are taken off. MCM records them but never waits.
+//   - Scale up: machines named <set>-<random> from the template, in
+//     slow-start batches 1, 2, 4, ... that stop at the first failed batch,
+//     at most Options.BurstReplicas per sync; not while frozen (label
+//     freeze=True on the set, or Options.SafetyGate). Scale-down and
+//     deletion go on while frozen.
+//   - Scale down, the cluster-autoscaler's marked machines and Failed
+//     machines are deleted in the order of the deletion ladder below; a
+//     deleted Failed machine is replaced.
+//   - The template's nodeTemplate, machine configuration and class kind
+//     are patched into existing machines; nothing else of a machine
+//     changes without replacing it.
+//   - A set being deleted deletes its machines in ladder order and keeps
+//     its finalizer until none is left.
+//   - A set that got past admission but cannot work (a selector that does
+//     not match its template) gets the ReplicaFailure condition and an
+//     event, and is retried with backoff; nothing is created.
+//
+// # The deletion ladder
+//
+// Machines are deleted in this order (rankForDeletion):
+//
+//  1. machines already being deleted (or in phase Terminating);
+//  2. lower machinepriority.machine.sapcloud.io first (the
+//     cluster-autoscaler sets 1; the default is 3);
+//  3. machines with machine.sapcloud.io/marked-for-deletion-time before
+//     those without, the older mark first;
+//  4. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
+//     here), Pending (and no phase yet), Available, Running;
+//  5. within a rung, the deletion policy: Oldest (MCM's), Newest or
+//     Random, chosen per set by the mcmkit.io/deletion-policy annotation or
+//     for all sets by Options.DeletionPolicy.
+//
+// # Metrics
+//
+// With Options.Registerer: the queue's (package workqueue),
+// mcm_machine_set_items_total, mcm_machine_set_info,
+// mcm_machine_set_info_spec_replicas,
+// mcm_machine_set_status_{replicas,available_replicas,fully_labelled_replicas,ready_replicas},
+// mcm_machine_set_status_condition, mcm_machine_set_failed_machines and
+// mcm_machine_stale_machines_total, under MCM's names.
+//
+// # Usage
+//
+//	mf := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(ns))
+//	ctrl, err := machineset.NewController(client, machineset.Informers{
+//		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+//		Machines:    mf.Machine().V1alpha1().Machines(),
+//	}, machineset.Options{Registerer: registry})
+//	if err != nil {
+//		return err
+//	}
+//	mf.Start(ctx.Done())
+//	return ctrl.Run(ctx, 5) // returns when ctx ends
+package machineset

@@ -1,0 +1,137 @@
+package machineset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of the Options fields.
+const (
+	// DefaultBurstReplicas caps the machines created or deleted per sync,
+	// as MCM's BurstReplicas.
+	DefaultBurstReplicas = 100
+	// DefaultSlowStartInitialBatch is the first creation batch, as MCM's
+	// SlowStartInitialBatchSize: batches then grow 1, 2, 4, ...
+	DefaultSlowStartInitialBatch = 1
+	// DefaultResync is how often a settled set is synced again, as MCM.
+	DefaultResync = 10 * time.Minute
+	// DefaultFieldManager names the controller in managed fields.
+	DefaultFieldManager = "mcm-machineset-controller"
+)
+
+// Finalizer is the finalizer the controller keeps on its sets until their
+// machines are gone; MCM's name.
+const Finalizer = "machine.sapcloud.io/machine-controller-manager"
+
+// Event reasons, stable for alerting.
+const (
+	ReasonCreated       = "SuccessfulCreate"
+	ReasonCreateFailed  = "FailedCreate"
+	ReasonDeleted       = "SuccessfulDelete"
+	ReasonDeleteFailed  = "FailedDelete"
+	ReasonInvalid       = "InvalidMachineSet"
+	ReasonFrozen        = "Frozen"
+	ReasonAdoptFailed   = "FailedAdopt"
+	ReasonReleaseFailed = "FailedRelease"
+)
+
+// SafetyGate tells the controller whether it is frozen: no machine is
+// created while it is; scale-down and deletion continue.
+// *machine.SafetyGateFunc-style functions implement it through
+// SafetyGateFunc.
+type SafetyGate interface {
+	Frozen(ctx context.Context) bool
+}
+
+// SafetyGateFunc adapts a function to SafetyGate.
+type SafetyGateFunc func(ctx context.Context) bool
+
+// Frozen calls f.
+func (f SafetyGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }
+
+// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
+// implements it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Options configures a Controller. The zero value works: MCM's defaults,
+// no events, no metrics, the real clock.
+type Options struct {
+	// BurstReplicas caps the machines created, and those deleted, in one
+	// sync. Zero means DefaultBurstReplicas.
+	BurstReplicas int
+	// SlowStartInitialBatch is the size of the first batch of creations;
+	// each later batch doubles, and the first batch with a failure ends
+	// the sync's creations. Zero means DefaultSlowStartInitialBatch.
+	SlowStartInitialBatch int
+	// DeletionPolicy orders machines within a rung of the deletion ladder
+	// for sets without DeletionPolicyAnnotation. Empty means
+	// DeletionPolicyOldest, MCM's order.
+	DeletionPolicy DeletionPolicy
+	// Resync is how often a settled set is synced again. Zero means
+	// DefaultResync.
+	Resync time.Duration
+	// SafetyGate is asked before creations. Nil means never frozen (a set
+	// labelled freeze=True is frozen all the same).
+	SafetyGate SafetyGate
+
+	// Logger is used where no context carries one (informer handlers).
+	Logger logr.Logger
+	// Recorder receives events. Nil means none. A client-go recorder needs
+	// a scheme with the machine API registered (v1alpha1.AddToScheme).
+	Recorder EventRecorder
+	// Registerer receives the controller's and its queue's metrics. Nil
+	// means none.
+	Registerer prometheus.Registerer
+	// Clock is the time source. Nil means the real clock.
+	Clock clock.WithTicker
+	// FieldManager names the controller in managed fields. Empty means
+	// DefaultFieldManager.
+	FieldManager string
+}
+
+// complete validates o and fills in its defaults.
+func (o Options) complete() (Options, error) {
+	var errs []error
+	if o.BurstReplicas < 0 || o.SlowStartInitialBatch < 0 {
+		errs = append(errs, errors.New("BurstReplicas and SlowStartInitialBatch must not be negative"))
+	}
+	if o.Resync < 0 {
+		errs = append(errs, fmt.Errorf("Resync must not be negative, got %v", o.Resync))
+	}
+	switch o.DeletionPolicy {
+	case "", DeletionPolicyOldest, DeletionPolicyNewest, DeletionPolicyRandom:
+	default:
+		errs = append(errs, fmt.Errorf("DeletionPolicy %q: want Oldest, Newest or Random", o.DeletionPolicy))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return o, err
+	}
+	if o.BurstReplicas == 0 {
+		o.BurstReplicas = DefaultBurstReplicas
+	}
+	if o.SlowStartInitialBatch == 0 {
+		o.SlowStartInitialBatch = DefaultSlowStartInitialBatch
+	}
+	if o.DeletionPolicy == "" {
+		o.DeletionPolicy = DeletionPolicyOldest
+	}
+	if o.Resync == 0 {
+		o.Resync = DefaultResync
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	return o, nil
+}

@@ -1,0 +1,350 @@
+package machineset
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
+	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
+)
+
+var everything = labels.Everything()
+
+func labelsOf(m *v1alpha1.Machine) labels.Set { return labels.Set(m.Labels) }
+
+// Reconcile syncs the set with the given key: observe (caches), plan
+// (planOwnership, planReplicas, calculateStatus: pure), apply, status.
+// Run calls it from the queue's workers.
+func (c *Controller) Reconcile(ctx context.Context, key string) (workqueue.Result, error) {
+	namespace, name, err := cache.SplitMetaNamespaceKey(key)
+	if err != nil {
+		return workqueue.Result{}, nil // malformed: retrying cannot help
+	}
+	cached, err := c.sets.MachineSets(namespace).Get(name)
+	if apierrors.IsNotFound(err) {
+		c.exp.Delete(key)
+		c.writes.Forget(key)
+		return workqueue.Result{}, nil
+	}
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("getting machine set %s: %w", key, err)
+	}
+	if !c.writes.Observed(key, cached.ResourceVersion) {
+		return workqueue.Result{}, nil // the update event of our write requeues the set
+	}
+	if !c.exp.Satisfied(key) {
+		// Machines this set created or deleted are not in the cache yet:
+		// acting now could create or delete them twice. Their events
+		// requeue the set; the expectations' TTL is the safety net.
+		return workqueue.Result{RequeueAfter: c.exp.TTL()}, nil
+	}
+	ctx = logr.NewContext(ctx, logr.FromContextOrDiscard(ctx).WithValues("machineSet", key))
+	return c.sync(ctx, key, cached)
+}
+
+func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.MachineSet) (workqueue.Result, error) {
+	now := c.opts.Clock.Now()
+	set := cached
+	if problem := invalid(set); problem != "" {
+		// Nothing is created from a set that cannot work; the set says why.
+		c.event(set, corev1.EventTypeWarning, ReasonInvalid, problem)
+		err := c.writeStatus(ctx, set, statusInput{Now: now, Set: set, ReplicaFailure: problem})
+		return workqueue.Result{}, errors.Join(fmt.Errorf("machine set %s is invalid: %s", key, problem), err)
+	}
+	selector, _ := metav1.LabelSelectorAsSelector(set.Spec.Selector) // validated above
+
+	if set.DeletionTimestamp == nil && !slices.Contains(set.Finalizers, Finalizer) {
+		var err error
+		if set, err = c.setFinalizer(ctx, set, true); err != nil {
+			return workqueue.Result{}, err
+		}
+	}
+	all, err := c.machines.Machines(set.Namespace).List(everything)
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("listing machines: %w", err)
+	}
+	own := planOwnership(set, selector, all)
+	var errs []error
+	adopted, err := c.adopt(ctx, set, own.Adopt)
+	errs = append(errs, err)
+	own.Owned = append(own.Owned, adopted...)
+	errs = append(errs, c.release(ctx, set, own.Release))
+	errs = append(errs, c.propagate(ctx, set, own.Owned))
+
+	frozen := frozenReason(ctx, set, c.opts.SafetyGate)
+	policy, perr := policyOf(set, c.opts.DeletionPolicy)
+	if perr != nil {
+		c.event(set, corev1.EventTypeWarning, ReasonInvalid, perr.Error())
+	}
+	plan := planReplicas(set, own.Owned, frozen != "", c.opts.BurstReplicas, policy)
+	failure := c.apply(ctx, key, set, plan)
+	if plan.HeldBack > 0 {
+		c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
+	}
+
+	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && failure == "" {
+		_, err := c.setFinalizer(ctx, set, false)
+		return workqueue.Result{}, err
+	}
+	syncErr := errors.Join(errs...)
+	if failure != "" {
+		syncErr = errors.Join(syncErr, errors.New(failure))
+	}
+	err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: own.Owned, Selector: selector.String(),
+		ReplicaFailure: failure, Frozen: frozen, Synced: syncErr == nil})
+	if err := errors.Join(syncErr, err); err != nil {
+		return workqueue.Result{}, err
+	}
+	return workqueue.Result{RequeueAfter: c.opts.Resync}, nil
+}
+
+// invalid describes why a set that got past admission cannot work; "" if
+// it can.
+func invalid(set *v1alpha1.MachineSet) string {
+	errs := validation.ValidateMachineSet(set)
+	if len(errs) == 0 {
+		return ""
+	}
+	return errs.ToAggregate().Error()
+}
+
+// frozenReason says why the set creates no machines now, or "".
+func frozenReason(ctx context.Context, set *v1alpha1.MachineSet, gate SafetyGate) string {
+	var why []string
+	if set.Labels[v1alpha1.FreezeLabelKey] == v1alpha1.FreezeLabelValue {
+		why = append(why, "the set is labelled "+v1alpha1.FreezeLabelKey+"="+v1alpha1.FreezeLabelValue)
+	}
+	if gate != nil && gate.Frozen(ctx) {
+		why = append(why, "the safety controller froze machine creation")
+	}
+	return strings.Join(why, "; ")
+}
+
+// apply issues the plan: deletions first, then creations in slow-start
+// batches. Expectations are recorded before the requests, so that events
+// that beat the answers are counted. It returns a description of what
+// failed, or "".
+func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.MachineSet, plan replicaPlan) string {
+	uids := make([]types.UID, 0, len(plan.Delete))
+	for _, m := range plan.Delete {
+		uids = append(uids, m.UID)
+	}
+	c.exp.Set(key, plan.Create, uids...)
+	var failures []string
+	for _, m := range plan.Delete {
+		uid := m.UID
+		err := c.client.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+		switch {
+		case err == nil:
+			c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+				c.metrics.staleMachines.Inc()
+			}
+		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+			c.exp.DeletionFailed(key, m.UID) // gone (or replaced) already
+		default:
+			c.exp.DeletionFailed(key, m.UID)
+			msg := fmt.Sprintf("deleting machine %s: %v", m.Name, err)
+			c.event(set, corev1.EventTypeWarning, ReasonDeleteFailed, msg)
+			failures = append(failures, msg)
+		}
+	}
+	if plan.Create > 0 {
+		created, err := c.slowStart(ctx, plan.Create, func(ctx context.Context) error { return c.createMachine(ctx, set) })
+		if skipped := plan.Create - created; skipped > 0 {
+			// The failed and the skipped creations will never be seen.
+			c.exp.LowerExpectations(key, skipped)
+		}
+		if err != nil {
+			msg := fmt.Sprintf("created %d of %d machines: %v", created, plan.Create, err)
+			c.event(set, corev1.EventTypeWarning, ReasonCreateFailed, msg)
+			failures = append(failures, msg)
+		}
+	}
+	return strings.Join(failures, "; ")
+}
+
+// slowStart calls create count times in batches of
+// Options.SlowStartInitialBatch, then twice as many each round, the calls
+// of a batch in parallel, and stops after the first batch with a failure,
+// so that a broken template or an exhausted quota costs a few requests,
+// not count. It returns how many calls succeeded and their errors.
+func (c *Controller) slowStart(ctx context.Context, count int, create func(context.Context) error) (int, error) {
+	done := 0
+	for batch := min(c.opts.SlowStartInitialBatch, count); batch > 0; batch = min(2*batch, count-done) {
+		var (
+			wg   sync.WaitGroup
+			mu   sync.Mutex
+			errs []error
+		)
+		for range batch {
+			wg.Go(func() {
+				if err := create(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			})
+		}
+		wg.Wait()
+		done += batch - len(errs)
+		if len(errs) > 0 {
+			return done, errors.Join(errs...)
+		}
+	}
+	return done, nil
+}
+
+// createMachine creates one machine from the set's template.
+func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet) error {
+	m := newMachine(set)
+	created, err := c.client.MachineV1alpha1().Machines(set.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
+	if err != nil {
+		return fmt.Errorf("creating machine: %w", err)
+	}
+	c.event(set, corev1.EventTypeNormal, ReasonCreated, "Created machine "+created.Name)
+	return nil
+}
+
+// newMachine is a machine of the set: named <set>-<random>, with the
+// template's labels, annotations and spec, controlled by the set.
+func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
+	t := set.Spec.Template.DeepCopy()
+	return &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{
+			GenerateName:    set.Name + "-",
+			Namespace:       set.Namespace,
+			Labels:          t.Labels,
+			Annotations:     t.Annotations,
+			OwnerReferences: []metav1.OwnerReference{controllerRef(set)},
+		},
+		Spec: t.Spec,
+	}
+}
+
+// adopt takes orphans into the set after an uncached read confirms the
+// set is the one the cache holds and not being deleted (the cache may be
+// older than a delete and re-create of the same name).
+func (c *Controller) adopt(ctx context.Context, set *v1alpha1.MachineSet, orphans []*v1alpha1.Machine) ([]*v1alpha1.Machine, error) {
+	if len(orphans) == 0 {
+		return nil, nil
+	}
+	fresh, err := c.client.MachineV1alpha1().MachineSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
+	if err != nil {
+		return nil, fmt.Errorf("confirming machine set before adoption: %w", err)
+	}
+	if fresh.UID != set.UID || fresh.DeletionTimestamp != nil {
+		return nil, nil
+	}
+	var adopted []*v1alpha1.Machine
+	var errs []error
+	for _, m := range orphans {
+		updated, err := c.setOwners(ctx, m, withOwner(m.OwnerReferences, set))
+		if err != nil {
+			c.event(set, corev1.EventTypeWarning, ReasonAdoptFailed, err.Error())
+			errs = append(errs, err)
+			continue
+		}
+		adopted = append(adopted, updated)
+	}
+	return adopted, errors.Join(errs...)
+}
+
+// release lets go of machines the set no longer selects.
+func (c *Controller) release(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
+	var errs []error
+	for _, m := range machines {
+		if _, err := c.setOwners(ctx, m, withoutOwner(m.OwnerReferences, set)); err != nil && !apierrors.IsNotFound(err) {
+			c.event(set, corev1.EventTypeWarning, ReasonReleaseFailed, err.Error())
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setOwners writes a machine's owner references, guarded by its
+// resourceVersion: a machine that changed meanwhile is looked at again.
+func (c *Controller) setOwners(ctx context.Context, m *v1alpha1.Machine, refs []metav1.OwnerReference) (*v1alpha1.Machine, error) {
+	data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"ownerReferences": m.OwnerReferences}},
+		patch.Fields{"metadata": patch.Fields{"ownerReferences": refs}}, m.ResourceVersion)
+	if err != nil || data == nil {
+		return m, err
+	}
+	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
+	if err != nil {
+		return nil, fmt.Errorf("setting owners of machine %s: %w", m.Name, err)
+	}
+	return updated, nil
+}
+
+// propagate brings the node template, the machine configuration and the
+// class kind of the set's machines in line with its template.
+func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
+	var errs []error
+	want := propagationFields(&set.Spec.Template.Spec)
+	for _, m := range machines {
+		if beingDeleted(m) {
+			continue
+		}
+		data, err := patch.Diff(propagationFields(&m.Spec), want, m.ResourceVersion)
+		if err == nil && data != nil {
+			_, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			errs = append(errs, fmt.Errorf("updating machine %s from the template: %w", m.Name, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// setFinalizer adds or removes the set's finalizer.
+func (c *Controller) setFinalizer(ctx context.Context, set *v1alpha1.MachineSet, want bool) (*v1alpha1.MachineSet, error) {
+	data, err := patch.Finalizer(set.Finalizers, Finalizer, want, set.ResourceVersion)
+	if err != nil || data == nil {
+		return set, err
+	}
+	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set.Name, data, c.opts.FieldManager)
+	if apierrors.IsNotFound(err) && !want {
+		return set, nil
+	}
+	if err != nil {
+		return set, fmt.Errorf("updating finalizer of machine set %s: %w", set.Name, err)
+	}
+	c.writes.Wrote(keyOf(set), updated.ResourceVersion)
+	return updated, nil
+}
+
+// writeStatus writes the computed status when it differs from the stored.
+func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, in statusInput) error {
+	status := calculateStatus(in)
+	data, err := patch.Diff(patch.Fields{"status": set.Status}, patch.Fields{"status": status}, set.ResourceVersion)
+	if err != nil || data == nil {
+		return err
+	}
+	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set.Name, data, c.opts.FieldManager, "status")
+	if err != nil {
+		return fmt.Errorf("writing status of machine set %s: %w", set.Name, err)
+	}
+	c.writes.Wrote(keyOf(set), updated.ResourceVersion)
+	return nil
+}
+
+func (c *Controller) event(set *v1alpha1.MachineSet, typ, reason, msg string) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Eventf(set, typ, reason, "%s", msg)
+	}
+}

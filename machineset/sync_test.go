@@ -1,0 +1,201 @@
+package machineset
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+)
+
+func testSet(replicas int32) *v1alpha1.MachineSet {
+	labels := map[string]string{"pool": "a"}
+	return &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "set-uid", Generation: 1},
+		Spec: v1alpha1.MachineSetSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}},
+			},
+		},
+	}
+}
+
+// harness runs a controller on a fake clientset with started informers.
+type harness struct {
+	c       *Controller
+	client  *fake.Clientset
+	creates atomic.Int32
+}
+
+func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
+	t.Helper()
+	h := &harness{client: fake.NewSimpleClientset(objs...)}
+	// The fake tracker does not generate names.
+	var n atomic.Int32
+	h.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.Machine)
+		if m.Name == "" {
+			m.Name = fmt.Sprintf("%s%d", m.GenerateName, n.Add(1))
+			m.UID = types.UID("uid-" + m.Name)
+		}
+		h.creates.Add(1)
+		return false, nil, nil
+	})
+	f := externalversions.NewSharedInformerFactory(h.client, 0)
+	c, err := NewController(h.client, Informers{MachineSets: f.Machine().V1alpha1().MachineSets(), Machines: f.Machine().V1alpha1().Machines()}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); f.Shutdown() })
+	f.Start(ctx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		t.Fatal("caches did not sync")
+	}
+	h.c = c
+	return h
+}
+
+// settle reconciles the set until its machines reach want (by count of
+// non-deleting machines), and returns them.
+func (h *harness) settle(t *testing.T, want int) []*v1alpha1.Machine {
+	t.Helper()
+	var live []*v1alpha1.Machine
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		list, _ := h.client.MachineV1alpha1().Machines("ns").List(context.Background(), metav1.ListOptions{})
+		live = live[:0]
+		for i := range list.Items {
+			if list.Items[i].DeletionTimestamp == nil {
+				live = append(live, &list.Items[i])
+			}
+		}
+		if len(live) == want {
+			return live
+		}
+	}
+	t.Fatalf("set has %d machines, want %d", len(live), want)
+	return nil
+}
+
+func TestScaleUpAndDown(t *testing.T) {
+	h := newHarness(t, Options{}, testSet(5))
+	got := h.settle(t, 5)
+	if n := h.creates.Load(); n != 5 {
+		t.Fatalf("%d creates for 5 machines: expectations did not hold", n)
+	}
+	for _, m := range got {
+		if ref := metav1.GetControllerOf(m); ref == nil || ref.UID != "set-uid" || ref.BlockOwnerDeletion == nil || !*ref.BlockOwnerDeletion {
+			t.Errorf("machine %s owner %+v", m.Name, ref)
+		}
+	}
+	// More reconciles of a settled set create nothing.
+	for range 5 {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.creates.Load(); n != 5 {
+		t.Fatalf("%d creates after settling, want 5", n)
+	}
+	set, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+	if !slices.Contains(set.Finalizers, Finalizer) {
+		t.Error("set has no finalizer")
+	}
+	set.Spec.Replicas = 2
+	if _, err := h.client.MachineV1alpha1().MachineSets("ns").Update(context.Background(), set, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(t, 2)
+}
+
+func TestFrozenSetDoesNotScaleUp(t *testing.T) {
+	set := testSet(3)
+	set.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
+	h := newHarness(t, Options{}, set)
+	for range 5 {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := h.creates.Load(); n != 0 {
+		t.Fatalf("frozen set created %d machines", n)
+	}
+	got, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+	if !slices.ContainsFunc(got.Status.Conditions, func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetFrozen }) {
+		t.Errorf("no Frozen condition: %+v", got.Status.Conditions)
+	}
+}
+
+func TestSlowStartStopsAtFirstFailedBatch(t *testing.T) {
+	h := newHarness(t, Options{}, testSet(50))
+	h.client.PrependReactor("create", "machines", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, fmt.Errorf("quota exceeded")
+	})
+	if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
+		t.Fatal("failed creations did not fail the sync")
+	}
+	// Batch 1 fails: one request, not 50.
+	if n := h.creates.Load(); n != 0 {
+		t.Fatalf("%d creates reached the tracker", n)
+	}
+	var attempts int
+	for _, a := range h.client.Actions() {
+		if a.GetVerb() == "create" {
+			attempts++
+		}
+	}
+	if attempts != 1 {
+		t.Errorf("%d create requests after a failing first batch, want 1", attempts)
+	}
+	if !h.c.exp.Satisfied("ns/pool") {
+		t.Error("skipped creations still expected")
+	}
+	got, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+	if !slices.ContainsFunc(got.Status.Conditions, func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetReplicaFailure }) {
+		t.Errorf("no ReplicaFailure condition: %+v", got.Status.Conditions)
+	}
+	if got.Status.ObservedGeneration != 0 {
+		t.Errorf("observedGeneration %d after a failed sync", got.Status.ObservedGeneration)
+	}
+}
+
+func TestSlowStartBatches(t *testing.T) {
+	c := &Controller{opts: Options{SlowStartInitialBatch: 1}}
+	var calls atomic.Int32
+	created, err := c.slowStart(context.Background(), 10, func(context.Context) error {
+		calls.Add(1)
+		return nil
+	})
+	if err != nil || created != 10 || calls.Load() != 10 {
+		t.Fatalf("created %d (%d calls), %v; want 10", created, calls.Load(), err)
+	}
+	// Batches of 1, 2, 4, 3 for 10: a failure in the third batch (calls 4
+	// to 7) ends the creations after it.
+	calls.Store(0)
+	created, err = c.slowStart(context.Background(), 10, func(context.Context) error {
+		if calls.Add(1) == 5 {
+			return fmt.Errorf("boom")
+		}
+		return nil
+	})
+	if err == nil || created != 6 || calls.Load() != 7 {
+		t.Errorf("after a failure in batch 3: created %d, calls %d, err %v; want 6, 7", created, calls.Load(), err)
+	}
+}
