@@ -58,12 +58,8 @@ func (c *Controller) register(inf Informers) error {
 		informers = append(informers, drainCaches...)
 		informers = append(informers, t.Policy().V1().PodDisruptionBudgets().Informer())
 	}
-	for _, i := range informers {
-		if !i.HasSynced() { // a started informer cannot take a transform
-			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
-				return fmt.Errorf("setting informer transform: %w", err)
-			}
-		}
+	if err := cachetransform.SetOn(informers...); err != nil {
+		return err
 	}
 	err := inf.Machines.Informer().AddIndexers(cache.Indexers{
 		indexMachineByClass: func(obj any) ([]string, error) {

@@ -76,12 +76,8 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 }
 
 func (c *Controller) register(inf Informers) error {
-	for _, i := range []cache.SharedIndexInformer{inf.MachineSets.Informer(), inf.Machines.Informer()} {
-		if !i.HasSynced() {
-			if err := i.SetTransform(cachetransform.DropManagedFields); err != nil {
-				return fmt.Errorf("setting informer transform: %w", err)
-			}
-		}
+	if err := cachetransform.SetOn(inf.MachineSets.Informer(), inf.Machines.Informer()); err != nil {
+		return err
 	}
 	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
 		reg, err := i.AddEventHandler(h)
