@@ -43,18 +43,12 @@ const (
 )
 
 // SafetyGate tells the controller whether it is frozen: no machine is
-// created while it is; scale-down and deletion continue.
-// *machine.SafetyGateFunc-style functions implement it through
-// SafetyGateFunc.
+// created while it is; scale-down and deletion continue. It is the same
+// question the machine controller asks, so one gate (or a
+// machine.SafetyGateFunc) serves both.
 type SafetyGate interface {
 	Frozen(ctx context.Context) bool
 }
-
-// SafetyGateFunc adapts a function to SafetyGate.
-type SafetyGateFunc func(ctx context.Context) bool
-
-// Frozen calls f.
-func (f SafetyGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }
 
 // EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
 // implements it.

@@ -69,6 +69,24 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	return st
 }
 
+// conditionOf returns the set's condition of type typ, or nil.
+func conditionOf(st *v1alpha1.MachineSetStatus, typ v1alpha1.MachineSetConditionType) *v1alpha1.MachineSetCondition {
+	for i := range st.Conditions {
+		if st.Conditions[i].Type == typ {
+			return &st.Conditions[i]
+		}
+	}
+	return nil
+}
+
+// reported reports whether the stored status already tells message under
+// the condition typ, so that a repeated problem is not told again by an
+// event at every sync.
+func reported(set *v1alpha1.MachineSet, typ v1alpha1.MachineSetConditionType, message string) bool {
+	c := conditionOf(&set.Status, typ)
+	return c != nil && c.Message == message
+}
+
 // setCondition sets a condition True with message, or removes it when
 // message is empty. The transition time moves only when the status does.
 func setCondition(st *v1alpha1.MachineSetStatus, typ v1alpha1.MachineSetConditionType, message, reason string, now time.Time) {

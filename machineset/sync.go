@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -61,7 +62,9 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	set := cached
 	if problem := invalid(set); problem != "" {
 		// Nothing is created from a set that cannot work; the set says why.
-		c.event(set, corev1.EventTypeWarning, ReasonInvalid, problem)
+		if !reported(set, v1alpha1.MachineSetReplicaFailure, problem) {
+			c.event(set, corev1.EventTypeWarning, ReasonInvalid, problem)
+		}
 		err := c.writeStatus(ctx, set, statusInput{Now: now, Set: set, ReplicaFailure: problem})
 		return workqueue.Result{}, errors.Join(fmt.Errorf("machine set %s is invalid: %s", key, problem), err)
 	}
@@ -92,7 +95,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	}
 	plan := planReplicas(set, own.Owned, frozen != "", c.opts.BurstReplicas, policy)
 	failure := c.apply(ctx, key, set, plan)
-	if plan.HeldBack > 0 {
+	if plan.HeldBack > 0 && !reported(set, v1alpha1.MachineSetFrozen, frozen) {
 		c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
 	}
 
@@ -295,9 +298,12 @@ func (c *Controller) setOwners(ctx context.Context, m *v1alpha1.Machine, refs []
 // class kind of the set's machines in line with its template.
 func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
 	var errs []error
+	template := propagatedOf(&set.Spec.Template.Spec)
 	want := propagationFields(&set.Spec.Template.Spec)
 	for _, m := range machines {
-		if beingDeleted(m) {
+		// Every machine event syncs the set: compare cheaply first, and
+		// build a patch only for a machine that lags behind.
+		if beingDeleted(m) || reflect.DeepEqual(propagatedOf(&m.Spec), template) {
 			continue
 		}
 		data, err := patch.Diff(propagationFields(&m.Spec), want, m.ResourceVersion)

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -138,7 +139,7 @@ func TestFrozenSetDoesNotScaleUp(t *testing.T) {
 		t.Fatalf("frozen set created %d machines", n)
 	}
 	got, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
-	if !slices.ContainsFunc(got.Status.Conditions, func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetFrozen }) {
+	if conditionOf(&got.Status, v1alpha1.MachineSetFrozen) == nil {
 		t.Errorf("no Frozen condition: %+v", got.Status.Conditions)
 	}
 }
@@ -168,7 +169,7 @@ func TestSlowStartStopsAtFirstFailedBatch(t *testing.T) {
 		t.Error("skipped creations still expected")
 	}
 	got, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
-	if !slices.ContainsFunc(got.Status.Conditions, func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetReplicaFailure }) {
+	if conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) == nil {
 		t.Errorf("no ReplicaFailure condition: %+v", got.Status.Conditions)
 	}
 	if got.Status.ObservedGeneration != 0 {
@@ -197,5 +198,97 @@ func TestSlowStartBatches(t *testing.T) {
 	})
 	if err == nil || created != 6 || calls.Load() != 7 {
 		t.Errorf("after a failure in batch 3: created %d, calls %d, err %v; want 6, 7", created, calls.Load(), err)
+	}
+}
+
+// recorder counts events by reason.
+type recorder struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (r *recorder) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.reasons = append(r.reasons, reason)
+}
+
+func (r *recorder) count(reason string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, got := range r.reasons {
+		if got == reason {
+			n++
+		}
+	}
+	return n
+}
+
+// TestFrozenIsToldOnce: a frozen set reports the held-back creations by
+// an event when it becomes frozen, not at every sync.
+func TestFrozenIsToldOnce(t *testing.T) {
+	set := testSet(3)
+	set.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
+	rec := &recorder{}
+	h := newHarness(t, Options{Recorder: rec}, set)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+		got, _ := h.c.sets.MachineSets("ns").Get("pool")
+		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetFrozen) != nil {
+			break
+		}
+	}
+	for range 5 {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rec.count(ReasonFrozen); n != 1 {
+		t.Errorf("%d Frozen events, want 1", n)
+	}
+}
+
+// TestTemplateChangesReachMachines: the node template, the machine
+// configuration and the class kind are patched into existing machines;
+// the class name (which needs a new machine) is not.
+func TestTemplateChangesReachMachines(t *testing.T) {
+	h := newHarness(t, Options{}, testSet(2))
+	h.settle(t, 2)
+	set, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+	set.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{"role": "worker"}
+	set.Spec.Template.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineDrainTimeout: &metav1.Duration{Duration: time.Minute}}
+	set.Spec.Template.Spec.Class.Name = "bigger"
+	if _, err := h.client.MachineV1alpha1().MachineSets("ns").Update(context.Background(), set, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var machines []v1alpha1.Machine
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+		list, _ := h.client.MachineV1alpha1().Machines("ns").List(context.Background(), metav1.ListOptions{})
+		machines = list.Items
+		done := len(machines) == 2
+		for _, m := range machines {
+			done = done && m.Spec.NodeTemplateSpec.Labels["role"] == "worker"
+		}
+		if done {
+			break
+		}
+	}
+	for _, m := range machines {
+		if m.Spec.NodeTemplateSpec.Labels["role"] != "worker" || m.Spec.MachineConfiguration == nil ||
+			m.Spec.MachineDrainTimeout == nil || m.Spec.MachineDrainTimeout.Duration != time.Minute {
+			t.Errorf("machine %s not updated from the template: %+v", m.Name, m.Spec)
+		}
+		if m.Spec.Class.Name != "c" {
+			t.Errorf("machine %s class changed to %q in place", m.Name, m.Spec.Class.Name)
+		}
+	}
+	if n := h.creates.Load(); n != 2 {
+		t.Errorf("%d machines created, want the 2 kept", n)
 	}
 }

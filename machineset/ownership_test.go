@@ -1,0 +1,117 @@
+package machineset
+
+import (
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+func TestPlanOwnership(t *testing.T) {
+	set := testSet(3)
+	selector, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "other-uid"}}
+	gone := metav1.NewTime(time.Unix(0, 0))
+	m := func(name string, labels map[string]string, owner *v1alpha1.MachineSet, deleted bool) *v1alpha1.Machine {
+		mm := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels}}
+		if owner != nil {
+			mm.OwnerReferences = []metav1.OwnerReference{controllerRef(owner)}
+		}
+		if deleted {
+			mm.DeletionTimestamp = &gone
+		}
+		return mm
+	}
+	match, nomatch := map[string]string{"pool": "a"}, map[string]string{"pool": "b"}
+	machines := []*v1alpha1.Machine{
+		m("owned", match, set, false),
+		m("owned-deleting", match, set, true),
+		m("orphan", match, nil, false),
+		m("orphan-deleting", match, nil, true),
+		m("orphan-elsewhere", nomatch, nil, false),
+		m("released", nomatch, set, false),
+		m("released-deleting", nomatch, set, true),
+		m("someone-elses", match, other, false),
+	}
+	names := func(ms []*v1alpha1.Machine) []string {
+		var out []string
+		for _, m := range ms {
+			out = append(out, m.Name)
+		}
+		return out
+	}
+	type result struct{ Owned, Adopt, Release []string }
+	tests := []struct {
+		name     string
+		deleting bool
+		want     result
+	}{
+		{name: "live set", want: result{Owned: []string{"owned", "owned-deleting"}, Adopt: []string{"orphan"}, Release: []string{"released"}}},
+		{name: "a set being deleted adopts nothing", deleting: true, want: result{Owned: []string{"owned", "owned-deleting"}, Release: []string{"released"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			s := set.DeepCopy()
+			if tt.deleting {
+				s.DeletionTimestamp = &gone
+			}
+			o := planOwnership(s, selector, machines)
+			got := result{names(o.Owned), names(o.Adopt), names(o.Release)}
+			if diff := cmp.Diff(tt.want, got); diff != "" {
+				t.Errorf("ownership (-want +got):\n%s", diff)
+			}
+		})
+	}
+}
+
+func TestCalculateStatus(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	set := testSet(4)
+	set.Spec.MinReadySeconds = 60
+	set.Generation = 7
+	machine := func(name string, phase v1alpha1.MachinePhase, since time.Duration, labels map[string]string) *v1alpha1.Machine {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
+		m.Status.CurrentStatus.Phase = phase
+		m.Status.CurrentStatus.LastUpdateTime = metav1.NewTime(now.Add(-since))
+		return m
+	}
+	labels := map[string]string{"pool": "a"}
+	failed := machine("failed", v1alpha1.MachineFailed, time.Hour, labels)
+	failed.Status.LastOperation = v1alpha1.LastOperation{State: v1alpha1.MachineStateFailed, Description: "health timeout"}
+	deletingMachine := machine("deleting", v1alpha1.MachineRunning, time.Hour, labels)
+	deletingMachine.DeletionTimestamp = &metav1.Time{Time: now}
+	machines := []*v1alpha1.Machine{
+		machine("old", v1alpha1.MachineRunning, time.Hour, labels),
+		machine("fresh", v1alpha1.MachineRunning, time.Second, labels),                 // ready, not yet available
+		machine("unlabelled", v1alpha1.MachinePending, time.Hour, map[string]string{}), // not fully labelled
+		failed,
+		deletingMachine, // does not count
+	}
+	got := calculateStatus(statusInput{Now: now, Set: set, Machines: machines, Selector: "pool=a", Frozen: "labelled freeze=True", Synced: true})
+	want := v1alpha1.MachineSetStatus{
+		Replicas: 4, FullyLabeledReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, ObservedGeneration: 7, LabelSelector: "pool=a",
+		FailedMachines: &[]v1alpha1.MachineSummary{{Name: "failed", OwnerRef: "pool", LastOperation: failed.Status.LastOperation}},
+		Conditions: []v1alpha1.MachineSetCondition{{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
+			Reason: "Frozen", Message: "labelled freeze=True", LastTransitionTime: metaTime(now)}},
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("status (-want +got):\n%s", diff)
+	}
+	// A failed sync keeps the observed generation and reports the failure;
+	// the freeze ending removes its condition.
+	set.Status = got
+	set.Generation = 8
+	again := calculateStatus(statusInput{Now: now.Add(time.Minute), Set: set, Machines: machines, Selector: "pool=a", ReplicaFailure: "quota"})
+	if again.ObservedGeneration != 7 {
+		t.Errorf("observedGeneration %d after a failed sync, want 7", again.ObservedGeneration)
+	}
+	if conditionOf(&again, v1alpha1.MachineSetFrozen) != nil || conditionOf(&again, v1alpha1.MachineSetReplicaFailure) == nil {
+		t.Errorf("conditions %+v, want only ReplicaFailure", again.Conditions)
+	}
+}
