@@ -39,12 +39,6 @@ type MixedWorkload struct {
 	Critical string
 }
 
-// Drained are the app labels of the pods a drain that skips DaemonSet pods
-// evicts (the bare pod has app=Bare).
-func (w MixedWorkload) Drained() []string {
-	return []string{w.Guarded, w.Free, w.Bare, w.Critical}
-}
-
 // MixedNode adds a node and a spare node and puts a MixedWorkload into ns
 // on the node; replacements can only go to the spare node. It returns once
 // every pod runs and the budget's status counts all its pods healthy. Drain
