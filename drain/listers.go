@@ -105,6 +105,21 @@ func ListersFromFactory(f informers.SharedInformerFactory) (Listers, error) {
 	}, nil
 }
 
+// FactoryInformers are the informers of f that ListersFromFactory reads
+// from. A caller that starts f waits for all of them to sync before the
+// first pass: a pod cache that has not synced yet looks like a drained
+// node.
+func FactoryInformers(f informers.SharedInformerFactory) []cache.SharedIndexInformer {
+	return []cache.SharedIndexInformer{
+		f.Core().V1().Pods().Informer(),
+		f.Core().V1().Nodes().Informer(),
+		f.Policy().V1().PodDisruptionBudgets().Informer(),
+		f.Core().V1().PersistentVolumeClaims().Informer(),
+		f.Core().V1().PersistentVolumes().Informer(),
+		f.Storage().V1().VolumeAttachments().Informer(),
+	}
+}
+
 func hasIndex(informer cache.SharedIndexInformer, name string) bool {
 	_, ok := informer.GetIndexer().GetIndexers()[name]
 	return ok

@@ -18,6 +18,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 )
@@ -1010,5 +1011,26 @@ func startFactory(t *testing.T, factory informers.SharedInformerFactory) {
 		if !ok {
 			t.Fatalf("cache of %v did not sync", typ)
 		}
+	}
+}
+
+// TestFactoryInformersAreTheListersOnes: FactoryInformers names exactly
+// the informers ListersFromFactory reads from, so a caller that waits for
+// them waits for every cache a pass reads.
+func TestFactoryInformersAreTheListersOnes(t *testing.T) {
+	factory := informers.NewSharedInformerFactory(fake.NewClientset(), 0)
+	if _, err := ListersFromFactory(factory); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); factory.Shutdown() }()
+	factory.Start(ctx.Done())
+	started := factory.WaitForCacheSync(ctx.Done())
+	named := FactoryInformers(factory)
+	// Starting again starts any informer FactoryInformers added: there
+	// must be none, and as many as ListersFromFactory uses.
+	factory.Start(ctx.Done())
+	if got := len(factory.WaitForCacheSync(ctx.Done())); got != len(started) || len(named) != len(started) {
+		t.Errorf("ListersFromFactory uses %d informers, FactoryInformers names %d (factory now has %d)", len(started), len(named), got)
 	}
 }

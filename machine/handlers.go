@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 )
 
@@ -52,11 +53,9 @@ func (c *Controller) register(inf Informers) error {
 	}
 	// The drain's caches, when the target's factory is given.
 	var drainCaches []cache.SharedIndexInformer
-	if t := inf.Target; t != nil {
-		drainCaches = []cache.SharedIndexInformer{t.Core().V1().Pods().Informer(), t.Core().V1().PersistentVolumeClaims().Informer(),
-			t.Core().V1().PersistentVolumes().Informer(), t.Storage().V1().VolumeAttachments().Informer()}
+	if inf.Target != nil {
+		drainCaches = drain.FactoryInformers(inf.Target)
 		informers = append(informers, drainCaches...)
-		informers = append(informers, t.Policy().V1().PodDisruptionBudgets().Informer())
 	}
 	if err := cachetransform.SetOn(informers...); err != nil {
 		return err
