@@ -198,4 +198,7 @@
 //		return err
 //	}
 //	d, err := drain.New(client, drain.Options{Listers: listers})
+//	factory.Start(ctx.Done())
+//	// Wait for drain.FactoryInformers(factory) to sync before the first
+//	// pass: an empty pod cache looks like a drained node.
 package drain

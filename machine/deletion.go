@@ -98,7 +98,8 @@ type deletionInput struct {
 	NodeName string
 	Node     *corev1.Node
 	// ClassFound reports whether class and secret could be resolved
-	// (DeleteMachine needs them); ClassProblem says why not.
+	// (DeleteMachine needs them); ClassProblem says why not. Both are only
+	// observed in StepDeleteVM, the one step that reads them.
 	ClassFound   bool
 	ClassProblem string
 }

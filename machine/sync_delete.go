@@ -80,6 +80,9 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, creden
 			in.Node = n
 		}
 	}
+	if CurrentDeletionStep(m) != StepDeleteVM {
+		return in, credentials{} // only DeleteMachine needs them: no secrets merged per drain pass
+	}
 	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
 	if err != nil {
 		in.ClassProblem = fmt.Sprintf("MachineClass %q not found", m.Spec.Class.Name)
