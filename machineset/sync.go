@@ -65,7 +65,17 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 		if !reported(set, v1alpha1.MachineSetReplicaFailure, problem) {
 			c.event(set, corev1.EventTypeWarning, ReasonInvalid, problem)
 		}
-		err := c.writeStatus(ctx, set, statusInput{Now: now, Set: set, ReplicaFailure: problem})
+		// Without a usable selector the set's machines are those it
+		// controls; the status keeps counting them.
+		all, err := c.machines.Machines(set.Namespace).List(everything)
+		if err != nil {
+			return workqueue.Result{}, fmt.Errorf("listing machines: %w", err)
+		}
+		controlled := slices.DeleteFunc(all, func(m *v1alpha1.Machine) bool {
+			ref := metav1.GetControllerOf(m)
+			return ref == nil || ref.UID != set.UID
+		})
+		err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: controlled, Selector: set.Status.LabelSelector, ReplicaFailure: problem})
 		return workqueue.Result{}, errors.Join(fmt.Errorf("machine set %s is invalid: %s", key, problem), err)
 	}
 	selector, _ := metav1.LabelSelectorAsSelector(set.Spec.Selector) // validated above

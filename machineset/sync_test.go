@@ -292,3 +292,37 @@ func TestTemplateChangesReachMachines(t *testing.T) {
 		t.Errorf("%d machines created, want the 2 kept", n)
 	}
 }
+
+// TestInvalidSetCreatesNothing: a set whose selector does not match its
+// template (past admission) creates nothing, says why once, and keeps
+// counting the machines it controls.
+func TestInvalidSetCreatesNothing(t *testing.T) {
+	set := testSet(3)
+	set.Spec.Template.Labels = map[string]string{"pool": "b"}
+	mine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "pool-old", Namespace: "ns",
+		Labels: map[string]string{"pool": "a"}, OwnerReferences: []metav1.OwnerReference{controllerRef(set)}}}
+	rec := &recorder{}
+	h := newHarness(t, Options{Recorder: rec}, set, mine)
+	var got *v1alpha1.MachineSet
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
+			t.Fatal("an invalid set synced without error")
+		}
+		got, _ = h.c.sets.MachineSets("ns").Get("pool")
+		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) != nil {
+			break
+		}
+	}
+	for range 3 {
+		_, _ = h.c.Reconcile(context.Background(), "ns/pool")
+	}
+	if n := h.creates.Load(); n != 0 {
+		t.Errorf("invalid set created %d machines", n)
+	}
+	if got.Status.Replicas != 1 {
+		t.Errorf("status replicas %d, want the 1 machine the set controls", got.Status.Replicas)
+	}
+	if n := rec.count(ReasonInvalid); n != 1 {
+		t.Errorf("%d InvalidMachineSet events, want 1", n)
+	}
+}
