@@ -326,3 +326,36 @@ func TestInvalidSetCreatesNothing(t *testing.T) {
 		t.Errorf("%d InvalidMachineSet events, want 1", n)
 	}
 }
+
+// TestAdoptAndRelease: a matching orphan is adopted (and counts toward the
+// replicas, so nothing is created for it); a controlled machine that no
+// longer matches is released.
+func TestAdoptAndRelease(t *testing.T) {
+	set := testSet(1)
+	orphan := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "ns", UID: "o1",
+		Labels: map[string]string{"pool": "a"}}}
+	strayed := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "strayed", Namespace: "ns", UID: "s1",
+		Labels: map[string]string{"pool": "elsewhere"}, OwnerReferences: []metav1.OwnerReference{controllerRef(set)}}}
+	h := newHarness(t, Options{}, set, orphan, strayed)
+	get := func(name string) *v1alpha1.Machine {
+		m, _ := h.client.MachineV1alpha1().Machines("ns").Get(context.Background(), name, metav1.GetOptions{})
+		return m
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		if ref := metav1.GetControllerOf(get("orphan")); ref != nil && metav1.GetControllerOf(get("strayed")) == nil {
+			break
+		}
+	}
+	if ref := metav1.GetControllerOf(get("orphan")); ref == nil || ref.UID != set.UID {
+		t.Errorf("orphan not adopted: %+v", ref)
+	}
+	if ref := metav1.GetControllerOf(get("strayed")); ref != nil {
+		t.Errorf("strayed machine still controlled: %+v", ref)
+	}
+	if n := h.creates.Load(); n != 0 {
+		t.Errorf("%d machines created for a set whose one replica was adopted", n)
+	}
+}
