@@ -23,6 +23,12 @@ import (
 type Informers struct {
 	MachineSets machineinformers.MachineSetInformer
 	Machines    machineinformers.MachineInformer
+	// Classes, when given, lets the controller check that a set's template
+	// names a MachineClass that exists before creating machines from it,
+	// and resume a set as soon as its class appears. Nil skips the check:
+	// the machine controller then reports the missing class on each
+	// machine.
+	Classes machineinformers.MachineClassInformer
 }
 
 // Controller keeps the machines of MachineSets.
@@ -32,6 +38,7 @@ type Controller struct {
 
 	sets     machinelisters.MachineSetLister
 	machines machinelisters.MachineLister
+	classes  machinelisters.MachineClassLister // nil: classes are not checked
 	synced   []cache.InformerSynced
 
 	queue *workqueue.Queue[string]
@@ -60,6 +67,9 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 		machines: inf.Machines.Lister(),
 		exp:      expectations.New[string](expectations.Options{Clock: o.Clock}),
 		writes:   expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+	}
+	if inf.Classes != nil {
+		c.classes = inf.Classes.Lister()
 	}
 	if c.metrics, err = newMetrics(o.Registerer, c); err != nil {
 		return nil, fmt.Errorf("machineset: %w", err)
@@ -94,11 +104,22 @@ func (c *Controller) register(inf Informers) error {
 	}); err != nil {
 		return err
 	}
-	return add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
+	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onMachineAdd,
 		UpdateFunc: c.onMachineUpdate,
 		DeleteFunc: c.onMachineDelete,
-	})
+	}); err != nil {
+		return err
+	}
+	if inf.Classes == nil {
+		return nil
+	}
+	if err := cachetransform.SetOn(inf.Classes.Informer()); err != nil {
+		return err
+	}
+	// Only a class that appears changes a set's plan; its updates and
+	// deletion are the machine controller's business.
+	return add(inf.Classes.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.onClassAdd})
 }
 
 // Run waits for the caches, then reconciles with workers workers until ctx
@@ -191,6 +212,24 @@ func (c *Controller) onMachineDelete(obj any) {
 	if key := ownerKey(m); key != "" {
 		c.exp.DeletionObserved(key, m.UID)
 		c.queue.Add(key)
+	}
+}
+
+// onClassAdd queues the sets whose template names the new class: a set
+// waiting for it can create machines now.
+func (c *Controller) onClassAdd(obj any) {
+	class, ok := obj.(*v1alpha1.MachineClass)
+	if !ok {
+		return
+	}
+	sets, err := c.sets.MachineSets(class.Namespace).List(everything)
+	if err != nil {
+		return
+	}
+	for _, s := range sets {
+		if s.Spec.Template.Spec.Class.Name == class.Name {
+			c.queue.Add(keyOf(s))
+		}
 	}
 }
 

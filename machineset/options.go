@@ -37,6 +37,7 @@ const (
 	ReasonDeleted       = "SuccessfulDelete"
 	ReasonDeleteFailed  = "FailedDelete"
 	ReasonInvalid       = "InvalidMachineSet"
+	ReasonClassNotFound = "MachineClassNotFound"
 	ReasonFrozen        = "Frozen"
 	ReasonAdoptFailed   = "FailedAdopt"
 	ReasonReleaseFailed = "FailedRelease"

@@ -99,20 +99,28 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	errs = append(errs, c.propagate(ctx, set, own.Owned))
 
 	frozen := frozenReason(ctx, set, c.opts.SafetyGate)
+	noClass, err := c.missingClass(set)
+	if err != nil {
+		return workqueue.Result{}, err
+	}
 	policy, perr := policyOf(set, c.opts.DeletionPolicy)
 	if perr != nil {
 		c.event(set, corev1.EventTypeWarning, ReasonInvalid, perr.Error())
 	}
-	plan := planReplicas(set, own.Owned, frozen != "", c.opts.BurstReplicas, policy)
+	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, policy)
 	failure := c.apply(ctx, key, set, plan)
-	if plan.HeldBack > 0 && !reported(set, v1alpha1.MachineSetFrozen, frozen) {
+	switch {
+	case plan.HeldBack == 0:
+	case frozen != "" && !reported(set, v1alpha1.MachineSetFrozen, frozen):
 		c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
+	case frozen == "" && !reported(set, v1alpha1.MachineSetReplicaFailure, joinNonEmpty(noClass, failure)):
+		c.event(set, corev1.EventTypeWarning, ReasonClassNotFound, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, noClass))
 	}
-
 	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && failure == "" {
 		_, err := c.setFinalizer(ctx, set, false)
 		return workqueue.Result{}, err
 	}
+	failure = joinNonEmpty(noClass, failure)
 	syncErr := errors.Join(errs...)
 	if failure != "" {
 		syncErr = errors.Join(syncErr, errors.New(failure))
@@ -133,6 +141,30 @@ func invalid(set *v1alpha1.MachineSet) string {
 		return ""
 	}
 	return errs.ToAggregate().Error()
+}
+
+// missingClass says why the set's template cannot make machines because
+// its MachineClass does not exist, or "". Without a class lister it
+// checks nothing.
+func (c *Controller) missingClass(set *v1alpha1.MachineSet) (string, error) {
+	if c.classes == nil {
+		return "", nil
+	}
+	name := set.Spec.Template.Spec.Class.Name
+	_, err := c.classes.MachineClasses(set.Namespace).Get(name)
+	switch {
+	case err == nil:
+		return "", nil
+	case apierrors.IsNotFound(err):
+		return fmt.Sprintf("the template names MachineClass %q, which does not exist in namespace %s; no machine is created until it does", name, set.Namespace), nil
+	default:
+		return "", fmt.Errorf("getting machine class %s: %w", name, err)
+	}
+}
+
+// joinNonEmpty joins the non-empty problems with "; ".
+func joinNonEmpty(problems ...string) string {
+	return strings.Join(slices.DeleteFunc(problems, func(s string) bool { return s == "" }), "; ")
 }
 
 // frozenReason says why the set creates no machines now, or "".

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -44,7 +45,9 @@ type harness struct {
 
 func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	t.Helper()
-	h := &harness{client: fake.NewSimpleClientset(objs...)}
+	// The world has the class testSet's template names.
+	class := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+	h := &harness{client: fake.NewSimpleClientset(append(objs, class)...)}
 	// The fake tracker does not generate names.
 	var n atomic.Int32
 	h.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
@@ -57,7 +60,8 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 		return false, nil, nil
 	})
 	f := externalversions.NewSharedInformerFactory(h.client, 0)
-	c, err := NewController(h.client, Informers{MachineSets: f.Machine().V1alpha1().MachineSets(), Machines: f.Machine().V1alpha1().Machines()}, opts)
+	c, err := NewController(h.client, Informers{MachineSets: f.Machine().V1alpha1().MachineSets(),
+		Machines: f.Machine().V1alpha1().Machines(), Classes: f.Machine().V1alpha1().MachineClasses()}, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -255,7 +259,7 @@ func TestFrozenIsToldOnce(t *testing.T) {
 // configuration and the class kind are patched into existing machines;
 // the class name (which needs a new machine) is not.
 func TestTemplateChangesReachMachines(t *testing.T) {
-	h := newHarness(t, Options{}, testSet(2))
+	h := newHarness(t, Options{}, testSet(2), &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "bigger", Namespace: "ns"}})
 	h.settle(t, 2)
 	set, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
 	set.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{"role": "worker"}
@@ -358,4 +362,51 @@ func TestAdoptAndRelease(t *testing.T) {
 	if n := h.creates.Load(); n != 0 {
 		t.Errorf("%d machines created for a set whose one replica was adopted", n)
 	}
+}
+
+// TestMissingClassHoldsCreations: a template naming a class that does not
+// exist creates nothing, says so once on the set, fails the sync (so it is
+// retried with backoff), and scales up once the class appears.
+func TestMissingClassHoldsCreations(t *testing.T) {
+	set := testSet(3)
+	set.Spec.Template.Spec.Class.Name = "absent"
+	rec := &recorder{}
+	h := newHarness(t, Options{Recorder: rec}, set)
+	var got *v1alpha1.MachineSet
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
+			t.Fatal("a set naming a missing class synced without error")
+		}
+		got, _ = h.c.sets.MachineSets("ns").Get("pool")
+		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) != nil {
+			break
+		}
+	}
+	for range 3 {
+		_, _ = h.c.Reconcile(context.Background(), "ns/pool")
+	}
+	if n := h.creates.Load(); n != 0 {
+		t.Fatalf("created %d machines from a missing class", n)
+	}
+	if c := conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure); c == nil || !strings.Contains(c.Message, `MachineClass "absent"`) {
+		t.Errorf("ReplicaFailure condition does not name the class: %+v", c)
+	}
+	if n := rec.count(ReasonClassNotFound); n != 1 {
+		t.Errorf("%d %s events, want 1", n, ReasonClassNotFound)
+	}
+	class := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "absent", Namespace: "ns"}}
+	if _, err := h.client.MachineV1alpha1().MachineClasses("ns").Create(context.Background(), class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	h.settle(t, 3)
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Logf("reconcile: %v", err)
+		}
+		got, _ = h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+		if conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) == nil {
+			return
+		}
+	}
+	t.Errorf("ReplicaFailure left after the class appeared: %+v", got.Status.Conditions)
 }

@@ -123,6 +123,7 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 	ctrl, err := machineset.NewController(cc.Machines, machineset.Informers{
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
 	}, machineset.Options{Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
