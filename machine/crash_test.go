@@ -2,11 +2,9 @@ package machine_test
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"sync"
-	"sync/atomic"
 	"testing"
 	"time"
 
@@ -17,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -25,6 +22,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/crashtest"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -33,39 +31,14 @@ var (
 	nodeGVR    = corev1.SchemeGroupVersion.WithResource("nodes")
 )
 
-// crashSwitch kills one controller incarnation after its n-th API write:
-// the write goes through, every later API call and driver call of the
-// incarnation fails, and its context is cancelled, as if the process died
-// right after the write.
-type crashSwitch struct {
-	writes  atomic.Int32
-	crashAt int32 // 0: never
-	dead    atomic.Bool
-	cancel  context.CancelFunc
-}
-
-func (s *crashSwitch) react(action k8stesting.Action) (bool, runtime.Object, error) {
-	if s.dead.Load() {
-		return true, nil, errors.New("crashed")
-	}
-	switch action.GetVerb() {
-	case "create", "update", "patch", "delete":
-		if n := s.writes.Add(1); s.crashAt > 0 && n == s.crashAt {
-			s.dead.Store(true)
-			s.cancel()
-		}
-	}
-	return false, nil, nil
-}
-
 // crashDriver fails every call once its incarnation is dead.
 type crashDriver struct {
 	driver.Driver
-	s *crashSwitch
+	s *crashtest.Switch
 }
 
 func (d crashDriver) check() error {
-	if d.s.dead.Load() {
+	if d.s.Dead() {
 		return driver.NewError(driver.Canceled, "crashed")
 	}
 	return nil
@@ -147,20 +120,9 @@ func fakeWorld(ctx context.Context, mc *fake.Clientset, core *k8sfake.Clientset,
 // until stop is closed or timeout).
 func runIncarnation(t *rapid.T, mc *fake.Clientset, core *k8sfake.Clientset, cloud *sim.Cloud, ns string, crashAt int32, until func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
-	s := &crashSwitch{crashAt: crashAt, cancel: cancel}
-	mc.PrependReactor("*", "*", s.react)
-	core.PrependReactor("*", "*", s.react)
-	defer func() {
-		// Detach this incarnation's reactors.
-		s.dead.Store(false)
-		s.crashAt = 0
-		mc.Lock()
-		mc.ReactionChain = mc.ReactionChain[1:]
-		mc.Unlock()
-		core.Lock()
-		core.ReactionChain = core.ReactionChain[1:]
-		core.Unlock()
-	}()
+	s := crashtest.New(crashAt, cancel)
+	s.Attach(&mc.Fake, &core.Fake)
+	defer s.Detach()
 	mf := externalversions.NewSharedInformerFactoryWithOptions(mc, 0, externalversions.WithNamespace(ns))
 	kf := informers.NewSharedInformerFactory(core, 0)
 	ctrl, err := machine.NewController(mc, core, core, machine.Informers{
