@@ -176,9 +176,15 @@ func (w *crashWorld) converged() bool {
 		set.Status.ObservedGeneration == set.Generation
 }
 
+// fataler is what runIncarnation needs of a test, a rapid test or a
+// benchmark.
+type fataler interface {
+	Fatalf(format string, args ...any)
+}
+
 // runIncarnation runs one controller until it crashes after crashAt
 // writes (0: never) or until done holds, with watch events lag late.
-func (w *crashWorld) runIncarnation(t *rapid.T, crashAt int32, lag time.Duration, done func() bool) {
+func (w *crashWorld) runIncarnation(t fataler, crashAt int32, lag time.Duration, done func() bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	s := crashtest.New(crashAt, cancel)
@@ -209,7 +215,7 @@ func (w *crashWorld) runIncarnation(t *rapid.T, crashAt int32, lag time.Duration
 		Machines:    f.Machine().V1alpha1().Machines(),
 	}, machineset.Options{BurstReplicas: w.burst})
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 	f.Start(ctx.Done())
 	defer f.Shutdown()
@@ -225,7 +231,7 @@ func (w *crashWorld) runIncarnation(t *rapid.T, crashAt int32, lag time.Duration
 	})
 	cancel()
 	if err := <-finished; err != nil {
-		t.Fatal(err)
+		t.Fatalf("%v", err)
 	}
 }
 
