@@ -31,8 +31,11 @@
 //   - A set being deleted deletes its machines in ladder order and keeps
 //     its finalizer until none is left.
 //   - A set that got past admission but cannot work (a selector that does
-//     not match its template) gets the ReplicaFailure condition and an
-//     event, and is retried with backoff; nothing is created.
+//     not match its template, or, with Informers.Classes, a template naming
+//     a MachineClass that does not exist) gets the ReplicaFailure condition
+//     and one event, and is retried with backoff; nothing is created until
+//     it can work. A set waiting for its class still scales down, and
+//     resumes creating when the class appears.
 //
 // # The deletion ladder
 //
@@ -64,6 +67,7 @@
 //	ctrl, err := machineset.NewController(client, machineset.Informers{
 //		MachineSets: mf.Machine().V1alpha1().MachineSets(),
 //		Machines:    mf.Machine().V1alpha1().Machines(),
+//		Classes:     mf.Machine().V1alpha1().MachineClasses(), // optional
 //	}, machineset.Options{Registerer: registry})
 //	if err != nil {
 //		return err
