@@ -205,6 +205,31 @@ func TestSlowStartBatches(t *testing.T) {
 	}
 }
 
+// failUntilReported reconciles a set that cannot work until its status
+// shows the ReplicaFailure condition, failing the test if a sync succeeds,
+// then syncs it three more times (which must not tell the problem again)
+// and returns the set as the cache last showed it with the condition.
+func (h *harness) failUntilReported(t *testing.T) *v1alpha1.MachineSet {
+	t.Helper()
+	var got *v1alpha1.MachineSet
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
+			t.Fatal("a set that cannot work synced without error")
+		}
+		got, _ = h.c.sets.MachineSets("ns").Get("pool")
+		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) != nil {
+			break
+		}
+	}
+	for range 3 {
+		_, _ = h.c.Reconcile(context.Background(), "ns/pool")
+	}
+	if got == nil || conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) == nil {
+		t.Fatal("the set never reported ReplicaFailure")
+	}
+	return got
+}
+
 // recorder counts events by reason.
 type recorder struct {
 	mu      sync.Mutex
@@ -307,19 +332,7 @@ func TestInvalidSetCreatesNothing(t *testing.T) {
 		Labels: map[string]string{"pool": "a"}, OwnerReferences: []metav1.OwnerReference{controllerRef(set)}}}
 	rec := &recorder{}
 	h := newHarness(t, Options{Recorder: rec}, set, mine)
-	var got *v1alpha1.MachineSet
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
-			t.Fatal("an invalid set synced without error")
-		}
-		got, _ = h.c.sets.MachineSets("ns").Get("pool")
-		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) != nil {
-			break
-		}
-	}
-	for range 3 {
-		_, _ = h.c.Reconcile(context.Background(), "ns/pool")
-	}
+	got := h.failUntilReported(t)
 	if n := h.creates.Load(); n != 0 {
 		t.Errorf("invalid set created %d machines", n)
 	}
@@ -372,19 +385,7 @@ func TestMissingClassHoldsCreations(t *testing.T) {
 	set.Spec.Template.Spec.Class.Name = "absent"
 	rec := &recorder{}
 	h := newHarness(t, Options{Recorder: rec}, set)
-	var got *v1alpha1.MachineSet
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err == nil {
-			t.Fatal("a set naming a missing class synced without error")
-		}
-		got, _ = h.c.sets.MachineSets("ns").Get("pool")
-		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure) != nil {
-			break
-		}
-	}
-	for range 3 {
-		_, _ = h.c.Reconcile(context.Background(), "ns/pool")
-	}
+	got := h.failUntilReported(t)
 	if n := h.creates.Load(); n != 0 {
 		t.Fatalf("created %d machines from a missing class", n)
 	}
