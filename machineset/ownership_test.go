@@ -107,11 +107,56 @@ func TestCalculateStatus(t *testing.T) {
 	// the freeze ending removes its condition.
 	set.Status = got
 	set.Generation = 8
-	again := calculateStatus(statusInput{Now: now.Add(time.Minute), Set: set, Machines: machines, Selector: "pool=a", ReplicaFailure: "quota"})
+	again := calculateStatus(statusInput{Now: now.Add(time.Minute), Set: set, Machines: machines, Selector: "pool=a", ReplicaFailure: replicaFailure{Create: "quota"}})
 	if again.ObservedGeneration != 7 {
 		t.Errorf("observedGeneration %d after a failed sync, want 7", again.ObservedGeneration)
 	}
 	if conditionOf(&again, v1alpha1.MachineSetFrozen) != nil || conditionOf(&again, v1alpha1.MachineSetReplicaFailure) == nil {
 		t.Errorf("conditions %+v, want only ReplicaFailure", again.Conditions)
+	}
+}
+
+func TestLastOperation(t *testing.T) {
+	create, del := v1alpha1.MachineOperationCreate, v1alpha1.MachineOperationDelete
+	ok, failed := v1alpha1.MachineStateSuccessful, v1alpha1.MachineStateFailed
+	tests := []struct {
+		name    string
+		failure replicaFailure
+		done    applied
+		want    *v1alpha1.LastOperation
+		reason  string
+	}{
+		{"nothing done", replicaFailure{}, applied{}, nil, ReasonCreateFailed},
+		{"created", replicaFailure{}, applied{Created: 3}, &v1alpha1.LastOperation{Type: create, State: ok, Description: "Created 3 machine(s)"}, ReasonCreateFailed},
+		{"deleted", replicaFailure{}, applied{Deleted: 2}, &v1alpha1.LastOperation{Type: del, State: ok, Description: "Deleted 2 machine(s)"}, ReasonCreateFailed},
+		{"both", replicaFailure{}, applied{Created: 1, Deleted: 1}, &v1alpha1.LastOperation{Type: create, State: ok, Description: "Created 1 and deleted 1 machine(s)"}, ReasonCreateFailed},
+		{"create failed", replicaFailure{Create: "quota"}, applied{Created: 1}, &v1alpha1.LastOperation{Type: create, State: failed, Description: "quota"}, ReasonCreateFailed},
+		{"delete failed", replicaFailure{Delete: "forbidden"}, applied{}, &v1alpha1.LastOperation{Type: del, State: failed, Description: "forbidden"}, ReasonDeleteFailed},
+		{"no class", replicaFailure{NoClass: "no class"}, applied{Deleted: 1}, &v1alpha1.LastOperation{Type: del, State: failed, Description: "no class"}, ReasonCreateFailed},
+		{"invalid", replicaFailure{Invalid: "selector"}, applied{}, &v1alpha1.LastOperation{Type: create, State: failed, Description: "selector"}, ReasonInvalid},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			if diff := cmp.Diff(tt.want, lastOperation(tt.failure, tt.done)); diff != "" {
+				t.Errorf("lastOperation (-want +got):\n%s", diff)
+			}
+			if got := tt.failure.reason(); got != tt.reason {
+				t.Errorf("reason %q, want %q", got, tt.reason)
+			}
+		})
+	}
+}
+
+// TestRepeatedOperationIsNotRewritten: a sync that does what the last one
+// did leaves lastOperation (and its time) as stored, so that the status
+// does not change.
+func TestRepeatedOperationIsNotRewritten(t *testing.T) {
+	now := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	set := testSet(3)
+	first := calculateStatus(statusInput{Now: now, Set: set, ReplicaFailure: replicaFailure{Create: "quota"}})
+	set.Status = first
+	again := calculateStatus(statusInput{Now: now.Add(time.Minute), Set: set, ReplicaFailure: replicaFailure{Create: "quota"}})
+	if diff := cmp.Diff(first, again); diff != "" {
+		t.Errorf("status changed for a repeated failure (-first +again):\n%s", diff)
 	}
 }

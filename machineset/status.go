@@ -1,6 +1,7 @@
 package machineset
 
 import (
+	"fmt"
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -15,9 +16,11 @@ type statusInput struct {
 	Set      *v1alpha1.MachineSet
 	Machines []*v1alpha1.Machine // owned, those being deleted included
 	Selector string
-	// ReplicaFailure describes a failed creation or deletion of this sync;
-	// "" when none failed.
-	ReplicaFailure string
+	// ReplicaFailure is why the sync could not bring the set to its
+	// replicas; zero when nothing stood in the way.
+	ReplicaFailure replicaFailure
+	// Done is what the sync created and deleted.
+	Done applied
 	// Frozen describes why creations are held back; "" when they are not.
 	Frozen string
 	// Synced: the sync succeeded, so the status reflects the spec's
@@ -61,12 +64,73 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	if len(failed) > 0 {
 		st.FailedMachines = &failed
 	}
-	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure, "ReplicaFailure", in.Now)
+	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure.message(), in.ReplicaFailure.reason(), in.Now)
+	if op := lastOperation(in.ReplicaFailure, in.Done); op != nil && !sameOperation(*op, st.LastOperation) {
+		op.LastUpdateTime = metaTime(in.Now)
+		st.LastOperation = *op
+	}
 	setCondition(&st, v1alpha1.MachineSetFrozen, in.Frozen, "Frozen", in.Now)
 	if in.Synced {
 		st.ObservedGeneration = set.Generation
 	}
 	return st
+}
+
+// replicaFailure is why a sync could not bring a set to its replicas.
+type replicaFailure struct {
+	// Invalid: the set cannot work (it got past admission).
+	Invalid string
+	// NoClass: the template's MachineClass does not exist.
+	NoClass string
+	// Create and Delete describe creations and deletions that failed.
+	Create, Delete string
+}
+
+// message is the ReplicaFailure condition's message; "" when nothing failed.
+func (f replicaFailure) message() string {
+	return joinNonEmpty(f.Invalid, f.NoClass, f.Delete, f.Create)
+}
+
+// reason is the ReplicaFailure condition's reason: MCM's FailedCreate and
+// FailedDelete, and InvalidMachineSet for a set that cannot work.
+func (f replicaFailure) reason() string {
+	switch {
+	case f.Invalid != "":
+		return ReasonInvalid
+	case f.NoClass == "" && f.Create == "" && f.Delete != "":
+		return ReasonDeleteFailed
+	default:
+		return ReasonCreateFailed
+	}
+}
+
+// lastOperation is what a sync tells of itself in status.lastOperation: its
+// failure, or the machines it created and deleted; nil when it did nothing
+// worth telling, so that the stored one stays.
+func lastOperation(f replicaFailure, done applied) *v1alpha1.LastOperation {
+	op := &v1alpha1.LastOperation{Type: v1alpha1.MachineOperationCreate, State: v1alpha1.MachineStateSuccessful}
+	if done.Created == 0 && (done.Deleted > 0 || f.reason() == ReasonDeleteFailed) {
+		op.Type = v1alpha1.MachineOperationDelete
+	}
+	switch msg := f.message(); {
+	case msg != "":
+		op.State, op.Description = v1alpha1.MachineStateFailed, msg
+	case done.Created > 0 && done.Deleted > 0:
+		op.Description = fmt.Sprintf("Created %d and deleted %d machine(s)", done.Created, done.Deleted)
+	case done.Created > 0:
+		op.Description = fmt.Sprintf("Created %d machine(s)", done.Created)
+	case done.Deleted > 0:
+		op.Description = fmt.Sprintf("Deleted %d machine(s)", done.Deleted)
+	default:
+		return nil
+	}
+	return op
+}
+
+// sameOperation reports whether a and b tell the same, whenever it was; a
+// repeated operation keeps its first time, so that it is not written again.
+func sameOperation(a, b v1alpha1.LastOperation) bool {
+	return a.Type == b.Type && a.State == b.State && a.Description == b.Description && a.ErrorCode == b.ErrorCode
 }
 
 // conditionOf returns the set's condition of type typ, or nil.

@@ -75,7 +75,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 			ref := metav1.GetControllerOf(m)
 			return ref == nil || ref.UID != set.UID
 		})
-		err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: controlled, Selector: set.Status.LabelSelector, ReplicaFailure: problem})
+		err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: controlled, Selector: set.Status.LabelSelector, ReplicaFailure: replicaFailure{Invalid: problem}})
 		return workqueue.Result{}, errors.Join(fmt.Errorf("machine set %s is invalid: %s", key, problem), err)
 	}
 	selector, _ := metav1.LabelSelectorAsSelector(set.Spec.Selector) // validated above
@@ -108,25 +108,25 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 		c.event(set, corev1.EventTypeWarning, ReasonInvalid, perr.Error())
 	}
 	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, policy)
-	failure := c.apply(ctx, key, set, plan)
+	done := c.apply(ctx, key, set, plan)
+	failure := replicaFailure{NoClass: noClass, Create: done.CreateFailure, Delete: done.DeleteFailure}
 	switch {
 	case plan.HeldBack == 0:
 	case frozen != "" && !reported(set, v1alpha1.MachineSetFrozen, frozen):
 		c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
-	case frozen == "" && !reported(set, v1alpha1.MachineSetReplicaFailure, joinNonEmpty(noClass, failure)):
+	case frozen == "" && !reported(set, v1alpha1.MachineSetReplicaFailure, failure.message()):
 		c.event(set, corev1.EventTypeWarning, ReasonClassNotFound, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, noClass))
 	}
-	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && failure == "" {
+	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && done.failed() == "" {
 		_, err := c.setFinalizer(ctx, set, false)
 		return workqueue.Result{}, err
 	}
-	failure = joinNonEmpty(noClass, failure)
 	syncErr := errors.Join(errs...)
-	if failure != "" {
-		syncErr = errors.Join(syncErr, errors.New(failure))
+	if msg := failure.message(); msg != "" {
+		syncErr = errors.Join(syncErr, errors.New(msg))
 	}
 	err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: own.Owned, Selector: selector.String(),
-		ReplicaFailure: failure, Frozen: frozen, Synced: syncErr == nil})
+		ReplicaFailure: failure, Done: done, Frozen: frozen, Synced: syncErr == nil})
 	if err := errors.Join(syncErr, err); err != nil {
 		return workqueue.Result{}, err
 	}
@@ -179,22 +179,33 @@ func frozenReason(ctx context.Context, set *v1alpha1.MachineSet, gate SafetyGate
 	return strings.Join(why, "; ")
 }
 
+// applied is what apply did.
+type applied struct {
+	Created, Deleted int
+	// CreateFailure and DeleteFailure describe the creations and the
+	// deletions that failed; "" when none did.
+	CreateFailure, DeleteFailure string
+}
+
+func (a applied) failed() string { return joinNonEmpty(a.DeleteFailure, a.CreateFailure) }
+
 // apply issues the plan: deletions first, then creations in slow-start
 // batches. Expectations are recorded before the requests, so that events
-// that beat the answers are counted. It returns a description of what
-// failed, or "".
-func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.MachineSet, plan replicaPlan) string {
+// that beat the answers are counted.
+func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.MachineSet, plan replicaPlan) applied {
 	uids := make([]types.UID, 0, len(plan.Delete))
 	for _, m := range plan.Delete {
 		uids = append(uids, m.UID)
 	}
 	c.exp.Set(key, plan.Create, uids...)
+	var done applied
 	var failures []string
 	for _, m := range plan.Delete {
 		uid := m.UID
 		err := c.client.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		switch {
 		case err == nil:
+			done.Deleted++
 			c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
 			if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 				c.metrics.staleMachines.Inc()
@@ -208,19 +219,20 @@ func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.Machin
 			failures = append(failures, msg)
 		}
 	}
+	done.DeleteFailure = strings.Join(failures, "; ")
 	if plan.Create > 0 {
 		created, err := c.slowStart(ctx, plan.Create, func(ctx context.Context) error { return c.createMachine(ctx, set) })
+		done.Created = created
 		if skipped := plan.Create - created; skipped > 0 {
 			// The failed and the skipped creations will never be seen.
 			c.exp.LowerExpectations(key, skipped)
 		}
 		if err != nil {
-			msg := fmt.Sprintf("created %d of %d machines: %v", created, plan.Create, err)
-			c.event(set, corev1.EventTypeWarning, ReasonCreateFailed, msg)
-			failures = append(failures, msg)
+			done.CreateFailure = fmt.Sprintf("created %d of %d machines: %v", created, plan.Create, err)
+			c.event(set, corev1.EventTypeWarning, ReasonCreateFailed, done.CreateFailure)
 		}
 	}
-	return strings.Join(failures, "; ")
+	return done
 }
 
 // slowStart calls create count times in batches of
