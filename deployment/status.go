@@ -1,0 +1,140 @@
+package deployment
+
+import (
+	"cmp"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// statusInput is what a deployment's status is computed from.
+type statusInput struct {
+	Deployment *v1alpha1.MachineDeployment
+	// NewSet is the deployment's new set, nil when it does not exist yet.
+	NewSet *v1alpha1.MachineSet
+	// OldSets are the deployment's other sets.
+	OldSets []*v1alpha1.MachineSet
+	// Machines holds the machines each set controls, by set name (see
+	// countSets).
+	Machines map[string][]*v1alpha1.Machine
+	// Selector is the deployment's selector as a string, for the scale
+	// subresource.
+	Selector string
+	Now      time.Time
+	// Synced tells that the sync succeeded, so that the status reflects the
+	// spec's generation; observedGeneration only moves then.
+	Synced bool
+}
+
+// calculateStatus computes a deployment's status from its sets and their
+// machines, starting from the stored status so that conditions keep their
+// times and status.collisionCount is kept. It sets the Available and
+// ReplicaFailure conditions; the Progressing condition is withProgress's and
+// pausedCondition's. The deployment is not modified.
+//
+//   - replicas: machines not being deleted, over all sets;
+//   - updatedReplicas: those of the new set;
+//   - readyReplicas: those in phase Running;
+//   - availableReplicas: those available (countMachines, with the
+//     deployment's minReadySeconds);
+//   - unavailableReplicas: what the sets are sized for minus the available
+//     machines, never below 0 (there are more available machines than that
+//     while a scale-down is under way);
+//   - failedMachines: machines not being deleted whose last operation failed.
+func calculateStatus(in statusInput) (v1alpha1.MachineDeploymentStatus, error) {
+	d := in.Deployment
+	st := *d.Status.DeepCopy()
+	all := withNew(in.NewSet, in.OldSets)
+	counts := countSets(all, in.Machines, d.Spec.MinReadySeconds, in.Now)
+
+	st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0, 0
+	for _, s := range all {
+		c := counts[s.Name]
+		st.Replicas += c.Machines
+		st.ReadyReplicas += c.Ready
+		st.AvailableReplicas += c.Available
+	}
+	if in.NewSet != nil {
+		st.UpdatedReplicas = counts[in.NewSet.Name].Machines
+	}
+	st.UnavailableReplicas = max(specReplicas(all)-st.AvailableReplicas, 0)
+	st.FailedMachines = failedMachines(all, in.Machines)
+	st.LabelSelector = in.Selector
+
+	_, unavailable, err := rolloutBounds(d)
+	if err != nil {
+		return v1alpha1.MachineDeploymentStatus{}, err
+	}
+	st.Conditions = withCondition(st.Conditions, availableCondition(d.Spec.Replicas-unavailable, st.AvailableReplicas, in.Now))
+	if failure, ok := replicaFailure(in.NewSet, in.OldSets); ok {
+		st.Conditions = withCondition(st.Conditions, failure)
+	} else {
+		st.Conditions = withoutCondition(st.Conditions, v1alpha1.MachineDeploymentReplicaFailure)
+	}
+	if in.Synced {
+		st.ObservedGeneration = d.Generation
+	}
+	return st, nil
+}
+
+// availableCondition is the Available condition: True while at least
+// minAvailable (spec.replicas - maxUnavailable) machines are available, the
+// capacity a rollout promises to keep.
+func availableCondition(minAvailable, available int32, now time.Time) v1alpha1.MachineDeploymentCondition {
+	if available >= minAvailable {
+		return newCondition(v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionTrue, v1alpha1.MinimumReplicasAvailableReason,
+			"MachineDeployment has minimum availability.", now)
+	}
+	return newCondition(v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionFalse, v1alpha1.MinimumReplicasUnavailableReason,
+		fmt.Sprintf("MachineDeployment does not have minimum availability: %d of at least %d machines available.", available, minAvailable), now)
+}
+
+// replicaFailure returns the deployment's ReplicaFailure condition, copied
+// from a set that could not create or delete machines: the new set's when it
+// has one, since that is the set the rollout waits for, else the oldest old
+// set's. It reports false when no set has the condition.
+func replicaFailure(newSet *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) (v1alpha1.MachineDeploymentCondition, bool) {
+	candidates := byAge(old)
+	if newSet != nil {
+		candidates = append([]*v1alpha1.MachineSet{newSet}, candidates...)
+	}
+	for _, s := range candidates {
+		for _, c := range s.Status.Conditions {
+			if c.Type == v1alpha1.MachineSetReplicaFailure {
+				return v1alpha1.MachineDeploymentCondition{
+					Type:               v1alpha1.MachineDeploymentReplicaFailure,
+					Status:             c.Status,
+					Reason:             c.Reason,
+					Message:            c.Message,
+					LastUpdateTime:     c.LastTransitionTime,
+					LastTransitionTime: c.LastTransitionTime,
+				}, true
+			}
+		}
+	}
+	return v1alpha1.MachineDeploymentCondition{}, false
+}
+
+// failedMachines summarises the machines of sets, not being deleted, whose
+// last operation failed, ordered by name so that the status does not change
+// with the order of the cache; nil when there are none.
+func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1.Machine) []*v1alpha1.MachineSummary {
+	var failed []*v1alpha1.MachineSummary
+	for _, s := range sets {
+		for _, m := range machines[s.Name] {
+			if beingDeleted(m) || m.Status.LastOperation.State != v1alpha1.MachineStateFailed {
+				continue
+			}
+			failed = append(failed, &v1alpha1.MachineSummary{
+				Name:          m.Name,
+				ProviderID:    m.Spec.ProviderID,
+				LastOperation: m.Status.LastOperation,
+				OwnerRef:      s.Name,
+			})
+		}
+	}
+	slices.SortFunc(failed, func(a, b *v1alpha1.MachineSummary) int { return cmp.Compare(a.Name, b.Name) })
+	return failed
+}
