@@ -5,7 +5,7 @@
 // # What a sync does
 //
 // Each sync observes (informer caches), plans with pure functions
-// (planOwnership, planReplicas, rankForDeletion, calculateStatus), applies
+// (ownership, planReplicas, rankForDeletion, calculateStatus), applies
 // the plan and writes the status only when it changed.
 //
 //   - Ownership: machines matching the selector without a controller are

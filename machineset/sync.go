@@ -19,6 +19,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
+	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -28,7 +29,7 @@ var everything = labels.Everything()
 func labelsOf(m *v1alpha1.Machine) labels.Set { return labels.Set(m.Labels) }
 
 // Reconcile syncs the set with the given key: observe (caches), plan
-// (planOwnership, planReplicas, calculateStatus: pure), apply, status.
+// (ownership.Decide, planReplicas, calculateStatus: pure), apply, status.
 // Run calls it from the queue's workers.
 func (c *Controller) Reconcile(ctx context.Context, key string) (workqueue.Result, error) {
 	namespace, name, err := cache.SplitMetaNamespaceKey(key)
@@ -90,7 +91,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines: %w", err)
 	}
-	own := planOwnership(set, selector, all)
+	own := ownership.Decide(set, selector, all)
 	var errs []error
 	adopted, err := c.adopt(ctx, set, own.Adopt)
 	errs = append(errs, err)
@@ -310,7 +311,7 @@ func (c *Controller) adopt(ctx context.Context, set *v1alpha1.MachineSet, orphan
 	var adopted []*v1alpha1.Machine
 	var errs []error
 	for _, m := range orphans {
-		updated, err := c.setOwners(ctx, m, withOwner(m.OwnerReferences, set))
+		updated, err := c.setOwners(ctx, m, ownership.With(m.OwnerReferences, controllerRef(set)))
 		if err != nil {
 			c.event(set, corev1.EventTypeWarning, ReasonAdoptFailed, err.Error())
 			errs = append(errs, err)
@@ -325,7 +326,7 @@ func (c *Controller) adopt(ctx context.Context, set *v1alpha1.MachineSet, orphan
 func (c *Controller) release(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
 	var errs []error
 	for _, m := range machines {
-		if _, err := c.setOwners(ctx, m, withoutOwner(m.OwnerReferences, set)); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := c.setOwners(ctx, m, ownership.Without(m.OwnerReferences, set)); err != nil && !apierrors.IsNotFound(err) {
 			c.event(set, corev1.EventTypeWarning, ReasonReleaseFailed, err.Error())
 			errs = append(errs, err)
 		}

@@ -10,66 +10,6 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
-func TestPlanOwnership(t *testing.T) {
-	set := testSet(3)
-	selector, err := metav1.LabelSelectorAsSelector(set.Spec.Selector)
-	if err != nil {
-		t.Fatal(err)
-	}
-	other := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "other", UID: "other-uid"}}
-	gone := metav1.NewTime(time.Unix(0, 0))
-	m := func(name string, labels map[string]string, owner *v1alpha1.MachineSet, deleted bool) *v1alpha1.Machine {
-		mm := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", Labels: labels}}
-		if owner != nil {
-			mm.OwnerReferences = []metav1.OwnerReference{controllerRef(owner)}
-		}
-		if deleted {
-			mm.DeletionTimestamp = &gone
-		}
-		return mm
-	}
-	match, nomatch := map[string]string{"pool": "a"}, map[string]string{"pool": "b"}
-	machines := []*v1alpha1.Machine{
-		m("owned", match, set, false),
-		m("owned-deleting", match, set, true),
-		m("orphan", match, nil, false),
-		m("orphan-deleting", match, nil, true),
-		m("orphan-elsewhere", nomatch, nil, false),
-		m("released", nomatch, set, false),
-		m("released-deleting", nomatch, set, true),
-		m("someone-elses", match, other, false),
-	}
-	names := func(ms []*v1alpha1.Machine) []string {
-		var out []string
-		for _, m := range ms {
-			out = append(out, m.Name)
-		}
-		return out
-	}
-	type result struct{ Owned, Adopt, Release []string }
-	tests := []struct {
-		name     string
-		deleting bool
-		want     result
-	}{
-		{name: "live set", want: result{Owned: []string{"owned", "owned-deleting"}, Adopt: []string{"orphan"}, Release: []string{"released"}}},
-		{name: "a set being deleted adopts nothing", deleting: true, want: result{Owned: []string{"owned", "owned-deleting"}, Release: []string{"released"}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s := set.DeepCopy()
-			if tt.deleting {
-				s.DeletionTimestamp = &gone
-			}
-			o := planOwnership(s, selector, machines)
-			got := result{names(o.Owned), names(o.Adopt), names(o.Release)}
-			if diff := cmp.Diff(tt.want, got); diff != "" {
-				t.Errorf("ownership (-want +got):\n%s", diff)
-			}
-		})
-	}
-}
-
 func TestCalculateStatus(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	set := testSet(4)
