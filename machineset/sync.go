@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -19,6 +18,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
+	"github.com/mcmkit/mcm/internal/inplace"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -353,15 +353,14 @@ func (c *Controller) setOwners(ctx context.Context, m *v1alpha1.Machine, refs []
 // class kind of the set's machines in line with its template.
 func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
 	var errs []error
-	template := propagatedOf(&set.Spec.Template.Spec)
-	want := propagationFields(&set.Spec.Template.Spec)
+	want := &set.Spec.Template.Spec
 	for _, m := range machines {
 		// Every machine event syncs the set: compare cheaply first, and
 		// build a patch only for a machine that lags behind.
-		if beingDeleted(m) || reflect.DeepEqual(propagatedOf(&m.Spec), template) {
+		if beingDeleted(m) || inplace.Equal(&m.Spec, want) {
 			continue
 		}
-		data, err := patch.Diff(propagationFields(&m.Spec), want, m.ResourceVersion)
+		data, err := patch.Diff(inplace.Fields(&m.Spec, "spec"), inplace.Fields(want, "spec"), m.ResourceVersion)
 		if err == nil && data != nil {
 			_, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
 		}
