@@ -45,10 +45,10 @@
 // patches, only when they changed (the module's internal patch package).
 //
 // The API, clients, CRDs, workqueue, expectations, driver (with its
-// simulator and conformance kit), drain and machine packages are here, with
-// the replacement budget of package safety and the reference binary; the
-// MachineSet, MachineDeployment and safety controllers are being built on
-// them.
+// simulator and conformance kit), drain, and the machine, MachineSet and
+// MachineDeployment controllers are here, with the replacement budget of
+// package safety and the reference binary; the safety controller is being
+// built on them.
 //
 // # Usage
 //

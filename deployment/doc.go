@@ -3,10 +3,59 @@
 // as Gardener MCM's controller does (itself a port of kube-controller-manager's
 // Deployment controller), with the arithmetic kept in small pure planners.
 //
-// So far the package holds the planners the controller is built on,
-// described below. They read no clients, informers or clocks: the caller
-// passes the deployment, its sets, what it counted of their machines and the
-// current time, and applies what they return.
+// # What a sync does
+//
+// Each sync observes (informer caches), plans with pure functions (planStep
+// on top of planRolling, planRecreate and planScale; planRollback;
+// planTriggerDeletion; planNodeMarks; calculateStatus), applies the plan and
+// writes the status only when it changed:
+//
+//   - Sets are claimed by the deployment's selector with a controllerRef,
+//     orphans adopted after an uncached read confirms the deployment; an
+//     empty selector selects nothing. A sync waits until the cache shows
+//     the controller's own writes to the sets, so no set is scaled twice.
+//   - The new set, <deployment>-<hash>, is created when the template
+//     changes in a way that needs new machines (see Template hash); a name
+//     taken by another template raises status.collisionCount. The new set
+//     carries the deployment's annotations and revision; the deployment's
+//     revision annotation follows it.
+//   - Scaling events, rollouts (RollingUpdate, Recreate), pause (scaling
+//     only, Progressing reason DeploymentPaused/DeploymentResumed) and the
+//     freeze (label freeze=True, or Options.SafetyGate: nothing grows,
+//     scale-down goes on) are described below. InPlaceUpdate deployments are
+//     scaled but not rolled out; the Progressing condition says so.
+//   - Rollback: spec.rollbackTo or the RollbackAnnotation brings back the
+//     template of a revision (0: the previous one) and is cleared, with the
+//     event DeploymentRollback, DeploymentRollbackRevisionNotFound or
+//     DeploymentRollbackTemplateUnchanged.
+//   - The cluster-autoscaler's MCM provider names machines to remove in
+//     node.machine.sapcloud.io/trigger-deletion-by-mcm: they get priority 1
+//     and marked-for-deletion-time, the list is pruned of machines that are
+//     gone, being deleted or Failed, and the deployment is scaled only once
+//     the marks are in the cache, so that its sets remove exactly those
+//     machines.
+//   - During a RollingUpdate the nodes of old sets get the PreferNoSchedule
+//     taint, and all nodes of the deployment the cluster-autoscaler's
+//     scale-down-disabled annotation (unless
+//     Options.SkipAutoscalerAnnotationDuringRollout); both are removed when
+//     the rollout completes (the annotation only where this controller put
+//     it). Without a target cluster nodes are left alone.
+//   - Once a rollout is complete, old sets beyond spec.revisionHistoryLimit
+//     are deleted. A deployment being deleted deletes its sets and keeps its
+//     finalizer until none is left.
+//   - A deployment that got past admission but cannot work gets the
+//     ReplicaFailure condition and one event, and is retried with backoff.
+//   - The progress deadline requeues the deployment when it would pass, and
+//     a minReadySeconds wait when a machine would become available.
+//
+// # Metrics
+//
+// With Options.Registerer: the queue's (package workqueue) and MCM's
+// mcm_machine_deployment_items_total, mcm_machine_deployment_info,
+// mcm_machine_deployment_info_spec_*, mcm_machine_deployment_status_*,
+// mcm_machine_deployment_status_condition and
+// mcm_machine_deployment_failed_machines, computed from the cache when
+// scraped.
 //
 // # Sets and machines
 //
@@ -92,4 +141,21 @@
 // machines) and ReplicaFailure (from the sets). withProgress maintains the
 // Progressing condition the way Kubernetes does, with MCM's reasons;
 // pausedCondition reports pausing and resuming.
+//
+// # Usage
+//
+//	mf := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(ns))
+//	tf := informers.NewSharedInformerFactory(targetClient, 0)
+//	ctrl, err := deployment.NewController(client, targetClient, deployment.Informers{
+//		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+//		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+//		Machines:    mf.Machine().V1alpha1().Machines(),
+//		Nodes:       tf.Core().V1().Nodes(), // nil, with a nil targetClient, without a target cluster
+//	}, deployment.Options{Registerer: registry})
+//	if err != nil {
+//		return err
+//	}
+//	mf.Start(ctx.Done())
+//	tf.Start(ctx.Done())
+//	return ctrl.Run(ctx, 5) // returns when ctx ends
 package deployment

@@ -138,3 +138,46 @@ func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1
 	slices.SortFunc(failed, func(a, b *v1alpha1.MachineSummary) int { return cmp.Compare(a.Name, b.Name) })
 	return failed
 }
+
+// status computes the status one sync writes: calculateStatus on top of
+// the paused/resumed report, the Progressing condition (withProgress, or
+// the strategy this controller does not roll out), and the Frozen
+// condition. It is pure.
+func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, frozen, unsupported string, now time.Time, synced bool) (v1alpha1.MachineDeploymentStatus, error) {
+	base := d
+	if paused, changed := pausedCondition(d, now); changed {
+		base = d.DeepCopy()
+		base.Status = paused
+	}
+	st, err := calculateStatus(statusInput{Deployment: base, NewSet: obs.newSet, OldSets: obs.old, Machines: obs.machines,
+		Selector: selector, Now: now, Synced: synced})
+	if err != nil {
+		return v1alpha1.MachineDeploymentStatus{}, err
+	}
+	switch {
+	case unsupported != "":
+		st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse,
+			ReasonUnsupported, unsupported, now))
+	case !d.Spec.Paused:
+		newSetName := ""
+		if obs.newSet != nil {
+			newSetName = obs.newSet.Name
+		}
+		st = withProgress(base, st, newSetName, now)
+	}
+	if frozen != "" {
+		st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionTrue,
+			ReasonFrozen, frozen, now))
+	} else {
+		st.Conditions = withoutCondition(st.Conditions, v1alpha1.MachineDeploymentFrozen)
+	}
+	return st, nil
+}
+
+// reported reports whether the stored status already tells message under
+// the condition typ, so that a standing problem is told by one event, not
+// one per sync.
+func reported(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentConditionType, message string) bool {
+	c, ok := conditionOf(d.Status.Conditions, typ)
+	return ok && c.Message == message
+}

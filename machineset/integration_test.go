@@ -12,94 +12,28 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/simcluster"
+	"github.com/mcmkit/mcm/internal/simstack"
 	"github.com/mcmkit/mcm/internal/testenv"
-	"github.com/mcmkit/mcm/machine"
-	"github.com/mcmkit/mcm/machineset"
 )
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install}})
 }
 
-// setWorld runs the MachineSet controller with the machine controller, a
-// simulated cloud and its kubelet against the real control plane, in a
-// namespace of its own with a class for the sim driver.
+// setWorld is the machine and MachineSet controllers on a simulated cloud
+// against the real control plane.
 type setWorld struct {
-	t       *testing.T
-	ns      string
-	class   string
-	mc      versioned.Interface
-	core    kubernetes.Interface
-	cluster *simcluster.Cluster
+	t *testing.T
+	*simstack.Stack
 }
 
 func startSetWorld(t *testing.T) *setWorld {
-	env := testenv.Get(t)
-	ctx := context.Background()
-	w := &setWorld{t: t, ns: env.Namespace(t), mc: versioned.NewForConfigOrDie(env.Config()), core: env.Client()}
-	w.cluster = simcluster.Start(t, w.core, simcluster.Options{})
-	ns, mc, core := w.ns, w.mc, w.core
-
-	// A class and its secret for the sim driver.
-	_, class, secret := w.cluster.MachineObjects("")
-	secret.Name, secret.Namespace = "sim", ns
-	if _, err := core.CoreV1().Secrets(ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	class.Namespace = ns
-	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: ns}
-	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	w.class = class.Name
-
-	mf := externalversions.NewSharedInformerFactoryWithOptions(mc, 0, externalversions.WithNamespace(ns))
-	cf := informers.NewSharedInformerFactoryWithOptions(core, 0, informers.WithNamespace(ns))
-	tf := informers.NewSharedInformerFactory(core, 0)
-	mctrl, err := machine.NewController(mc, core, core, machine.Informers{
-		Machines: mf.Machine().V1alpha1().Machines(),
-		Classes:  mf.Machine().V1alpha1().MachineClasses(),
-		Secrets:  cf.Core().V1().Secrets(),
-		Nodes:    tf.Core().V1().Nodes(),
-		Target:   tf,
-	}, w.cluster.Cloud.Driver(), machine.Options{HealthCheckPeriod: time.Second})
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctrl, err := machineset.NewController(mc, machineset.Informers{
-		MachineSets: mf.Machine().V1alpha1().MachineSets(),
-		Machines:    mf.Machine().V1alpha1().Machines(),
-		Classes:     mf.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runCtx, cancel := context.WithCancel(ctx)
-	mf.Start(runCtx.Done())
-	cf.Start(runCtx.Done())
-	tf.Start(runCtx.Done())
-	done := make(chan error, 2)
-	go func() { done <- mctrl.Run(runCtx, 4) }()
-	go func() { done <- sctrl.Run(runCtx, 2) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		<-done
-		mf.Shutdown()
-		cf.Shutdown()
-		tf.Shutdown()
-	})
-	return w
+	return &setWorld{t: t, Stack: simstack.Start(t, simstack.Options{})}
 }
 
 // createSet creates the set name of replicas machines.
@@ -107,18 +41,18 @@ func (w *setWorld) createSet(name string, replicas int32, annotations map[string
 	w.t.Helper()
 	labels := map[string]string{"pool": name}
 	set := &v1alpha1.MachineSet{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.ns, Annotations: annotations},
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS, Annotations: annotations},
 		Spec: v1alpha1.MachineSetSpec{
 			Replicas: replicas,
 			Selector: &metav1.LabelSelector{MatchLabels: labels},
 			Template: v1alpha1.MachineTemplateSpec{
 				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: w.class},
+				Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: w.Class},
 					MachineConfiguration: config},
 			},
 		},
 	}
-	if _, err := w.mc.MachineV1alpha1().MachineSets(w.ns).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
+	if _, err := w.Machines.MachineV1alpha1().MachineSets(w.NS).Create(context.Background(), set, metav1.CreateOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -126,7 +60,7 @@ func (w *setWorld) createSet(name string, replicas int32, annotations map[string
 // patchSet merge-patches the set name.
 func (w *setWorld) patchSet(name, patch string) {
 	w.t.Helper()
-	if _, err := w.mc.MachineV1alpha1().MachineSets(w.ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := w.Machines.MachineV1alpha1().MachineSets(w.NS).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }
@@ -134,14 +68,14 @@ func (w *setWorld) patchSet(name, patch string) {
 // patchMachine merge-patches the machine name.
 func (w *setWorld) patchMachine(name, patch string) {
 	w.t.Helper()
-	if _, err := w.mc.MachineV1alpha1().Machines(w.ns).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
+	if _, err := w.Machines.MachineV1alpha1().Machines(w.NS).Patch(context.Background(), name, types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		w.t.Fatal(err)
 	}
 }
 
 // live lists the machines that are not being deleted.
 func (w *setWorld) live(ctx context.Context) ([]v1alpha1.Machine, error) {
-	list, err := w.mc.MachineV1alpha1().Machines(w.ns).List(ctx, metav1.ListOptions{})
+	list, err := w.Machines.MachineV1alpha1().Machines(w.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -195,7 +129,7 @@ func TestIntegrationLadder(t *testing.T) {
 	// A machine whose node turns NotReady goes Unknown, then Failed after
 	// the health timeout; the set deletes and replaces it.
 	failed := machines[7]
-	w.cluster.Kubelet.SetCondition(failed.Labels[v1alpha1.NodeLabelKey], corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletDown"})
+	w.Cluster.Kubelet.SetCondition(failed.Labels[v1alpha1.NodeLabelKey], corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletDown"})
 	testenv.Eventually(t, 3*time.Minute, func(ctx context.Context) (bool, string) {
 		live, err := w.live(ctx)
 		if err != nil {
@@ -258,7 +192,7 @@ func TestIntegrationLadder(t *testing.T) {
 	w.patchSet("ladder", `{"spec":{"replicas":0}}`)
 	w.running(0)
 	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
-		list, _ := w.mc.MachineV1alpha1().Machines(w.ns).List(ctx, metav1.ListOptions{})
+		list, _ := w.Machines.MachineV1alpha1().Machines(w.NS).List(ctx, metav1.ListOptions{})
 		return len(list.Items) == 0, fmt.Sprintf("%d machines still being deleted", len(list.Items))
 	})
 }
@@ -280,20 +214,20 @@ func TestIntegrationScaleFreezeAndDelete(t *testing.T) {
 	w.patchSet("workers", `{"spec":{"replicas":1}}`)
 	w.running(1)
 
-	if err := w.mc.MachineV1alpha1().MachineSets(w.ns).Delete(context.Background(), "workers", metav1.DeleteOptions{}); err != nil {
+	if err := w.Machines.MachineV1alpha1().MachineSets(w.NS).Delete(context.Background(), "workers", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
-		sets, _ := w.mc.MachineV1alpha1().MachineSets(w.ns).List(ctx, metav1.ListOptions{})
-		machines, _ := w.mc.MachineV1alpha1().Machines(w.ns).List(ctx, metav1.ListOptions{})
+		sets, _ := w.Machines.MachineV1alpha1().MachineSets(w.NS).List(ctx, metav1.ListOptions{})
+		machines, _ := w.Machines.MachineV1alpha1().Machines(w.NS).List(ctx, metav1.ListOptions{})
 		vms := 0
-		for _, vm := range w.cluster.Cloud.VMs() {
+		for _, vm := range w.Cluster.Cloud.VMs() {
 			if vm.State != sim.VMTerminating {
 				vms++
 			}
 		}
 		nodes := 0
-		list, _ := w.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		list, _ := w.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range list.Items {
 			if strings.HasPrefix(n.Labels[v1alpha1.MachineNameLabelKey], "workers-") {
 				nodes++

@@ -77,6 +77,9 @@ type Config struct {
 	MachinePVReattachTimeout time.Duration
 	ResourceExhaustedRetry   time.Duration
 	NodeConditions           string
+	// AutoscalerScaleDownAnnotationDuringRollout: nodes of a deployment in
+	// a rollout get cluster-autoscaler.kubernetes.io/scale-down-disabled.
+	AutoscalerScaleDownAnnotationDuringRollout bool
 
 	LeaderElect    bool
 	LeaseDuration  time.Duration
@@ -116,13 +119,14 @@ func DefaultConfig() Config {
 		MachinePVReattachTimeout: DefaultPVReattachTimeout,
 		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
 		NodeConditions:           *d.NodeConditions,
-		LeaderElect:              true,
-		LeaseDuration:            DefaultLeaseDuration,
-		RenewDeadline:            DefaultRenewDeadline,
-		RetryPeriod:              DefaultRetryPeriod,
-		LeaseName:                DefaultLeaseName,
-		Address:                  DefaultAddress,
-		Port:                     DefaultPort,
+		AutoscalerScaleDownAnnotationDuringRollout: true,
+		LeaderElect:   true,
+		LeaseDuration: DefaultLeaseDuration,
+		RenewDeadline: DefaultRenewDeadline,
+		RetryPeriod:   DefaultRetryPeriod,
+		LeaseName:     DefaultLeaseName,
+		Address:       DefaultAddress,
+		Port:          DefaultPort,
 	}
 }
 
@@ -168,6 +172,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MachinePVReattachTimeout, "machine-pv-reattach-timeout", c.MachinePVReattachTimeout, "how long to wait for volumes to attach elsewhere")
 	fs.DurationVar(&c.ResourceExhaustedRetry, "resource-exhausted-retry", c.ResourceExhaustedRetry, "first wait after a ResourceExhausted driver error")
 	fs.StringVar(&c.NodeConditions, "node-conditions", c.NodeConditions, "comma-separated node conditions that make a machine unhealthy while True")
+	fs.BoolVar(&c.AutoscalerScaleDownAnnotationDuringRollout, "autoscaler-scaledown-annotation-during-rollout", c.AutoscalerScaleDownAnnotationDuringRollout,
+		"keep the cluster-autoscaler from scaling down a deployment's nodes during its rollout")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
 	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")

@@ -86,8 +86,8 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--control-kubeconfig is required (a kubeconfig path or in-cluster); --target-kubeconfig is required (a kubeconfig path or in-cluster or none)"},
 		{"control none", []string{"--control-kubeconfig", "none", "--target-kubeconfig", "none", "--driver", "sim"},
 			`--control-kubeconfig cannot be "none": the control cluster is required`},
-		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machineset)`},
-		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machineset)"},
+		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset)`},
+		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machinedeployment, machineset)"},
 		{"unknown driver", append(ok, "--driver=aws"), `--driver: unknown driver "aws" (known: sim)`},
 		{"driver missing", []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc}, "--driver is required by the selected controllers (known: sim)"},
 		{"negative timeouts", append(ok, "--machine-creation-timeout=-1s", "--machine-drain-timeout=-2h"),
@@ -156,7 +156,8 @@ func TestControllerTableExtends(t *testing.T) {
 	if diff := cmp.Diff([]string{"machine"}, run); diff != "" {
 		t.Errorf("runnable (-want +got):\n%s", diff)
 	}
-	if diff := cmp.Diff(map[string][]string{"machineset": {"machinesets"}}, skipped); diff != "" {
+	want := map[string][]string{"machineset": {"machinesets"}, "machinedeployment": {"machinedeployments", "machinesets"}}
+	if diff := cmp.Diff(want, skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/deployment"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/machine"
@@ -71,8 +72,9 @@ type Controllers map[string]Controller
 // more line here.
 func DefaultControllers() Controllers {
 	return Controllers{
-		"machine":    {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
-		"machineset": {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
+		"machine":           {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
+		"machineset":        {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
+		"machinedeployment": {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newDeploymentController},
 	}
 }
 
@@ -127,6 +129,27 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 	}, machineset.Options{Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
+	}
+	return func(ctx context.Context) error { return ctrl.Run(ctx, cc.Config.ConcurrentSyncs) }, nil
+}
+
+func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable, error) {
+	inf := deployment.Informers{
+		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
+		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
+		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+	}
+	var target kubernetes.Interface
+	if cc.TargetCore != nil {
+		target = cc.TargetCore
+		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
+	}
+	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
+		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
+		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("machinedeployment controller: %w", err)
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, cc.Config.ConcurrentSyncs) }, nil
 }

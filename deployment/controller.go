@@ -1,0 +1,272 @@
+package deployment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/expectations"
+	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/workqueue"
+)
+
+var everything = labels.Everything()
+
+// Informers are the shared informers the controller reads from. Hand them
+// to NewController before starting their factories.
+type Informers struct {
+	// Deployments, MachineSets and Machines are in the control cluster.
+	Deployments machineinformers.MachineDeploymentInformer
+	MachineSets machineinformers.MachineSetInformer
+	Machines    machineinformers.MachineInformer
+	// Nodes are the target cluster's. Nil (no target cluster) leaves nodes
+	// alone: no PreferNoSchedule taint on old sets' nodes and no
+	// scale-down-disabled annotation during rollouts.
+	Nodes coreinformers.NodeInformer
+}
+
+// Controller rolls the machines of MachineDeployments through their
+// MachineSets.
+type Controller struct {
+	client versioned.Interface
+	target kubernetes.Interface // nil with no target cluster
+	opts   Options
+
+	deployments machinelisters.MachineDeploymentLister
+	sets        machinelisters.MachineSetLister
+	machines    machinelisters.MachineLister
+	nodes       corelisters.NodeLister // nil with no target cluster
+	synced      []cache.InformerSynced
+
+	queue *workqueue.Queue[string]
+	// writes makes a sync wait until the cache shows the controller's own
+	// writes of a deployment's status and of its sets: planning on a set
+	// whose scale the cache does not show yet would scale it twice.
+	writes *expectations.Writes[string]
+}
+
+// NewController returns a MachineDeployment controller on client (the
+// control cluster's clientset) and target (the target cluster's, nil when
+// there is none; then inf.Nodes must be nil too). It registers event
+// handlers and transforms on the informers and the metrics on
+// opts.Registerer; it starts nothing.
+func NewController(client versioned.Interface, target kubernetes.Interface, inf Informers, opts Options) (*Controller, error) {
+	if client == nil || inf.Deployments == nil || inf.MachineSets == nil || inf.Machines == nil {
+		return nil, errors.New("deployment: client and the Deployments, MachineSets and Machines informers must not be nil")
+	}
+	if (target == nil) != (inf.Nodes == nil) {
+		return nil, errors.New("deployment: give both the target client and the Nodes informer, or neither")
+	}
+	o, err := opts.complete()
+	if err != nil {
+		return nil, fmt.Errorf("deployment: invalid options: %w", err)
+	}
+	c := &Controller{
+		client: client, target: target, opts: o,
+		deployments: inf.Deployments.Lister(),
+		sets:        inf.MachineSets.Lister(),
+		machines:    inf.Machines.Lister(),
+		writes:      expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+	}
+	if inf.Nodes != nil {
+		c.nodes = inf.Nodes.Lister()
+	}
+	if err := registerMetrics(o.Registerer, c); err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	c.queue, err = workqueue.New("machinedeployment", workqueue.ReconcilerFunc[string](c.Reconcile),
+		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	if err := c.register(inf); err != nil {
+		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	return c, nil
+}
+
+func (c *Controller) register(inf Informers) error {
+	informers := []cache.SharedIndexInformer{inf.Deployments.Informer(), inf.MachineSets.Informer(), inf.Machines.Informer()}
+	if inf.Nodes != nil {
+		informers = append(informers, inf.Nodes.Informer())
+	}
+	if err := cachetransform.SetOn(informers...); err != nil {
+		return err
+	}
+	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
+		reg, err := i.AddEventHandler(h)
+		if err != nil {
+			return fmt.Errorf("adding event handler: %w", err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+		return nil
+	}
+	if err := add(inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.enqueue,
+		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		DeleteFunc: func(obj any) { c.writes.Forget(keyOf(obj)) },
+	}); err != nil {
+		return err
+	}
+	if err := add(inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onSet,
+		UpdateFunc: func(old, obj any) { c.onSetUpdate(old, obj) },
+		DeleteFunc: c.onSetDelete,
+	}); err != nil {
+		return err
+	}
+	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onMachine,
+		UpdateFunc: func(_, obj any) { c.onMachine(obj) },
+		DeleteFunc: c.onMachine,
+	}); err != nil {
+		return err
+	}
+	if inf.Nodes == nil {
+		return nil
+	}
+	// Nodes only matter for the marks of a rollout, which the machines'
+	// events already bring the deployment to; the cache just has to be
+	// there when the sync reads it.
+	c.synced = append(c.synced, inf.Nodes.Informer().HasSynced)
+	return nil
+}
+
+// Run waits for the caches, then reconciles with workers workers until ctx
+// ends. It returns nil after ctx ended, an error only for bad arguments.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	logger := logr.FromContextOrDiscard(ctx)
+	if _, err := logr.FromContext(ctx); err != nil {
+		logger = c.opts.Logger
+	}
+	ctx = logr.NewContext(ctx, logger.WithName("machinedeployment"))
+	if workers < 1 {
+		return fmt.Errorf("deployment: need at least one worker, got %d", workers)
+	}
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+		return nil // ctx ended first
+	}
+	return c.queue.Run(ctx, workers)
+}
+
+func keyOf(obj any) string {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return ""
+	}
+	return key
+}
+
+func (c *Controller) enqueue(obj any) {
+	if key := keyOf(obj); key != "" {
+		c.queue.Add(key)
+	}
+}
+
+// deploymentOf returns the key of the deployment that controls obj, or "".
+func deploymentOf(obj metav1.Object) string {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != "MachineDeployment" || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
+		return ""
+	}
+	return cache.NewObjectName(obj.GetNamespace(), ref.Name).String()
+}
+
+func (c *Controller) onSet(obj any) {
+	s, ok := obj.(*v1alpha1.MachineSet)
+	if !ok {
+		return
+	}
+	if key := deploymentOf(s); key != "" {
+		c.queue.Add(key)
+		return
+	}
+	c.enqueueSelecting(s) // an orphan: a deployment may adopt it
+}
+
+func (c *Controller) onSetUpdate(oldObj, obj any) {
+	old, ok1 := oldObj.(*v1alpha1.MachineSet)
+	s, ok2 := obj.(*v1alpha1.MachineSet)
+	if !ok1 || !ok2 || old.ResourceVersion == s.ResourceVersion {
+		return
+	}
+	if oldKey, key := deploymentOf(old), deploymentOf(s); oldKey != key && oldKey != "" {
+		c.queue.Add(oldKey)
+	}
+	c.onSet(s)
+}
+
+func (c *Controller) onSetDelete(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	s, ok := obj.(*v1alpha1.MachineSet)
+	if !ok {
+		return
+	}
+	c.writes.Forget(keyOf(s))
+	if key := deploymentOf(s); key != "" {
+		c.queue.Add(key)
+	}
+}
+
+// onMachine queues the deployment of the machine's set: machines make the
+// deployment's status and decide when a rollout may go on.
+func (c *Controller) onMachine(obj any) {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		obj = t.Obj
+	}
+	m, ok := obj.(*v1alpha1.Machine)
+	if !ok {
+		return
+	}
+	ref := metav1.GetControllerOfNoCopy(m)
+	if ref == nil || ref.Kind != "MachineSet" {
+		return
+	}
+	s, err := c.sets.MachineSets(m.Namespace).Get(ref.Name)
+	if err != nil || s.UID != ref.UID {
+		return
+	}
+	if key := deploymentOf(s); key != "" {
+		c.queue.Add(key)
+	}
+}
+
+// enqueueSelecting queues the deployments whose selector matches an orphan
+// set. An empty selector selects nothing here: it would claim every set.
+func (c *Controller) enqueueSelecting(s *v1alpha1.MachineSet) {
+	ds, err := c.deployments.MachineDeployments(s.Namespace).List(everything)
+	if err != nil {
+		return
+	}
+	for _, d := range ds {
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(s.Labels)) {
+			c.queue.Add(keyOf(d))
+		}
+	}
+}
+
+func (c *Controller) event(d *v1alpha1.MachineDeployment, typ, reason, msg string) {
+	if c.opts.Recorder != nil {
+		c.opts.Recorder.Eventf(d, typ, reason, "%s", msg)
+	}
+}
+
+// warn records a warning event.
+func (c *Controller) warn(d *v1alpha1.MachineDeployment, reason, msg string) {
+	c.event(d, corev1.EventTypeWarning, reason, msg)
+}

@@ -1,0 +1,108 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/utils/clock"
+)
+
+// Defaults of the Options fields.
+const (
+	// DefaultResync is how often a settled deployment is synced again.
+	DefaultResync = 10 * time.Minute
+	// DefaultFieldManager names the controller in managed fields.
+	DefaultFieldManager = "mcm-machinedeployment-controller"
+)
+
+// Finalizer is the finalizer the controller keeps on its deployments until
+// their sets are gone; MCM's name.
+const Finalizer = "machine.sapcloud.io/machine-controller-manager"
+
+// RollbackAnnotation on a MachineDeployment asks for a rollback to the
+// revision it names ("0" or empty: the previous one), like spec.rollbackTo,
+// which newer clients cannot set through a typed API that dropped it. The
+// controller removes it when it acted on it.
+const RollbackAnnotation = "mcmkit.io/rollback-to-revision"
+
+// Event reasons, stable for alerting; the rollback ones are MCM's.
+const (
+	ReasonRollbackDone              = "DeploymentRollback"
+	ReasonRollbackRevisionNotFound  = "DeploymentRollbackRevisionNotFound"
+	ReasonRollbackTemplateUnchanged = "DeploymentRollbackTemplateUnchanged"
+	ReasonScaled                    = "ScalingMachineSet"
+	ReasonCreatedSet                = "SuccessfulCreate"
+	ReasonCreateSetFailed           = "FailedCreate"
+	ReasonDeletedSet                = "SuccessfulDelete"
+	ReasonInvalid                   = "InvalidMachineDeployment"
+	ReasonUnsupported               = "UnsupportedStrategy"
+	ReasonFrozen                    = "Frozen"
+	ReasonAdoptFailed               = "FailedAdopt"
+	ReasonReleaseFailed             = "FailedRelease"
+)
+
+// SafetyGate tells the controller whether machine creation is frozen: a
+// frozen deployment starts no scale-up and no rollout step that adds
+// machines; scale-down continues. The machine and MachineSet controllers
+// ask the same question, so one gate serves all three.
+type SafetyGate interface {
+	Frozen(ctx context.Context) bool
+}
+
+// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
+// implements it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Options configures a Controller. The zero value works: MCM's defaults,
+// no events, no metrics, the real clock.
+type Options struct {
+	// Resync is how often a settled deployment is synced again. Zero means
+	// DefaultResync.
+	Resync time.Duration
+	// SkipAutoscalerAnnotationDuringRollout, when true, does not annotate
+	// the nodes of a deployment during a rollout. By default (false) they
+	// get cluster-autoscaler.kubernetes.io/scale-down-disabled, so that the
+	// autoscaler does not remove nodes mid-rollout, as MCM does unless
+	// --autoscaler-scaledown-annotation-during-rollout=false.
+	SkipAutoscalerAnnotationDuringRollout bool
+	// SafetyGate is asked before scale-ups. Nil means never frozen (a
+	// deployment labelled freeze=True is frozen all the same).
+	SafetyGate SafetyGate
+
+	// Logger is used where no context carries one (informer handlers).
+	Logger logr.Logger
+	// Recorder receives events. Nil means none. A client-go recorder needs
+	// a scheme with the machine API registered (v1alpha1.AddToScheme).
+	Recorder EventRecorder
+	// Registerer receives the controller's and its queue's metrics. Nil
+	// means none.
+	Registerer prometheus.Registerer
+	// Clock is the time source. Nil means the real clock.
+	Clock clock.WithTicker
+	// FieldManager names the controller in managed fields. Empty means
+	// DefaultFieldManager.
+	FieldManager string
+}
+
+// complete validates o and fills in its defaults.
+func (o Options) complete() (Options, error) {
+	if o.Resync < 0 {
+		return o, fmt.Errorf("Resync must not be negative, got %v", o.Resync)
+	}
+	if o.Resync == 0 {
+		o.Resync = DefaultResync
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	return o, nil
+}

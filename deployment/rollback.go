@@ -1,0 +1,106 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/patch"
+)
+
+// rollbackRequest returns the revision a rollback asks for and whether one
+// is asked: spec.rollbackTo (MCM's and extensions/v1beta1's way) or
+// RollbackAnnotation. Revision 0 means the one before the current.
+func rollbackRequest(d *v1alpha1.MachineDeployment) (int64, bool) {
+	if d.Spec.RollbackTo != nil {
+		return d.Spec.RollbackTo.Revision, true
+	}
+	v, ok := d.Annotations[RollbackAnnotation]
+	if !ok {
+		return 0, false
+	}
+	rev, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || rev < 0 {
+		return -1, true // planRollback reports it as not found
+	}
+	return rev, true
+}
+
+// rollbackPlan is what a rollback does: the template to bring back (nil
+// when there is none) and the event that tells the outcome.
+type rollbackPlan struct {
+	Template *v1alpha1.MachineTemplateSpec
+	Reason   string
+	Message  string
+}
+
+// planRollback finds the template of revision rev among the sets (0: the
+// highest revision below the current one) and decides the rollback. It is
+// pure. Asking for the revision that is current, or one whose template is
+// the deployment's, changes nothing (TemplateUnchanged); a revision no set
+// has is reported (RevisionNotFound). Either way the request is cleared,
+// so that it is acted on once.
+func planRollback(d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet, rev int64) rollbackPlan {
+	if rev == 0 {
+		current := maxRevision(sets)
+		for _, s := range sets {
+			if r, err := revisionOf(s); err == nil && r < current && r > rev {
+				rev = r
+			}
+		}
+		if rev == 0 {
+			return rollbackPlan{Reason: ReasonRollbackRevisionNotFound, Message: "Unable to find last revision."}
+		}
+	}
+	for _, s := range sets {
+		if r, err := revisionOf(s); err != nil || r != rev {
+			continue
+		}
+		if sameTemplate(&s.Spec.Template, &d.Spec.Template) {
+			return rollbackPlan{Reason: ReasonRollbackTemplateUnchanged,
+				Message: fmt.Sprintf("The rollback revision %d has the same template as the current one; nothing to roll back.", rev)}
+		}
+		t := s.Spec.Template.DeepCopy()
+		delete(t.Labels, v1alpha1.MachineTemplateHashLabelKey)
+		return rollbackPlan{Template: t, Reason: ReasonRollbackDone, Message: fmt.Sprintf("Rolled back machine deployment %q to revision %d", d.Name, rev)}
+	}
+	return rollbackPlan{Reason: ReasonRollbackRevisionNotFound, Message: fmt.Sprintf("Unable to find revision %d.", rev)}
+}
+
+// rollback brings back the template of revision rev and clears the
+// request in one write, then tells the outcome by an event.
+func (c *Controller) rollback(ctx context.Context, d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet, rev int64) error {
+	plan := planRollback(d, sets, rev)
+	want := d.DeepCopy()
+	want.Spec.RollbackTo = nil
+	delete(want.Annotations, RollbackAnnotation)
+	if plan.Template != nil {
+		want.Spec.Template = *plan.Template
+	}
+	fields := func(d *v1alpha1.MachineDeployment) patch.Fields {
+		return patch.Fields{
+			"metadata": patch.Fields{"annotations": d.Annotations},
+			"spec":     patch.Fields{"rollbackTo": d.Spec.RollbackTo, "template": d.Spec.Template},
+		}
+	}
+	data, err := patch.Diff(fields(d), fields(want), d.ResourceVersion)
+	if err != nil {
+		return err
+	}
+	if data != nil {
+		updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
+		if err != nil {
+			return fmt.Errorf("rolling back machine deployment %s: %w", d.Name, err)
+		}
+		c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	}
+	typ := corev1.EventTypeNormal
+	if plan.Template == nil {
+		typ = corev1.EventTypeWarning
+	}
+	c.event(d, typ, plan.Reason, plan.Message)
+	return nil
+}

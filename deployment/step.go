@@ -1,0 +1,97 @@
+package deployment
+
+import (
+	"fmt"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// step is what one sync does to a deployment's sets.
+type step struct {
+	// Create, when set, creates the new set with that many replicas.
+	Create *int32
+	// Replicas are the spec.replicas the existing sets get, by name.
+	Replicas map[string]int32
+	// Scaled are the sets a scaling event sized: they get the deployment's
+	// desired-replicas and max-replicas annotations even when their size
+	// stays, so that the next sync sees no scaling event.
+	Scaled map[string]bool
+	// HeldBack tells that the deployment is frozen and the step would have
+	// added machines.
+	HeldBack bool
+	// Unsupported says why the deployment's strategy is not rolled out
+	// ("" when it is); such a deployment is only scaled.
+	Unsupported string
+}
+
+// planStep decides one sync's step from what the sync observed. It is pure.
+//
+//   - A scaling event (isScalingEvent), and any sync of a paused
+//     deployment, sizes the sets with planScale: a paused deployment is
+//     scaled but does not roll.
+//   - Otherwise the strategy rolls: planRolling for RollingUpdate,
+//     planRecreate for Recreate. InPlaceUpdate is not rolled out by this
+//     controller; it says so and only scales.
+//   - A frozen deployment drops every increase (creating the new set
+//     included); decreases go ahead.
+func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, error) {
+	var st step
+	var plan rolloutPlan
+	switch {
+	case d.Spec.Paused || isScalingEvent(d, obs.newSet, obs.old):
+		sizes, err := planScale(d, obs.newSet, obs.old, obs.counts)
+		if err != nil {
+			return step{}, err
+		}
+		st.Replicas = sizes
+		st.Scaled = make(map[string]bool, len(sizes))
+		for name := range sizes {
+			st.Scaled[name] = true
+		}
+	case strategyType(d) == v1alpha1.RecreateMachineDeploymentStrategyType:
+		plan = planRecreate(d, obs.newSet, obs.old, obs.counts)
+	case strategyType(d) == v1alpha1.RollingUpdateMachineDeploymentStrategyType:
+		var err error
+		if plan, err = planRolling(d, obs.newSet, obs.old, obs.counts); err != nil {
+			return step{}, err
+		}
+	default:
+		st.Unsupported = fmt.Sprintf("strategy %s is not rolled out by this controller; the deployment is only scaled", strategyType(d))
+	}
+	if plan.New != nil {
+		if obs.newSet == nil {
+			st.Create = plan.New
+		} else {
+			st.Replicas = withSize(st.Replicas, obs.newSet.Name, *plan.New)
+		}
+	}
+	for name, n := range plan.Old {
+		st.Replicas = withSize(st.Replicas, name, n)
+	}
+	if frozen {
+		st = holdIncreases(st, obs)
+	}
+	return st, nil
+}
+
+func withSize(sizes map[string]int32, name string, n int32) map[string]int32 {
+	if sizes == nil {
+		sizes = make(map[string]int32)
+	}
+	sizes[name] = n
+	return sizes
+}
+
+// holdIncreases drops what a step would add: the new set's creation and
+// every growth of a set.
+func holdIncreases(st step, obs observed) step {
+	if st.Create != nil && *st.Create > 0 {
+		st.Create, st.HeldBack = nil, true
+	}
+	for _, s := range obs.all() {
+		if n, ok := st.Replicas[s.Name]; ok && n > s.Spec.Replicas {
+			st.Replicas[s.Name], st.HeldBack = s.Spec.Replicas, true
+		}
+	}
+	return st
+}

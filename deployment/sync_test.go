@@ -1,0 +1,412 @@
+package deployment
+
+import (
+	"context"
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/internal/fakeapi"
+	"github.com/mcmkit/mcm/machineset"
+)
+
+var machineGVR = v1alpha1.SchemeGroupVersion.WithResource("machines")
+
+// fakeWorld runs the deployment controller and the MachineSet controller
+// on a fake clientset whose machines are Running (and available) the
+// moment they are created, unless held.
+type fakeWorld struct {
+	t      *testing.T
+	client *fake.Clientset
+	ctrl   *Controller
+	events *eventLog
+
+	names atomic.Int32
+	// pending makes new machines Pending instead of Running.
+	pending atomic.Bool
+}
+
+// eventLog keeps the reasons of recorded events.
+type eventLog struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+func (l *eventLog) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reasons = append(l.reasons, reason)
+}
+
+func (l *eventLog) count(reason string) int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	n := 0
+	for _, r := range l.reasons {
+		if r == reason {
+			n++
+		}
+	}
+	return n
+}
+
+func testDeployment(replicas int32) *v1alpha1.MachineDeployment {
+	labels := map[string]string{"pool": "a"}
+	return &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: "ns", UID: "d-uid", Generation: 1},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "small"}},
+			},
+			Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
+					MaxSurge: ptrTo(intstr.FromInt32(1)), MaxUnavailable: ptrTo(intstr.FromInt32(0))}}},
+		},
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func startFakeWorld(t *testing.T, opts Options, objs ...runtime.Object) *fakeWorld {
+	t.Helper()
+	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &eventLog{}}
+	fakeapi.VersionWrites(&w.client.Fake, w.client.Tracker())
+	w.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.Machine)
+		n := w.names.Add(1)
+		m.Name = fmt.Sprintf("%s%d", m.GenerateName, n)
+		m.UID = types.UID("uid-" + m.Name)
+		m.CreationTimestamp = metav1.NewTime(time.Unix(int64(n), 0))
+		m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(time.Unix(0, 0))}
+		if w.pending.Load() {
+			m.Status.CurrentStatus.Phase = v1alpha1.MachinePending
+		}
+		return false, nil, nil
+	})
+	w.client.PrependReactor("create", "machinesets", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		s := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.MachineSet)
+		s.UID = types.UID("uid-" + s.Name) // the fake API server assigns none
+		return false, nil, nil
+	})
+	// The fake API server does not run the garbage collector; sets carry
+	// no finalizer of the machine controller, so deletions are immediate.
+	f := externalversions.NewSharedInformerFactory(w.client, 0)
+	opts.Recorder = w.events
+	ctrl, err := NewController(w.client, nil, Informers{
+		Deployments: f.Machine().V1alpha1().MachineDeployments(),
+		MachineSets: f.Machine().V1alpha1().MachineSets(),
+		Machines:    f.Machine().V1alpha1().Machines(),
+	}, opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sets, err := machineset.NewController(w.client, machineset.Informers{
+		MachineSets: f.Machine().V1alpha1().MachineSets(),
+		Machines:    f.Machine().V1alpha1().Machines(),
+	}, machineset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.ctrl = ctrl
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
+	f.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = ctrl.Run(ctx, 2) })
+	wg.Go(func() { _ = sets.Run(ctx, 2) })
+	t.Cleanup(func() { cancel(); wg.Wait(); f.Shutdown() })
+	return w
+}
+
+func (w *fakeWorld) deployment() *v1alpha1.MachineDeployment {
+	d, err := w.client.MachineV1alpha1().MachineDeployments("ns").Get(context.Background(), "pool", metav1.GetOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	return d
+}
+
+func (w *fakeWorld) update(change func(d *v1alpha1.MachineDeployment)) {
+	w.t.Helper()
+	for range 10 {
+		d := w.deployment()
+		change(d)
+		d.Generation++
+		if _, err := w.client.MachineV1alpha1().MachineDeployments("ns").Update(context.Background(), d, metav1.UpdateOptions{}); err == nil {
+			return
+		}
+	}
+	w.t.Fatal("could not update the deployment")
+}
+
+func (w *fakeWorld) sets() []v1alpha1.MachineSet {
+	list, _ := w.client.MachineV1alpha1().MachineSets("ns").List(context.Background(), metav1.ListOptions{})
+	return list.Items
+}
+
+func (w *fakeWorld) machines() []v1alpha1.Machine {
+	list, _ := w.client.MachineV1alpha1().Machines("ns").List(context.Background(), metav1.ListOptions{})
+	return slices.DeleteFunc(list.Items, func(m v1alpha1.Machine) bool { return m.DeletionTimestamp != nil })
+}
+
+// eventually polls cond until it holds, failing the test after 10 s with
+// cond's last word.
+func (w *fakeWorld) eventually(cond func() (bool, string)) {
+	w.t.Helper()
+	var why string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		var ok bool
+		if ok, why = cond(); ok {
+			return
+		}
+	}
+	w.t.Fatalf("timed out: %s", why)
+}
+
+// settled: the deployment has replicas Running machines, all of one set,
+// and its status says so for its generation.
+func (w *fakeWorld) settled(replicas int32) func() (bool, string) {
+	return func() (bool, string) {
+		d := w.deployment()
+		owners := map[string]int{}
+		for _, m := range w.machines() {
+			owner := "<none>"
+			if ref := metav1.GetControllerOf(&m); ref != nil {
+				owner = ref.Name
+			}
+			owners[owner]++
+		}
+		st := d.Status
+		ok := len(owners) == 1 && st.Replicas == replicas && st.UpdatedReplicas == replicas && st.AvailableReplicas == replicas &&
+			st.ObservedGeneration == d.Generation
+		return ok, fmt.Sprintf("machines by set %v; status %d/%d/%d observed %d of %d", owners,
+			st.Replicas, st.UpdatedReplicas, st.AvailableReplicas, st.ObservedGeneration, d.Generation)
+	}
+}
+
+func TestRollingUpdateReplacesEveryMachine(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(3))
+	w.eventually(w.settled(3))
+	first := w.machines()
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(3))
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "big" {
+			t.Errorf("machine %s still has class %s", m.Name, m.Spec.Class.Name)
+		}
+		for _, old := range first {
+			if old.Name == m.Name {
+				t.Errorf("machine %s survived the rollout", m.Name)
+			}
+		}
+	}
+	d := w.deployment()
+	if got := d.Annotations[v1alpha1.RevisionAnnotation]; got != "2" {
+		t.Errorf("deployment revision %q, want 2", got)
+	}
+	if c, _ := conditionOf(d.Status.Conditions, v1alpha1.MachineDeploymentProgressing); c.Reason != v1alpha1.NewMachineSetAvailableReason {
+		t.Errorf("Progressing %+v, want %s", c, v1alpha1.NewMachineSetAvailableReason)
+	}
+	var active int
+	for _, s := range w.sets() {
+		if s.Spec.Replicas > 0 {
+			active++
+			if !strings.HasPrefix(s.Name, "pool-") || s.Labels[v1alpha1.MachineTemplateHashLabelKey] == "" {
+				t.Errorf("new set %s labels %v", s.Name, s.Labels)
+			}
+		}
+	}
+	if active != 1 {
+		t.Errorf("%d active sets after the rollout", active)
+	}
+}
+
+func TestRecreateReplacesEveryMachine(t *testing.T) {
+	d := testDeployment(3)
+	d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RecreateMachineDeploymentStrategyType}
+	w := startFakeWorld(t, Options{}, d)
+	w.eventually(w.settled(3))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(3))
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "big" {
+			t.Errorf("machine %s still has class %s", m.Name, m.Spec.Class.Name)
+		}
+	}
+}
+
+// TestInPlaceChangesDoNotRoll: a new node template reaches the machines
+// through the set, without a new set or machine.
+func TestInPlaceChangesDoNotRoll(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(2))
+	w.eventually(w.settled(2))
+	before := w.machines()
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Spec.Template.Spec.NodeTemplateSpec.Labels = map[string]string{"role": "db"}
+	})
+	w.eventually(func() (bool, string) {
+		ms := w.machines()
+		for _, m := range ms {
+			if m.Spec.NodeTemplateSpec.Labels["role"] != "db" {
+				return false, "machine " + m.Name + " has no new node label"
+			}
+		}
+		return len(ms) == 2, fmt.Sprintf("%d machines", len(ms))
+	})
+	if diff := len(w.sets()); diff != 1 {
+		t.Errorf("%d sets after an in-place change, want 1", diff)
+	}
+	for _, m := range before {
+		if !slices.ContainsFunc(w.machines(), func(n v1alpha1.Machine) bool { return n.Name == m.Name }) {
+			t.Errorf("machine %s was replaced", m.Name)
+		}
+	}
+}
+
+func TestRollbackByAnnotation(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(2))
+	w.eventually(w.settled(2))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(2))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Annotations = map[string]string{RollbackAnnotation: "1"} })
+	w.eventually(func() (bool, string) {
+		d := w.deployment()
+		return d.Spec.Template.Spec.Class.Name == "small" && d.Annotations[RollbackAnnotation] == "",
+			fmt.Sprintf("class %s, annotations %v", d.Spec.Template.Spec.Class.Name, d.Annotations)
+	})
+	w.eventually(w.settled(2))
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "small" {
+			t.Errorf("machine %s has class %s after the rollback", m.Name, m.Spec.Class.Name)
+		}
+	}
+	if n := len(w.sets()); n != 2 {
+		t.Errorf("%d sets: the rollback should reuse revision 1's set", n)
+	}
+	if got := w.deployment().Annotations[v1alpha1.RevisionAnnotation]; got != "3" {
+		t.Errorf("revision %q after the rollback, want 3", got)
+	}
+	if n := w.events.count(ReasonRollbackDone); n != 1 {
+		t.Errorf("%d %s events", n, ReasonRollbackDone)
+	}
+	// Rolling back to a revision that does not exist says so and changes
+	// nothing.
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Annotations[RollbackAnnotation] = "9" })
+	w.eventually(func() (bool, string) {
+		return w.events.count(ReasonRollbackRevisionNotFound) == 1 && w.deployment().Annotations[RollbackAnnotation] == "", "no RevisionNotFound"
+	})
+}
+
+func TestPausedDeploymentScalesButDoesNotRoll(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(2))
+	w.eventually(w.settled(2))
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Spec.Paused = true
+		d.Spec.Template.Spec.Class.Name = "big"
+	})
+	w.eventually(func() (bool, string) {
+		c, _ := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentProgressing)
+		return c.Reason == v1alpha1.DeploymentPausedReason, "Progressing " + c.Reason
+	})
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 4 })
+	w.eventually(func() (bool, string) {
+		ms := w.machines()
+		return len(ms) == 4, fmt.Sprintf("%d machines", len(ms))
+	})
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "small" {
+			t.Fatalf("paused deployment rolled machine %s", m.Name)
+		}
+	}
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Paused = false })
+	w.eventually(w.settled(4))
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "big" {
+			t.Errorf("machine %s not rolled after resume", m.Name)
+		}
+	}
+}
+
+func TestFrozenDeploymentOnlyScalesDown(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(3))
+	w.eventually(w.settled(3))
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
+		d.Spec.Replicas = 5
+	})
+	w.eventually(func() (bool, string) {
+		_, ok := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentFrozen)
+		return ok, "no Frozen condition"
+	})
+	if n := len(w.machines()); n != 3 {
+		t.Fatalf("frozen deployment grew to %d machines", n)
+	}
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 1 })
+	w.eventually(func() (bool, string) {
+		n := len(w.machines())
+		return n == 1, fmt.Sprintf("%d machines", n)
+	})
+}
+
+// TestAutoscalerNamesTheMachinesToGo acts as the cluster-autoscaler's MCM
+// provider: it names two machines in trigger-deletion-by-mcm and lowers the
+// replicas in one update; exactly those machines go.
+func TestAutoscalerNamesTheMachinesToGo(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(5))
+	w.eventually(w.settled(5))
+	ms := w.machines()
+	slices.SortFunc(ms, func(a, b v1alpha1.Machine) int { return strings.Compare(a.Name, b.Name) })
+	// The newest two: the default order would delete the oldest.
+	victims := []string{ms[3].Name, ms[4].Name}
+	now := time.Now().UTC().Format(time.RFC3339)
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Annotations = map[string]string{
+			v1alpha1.TriggerDeletionByMCMAnnotation:      victims[0] + "~" + now + "," + victims[1] + "~" + now,
+			v1alpha1.LastReplicaChangeByScalerAnnotation: now,
+		}
+		d.Spec.Replicas = 3
+	})
+	w.eventually(w.settled(3))
+	for _, m := range w.machines() {
+		if slices.Contains(victims, m.Name) {
+			t.Errorf("named machine %s survived", m.Name)
+		}
+	}
+	w.eventually(func() (bool, string) {
+		v, ok := w.deployment().Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]
+		return !ok, "annotation left: " + v
+	})
+}
+
+func TestInvalidDeploymentIsReportedOnce(t *testing.T) {
+	d := testDeployment(2)
+	d.Spec.Selector = &metav1.LabelSelector{}
+	w := startFakeWorld(t, Options{}, d)
+	w.eventually(func() (bool, string) {
+		_, ok := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentReplicaFailure)
+		return ok, "no ReplicaFailure condition"
+	})
+	time.Sleep(200 * time.Millisecond)
+	if n := w.events.count(ReasonInvalid); n != 1 {
+		t.Errorf("%d %s events, want 1", n, ReasonInvalid)
+	}
+	if n := len(w.sets()); n != 0 {
+		t.Errorf("invalid deployment created %d sets", n)
+	}
+}

@@ -1,0 +1,60 @@
+// Package fakeapi makes client-go's fake clientsets behave more like an API
+// server where controllers depend on it: every write gets a new
+// resourceVersion. Without one, a controller that waits for its cache to
+// show its own write, or ignores update events whose resourceVersion did
+// not change (resyncs), cannot be tested on a fake clientset.
+//
+// # Usage
+//
+//	client := fake.NewSimpleClientset(objs...)
+//	fakeapi.VersionWrites(&client.Fake, client.Tracker())
+package fakeapi
+
+import (
+	"strconv"
+	"sync/atomic"
+
+	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
+)
+
+// VersionWrites replaces the object reactions of f (a fake clientset's
+// embedded Fake, before any reactor is added to it) with ones on tracker
+// that stamp every created, updated and patched object with the next
+// resourceVersion, as the API server does. Watches are untouched: they
+// read the same tracker.
+func VersionWrites(f *k8stesting.Fake, tracker k8stesting.ObjectTracker) {
+	t := &versioned{ObjectTracker: tracker}
+	f.Lock()
+	defer f.Unlock()
+	f.ReactionChain = []k8stesting.Reactor{&k8stesting.SimpleReactor{Verb: "*", Resource: "*", Reaction: k8stesting.ObjectReaction(t)}}
+}
+
+type versioned struct {
+	k8stesting.ObjectTracker
+	last atomic.Uint64
+}
+
+func (t *versioned) stamp(obj runtime.Object) {
+	if m, err := meta.Accessor(obj); err == nil {
+		m.SetResourceVersion(strconv.FormatUint(t.last.Add(1), 10))
+	}
+}
+
+func (t *versioned) Create(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.CreateOptions) error {
+	t.stamp(obj)
+	return t.ObjectTracker.Create(gvr, obj, ns, opts...)
+}
+
+func (t *versioned) Update(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.UpdateOptions) error {
+	t.stamp(obj)
+	return t.ObjectTracker.Update(gvr, obj, ns, opts...)
+}
+
+func (t *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
+	t.stamp(obj)
+	return t.ObjectTracker.Patch(gvr, obj, ns, opts...)
+}

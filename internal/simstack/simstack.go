@@ -1,0 +1,137 @@
+// Package simstack runs the machine, MachineSet and MachineDeployment
+// controllers against the test environment's control plane, with a
+// simulated cloud and kubelet (package simcluster) behind a MachineClass,
+// in a namespace of the test's own. Integration tests of the controllers
+// that build on each other share it, so that they run the same stack.
+//
+// # Usage
+//
+//	s := simstack.Start(t, simstack.Options{Deployments: true})
+//	// create MachineSets or MachineDeployments in s.NS naming class s.Class
+package simstack
+
+import (
+	"context"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/deployment"
+	"github.com/mcmkit/mcm/internal/simcluster"
+	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/machine"
+	"github.com/mcmkit/mcm/machineset"
+)
+
+// Options choose the stack's controllers and configure them.
+type Options struct {
+	// Cluster configures the simulated cloud and kubelet.
+	Cluster simcluster.Options
+	// Machine configures the machine controller; a zero HealthCheckPeriod
+	// becomes one second.
+	Machine machine.Options
+	// MachineSet configures the MachineSet controller.
+	MachineSet machineset.Options
+	// Deployments runs the MachineDeployment controller too, configured by
+	// Deployment.
+	Deployments bool
+	Deployment  deployment.Options
+}
+
+// Stack is a running stack.
+type Stack struct {
+	// NS is the test's namespace; Class names a MachineClass of the
+	// simulated cloud in it.
+	NS, Class string
+	Machines  versioned.Interface
+	Core      kubernetes.Interface
+	Cluster   *simcluster.Cluster
+}
+
+// Start runs the stack until t ends.
+func Start(t *testing.T, opts Options) *Stack {
+	t.Helper()
+	env := testenv.Get(t)
+	ctx := context.Background()
+	s := &Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
+	s.Cluster = simcluster.Start(t, s.Core, opts.Cluster)
+
+	_, class, secret := s.Cluster.MachineObjects("")
+	secret.Name, secret.Namespace = "sim", s.NS
+	if _, err := s.Core.CoreV1().Secrets(s.NS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class.Namespace = s.NS
+	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: s.NS}
+	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Class = class.Name
+
+	mf := externalversions.NewSharedInformerFactoryWithOptions(s.Machines, 0, externalversions.WithNamespace(s.NS))
+	cf := informers.NewSharedInformerFactoryWithOptions(s.Core, 0, informers.WithNamespace(s.NS))
+	tf := informers.NewSharedInformerFactory(s.Core, 0)
+	if opts.Machine.HealthCheckPeriod == 0 {
+		opts.Machine.HealthCheckPeriod = time.Second
+	}
+	var runs []func(context.Context) error
+	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  cf.Core().V1().Secrets(),
+		Nodes:    tf.Core().V1().Nodes(),
+		Target:   tf,
+	}, s.Cluster.Cloud.Driver(), opts.Machine)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs = append(runs, func(ctx context.Context) error { return mctrl.Run(ctx, 4) })
+	sctrl, err := machineset.NewController(s.Machines, machineset.Informers{
+		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+		Machines:    mf.Machine().V1alpha1().Machines(),
+		Classes:     mf.Machine().V1alpha1().MachineClasses(),
+	}, opts.MachineSet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs = append(runs, func(ctx context.Context) error { return sctrl.Run(ctx, 2) })
+	if opts.Deployments {
+		dctrl, err := deployment.NewController(s.Machines, s.Core, deployment.Informers{
+			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+			MachineSets: mf.Machine().V1alpha1().MachineSets(),
+			Machines:    mf.Machine().V1alpha1().Machines(),
+			Nodes:       tf.Core().V1().Nodes(),
+		}, opts.Deployment)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return dctrl.Run(ctx, 2) })
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	mf.Start(runCtx.Done())
+	cf.Start(runCtx.Done())
+	tf.Start(runCtx.Done())
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		mf.Shutdown()
+		cf.Shutdown()
+		tf.Shutdown()
+	})
+	return s
+}
