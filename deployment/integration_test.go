@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
@@ -243,6 +244,7 @@ func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
 		total, inflight = max(total, live), max(inflight, booting)
 	})
 	growth := w.countSetGrowth()
+	marks := w.watchNodeMarks()
 	start := time.Now()
 	w.patch("web", `{"spec":{"template":{"spec":{"class":{"name":"sim2"}}}}}`)
 	w.complete("web", 30, "sim2")
@@ -256,6 +258,29 @@ func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
 	if total > 33 {
 		t.Errorf("%d machines at once; maxSurge 3 allows 33", total)
 	}
+	// Old nodes are tainted and scale-down is disabled while the rollout
+	// runs; both marks are gone when it is done.
+	tainted, disabled := marks()
+	if !tainted || !disabled {
+		t.Errorf("during the rollout: PreferNoSchedule taint seen %v, scale-down-disabled seen %v; want both", tainted, disabled)
+	}
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		nodes, err := w.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, n := range nodes.Items {
+			if _, ok := n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation]; ok {
+				return false, "node " + n.Name + " still has scale-down disabled"
+			}
+			for _, taint := range n.Spec.Taints {
+				if taint.Key == v1alpha1.PreferNoScheduleTaintKey {
+					return false, "node " + n.Name + " still tainted"
+				}
+			}
+		}
+		return true, ""
+	})
 	// Three machines booting at once is what makes 30 machines take about
 	// ten machine replacements' time rather than thirty.
 	if inflight != 3 {
@@ -342,6 +367,43 @@ func (w *rolloutWorld) countSetGrowth() func() int {
 		mu.Lock()
 		defer mu.Unlock()
 		return growth
+	}
+}
+
+// watchNodeMarks reports, from a watch on the nodes, whether any node
+// carried the rollout's PreferNoSchedule taint, and whether any carried
+// the scale-down-disabled annotation this controller sets, since the call.
+func (w *rolloutWorld) watchNodeMarks() func() (tainted, disabled bool) {
+	w.t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	watcher, err := w.Core.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	var mu sync.Mutex
+	var tainted, disabled bool
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		defer watcher.Stop()
+		for ev := range watcher.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
+			mu.Lock()
+			disabled = disabled || n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] == "true"
+			for _, taint := range n.Spec.Taints {
+				tainted = tainted || taint.Key == v1alpha1.PreferNoScheduleTaintKey
+			}
+			mu.Unlock()
+		}
+	}()
+	w.t.Cleanup(func() { cancel(); <-done })
+	return func() (bool, bool) {
+		mu.Lock()
+		defer mu.Unlock()
+		return tainted, disabled
 	}
 }
 

@@ -2,6 +2,7 @@ package deployment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"strconv"
 
@@ -80,27 +81,54 @@ func (c *Controller) rollback(ctx context.Context, d *v1alpha1.MachineDeployment
 	if plan.Template != nil {
 		want.Spec.Template = *plan.Template
 	}
-	fields := func(d *v1alpha1.MachineDeployment) patch.Fields {
-		return patch.Fields{
-			"metadata": patch.Fields{"annotations": d.Annotations},
-			"spec":     patch.Fields{"rollbackTo": d.Spec.RollbackTo, "template": d.Spec.Template},
-		}
-	}
-	data, err := patch.Diff(fields(d), fields(want), d.ResourceVersion)
+	data, err := rollbackPatch(d, want)
 	if err != nil {
 		return err
 	}
-	if data != nil {
-		updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
-		if err != nil {
-			return fmt.Errorf("rolling back machine deployment %s: %w", d.Name, err)
-		}
-		c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
+	if err != nil {
+		return fmt.Errorf("rolling back machine deployment %s: %w", d.Name, err)
 	}
+	c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
 	typ := corev1.EventTypeNormal
 	if plan.Template == nil {
 		typ = corev1.EventTypeWarning
 	}
 	c.event(d, typ, plan.Reason, plan.Message)
 	return nil
+}
+
+// rollbackPatch is the merge patch from d to want, which differ in the
+// template, the rollback annotation and spec.rollbackTo. patch.Diff takes
+// an empty object for an absent one, but spec.rollbackTo: {} is a request
+// (revision 0, the previous one), so its removal is written explicitly.
+func rollbackPatch(d, want *v1alpha1.MachineDeployment) ([]byte, error) {
+	fields := func(d *v1alpha1.MachineDeployment) patch.Fields {
+		return patch.Fields{
+			"metadata": patch.Fields{"annotations": d.Annotations},
+			"spec":     patch.Fields{"template": d.Spec.Template},
+		}
+	}
+	data, err := patch.Diff(fields(d), fields(want), d.ResourceVersion)
+	if err != nil {
+		return nil, err
+	}
+	body := map[string]any{}
+	if d.ResourceVersion != "" {
+		body["metadata"] = map[string]any{"resourceVersion": d.ResourceVersion}
+	}
+	if data != nil {
+		if err := json.Unmarshal(data, &body); err != nil {
+			return nil, err
+		}
+	}
+	if d.Spec.RollbackTo != nil {
+		spec, _ := body["spec"].(map[string]any)
+		if spec == nil {
+			spec = map[string]any{}
+		}
+		spec["rollbackTo"] = nil
+		body["spec"] = spec
+	}
+	return json.Marshal(body)
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -409,4 +410,84 @@ func TestInvalidDeploymentIsReportedOnce(t *testing.T) {
 	if n := len(w.sets()); n != 0 {
 		t.Errorf("invalid deployment created %d sets", n)
 	}
+}
+
+// TestMetricsUnderMCMNames: the scrape shows MCM's metric names for a
+// deployment in the cache.
+func TestMetricsUnderMCMNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	startFakeWorld(t, Options{Registerer: reg}, testDeployment(2))
+	want := []string{"mcm_machine_deployment_items_total", "mcm_machine_deployment_info", "mcm_machine_deployment_info_spec_replicas",
+		"mcm_machine_deployment_info_spec_rolling_update_max_surge", "mcm_machine_deployment_status_available_replicas",
+		"mcm_machine_deployment_status_condition", "mcm_machine_deployment_status_replicas"}
+	var missing []string
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(20 * time.Millisecond) {
+		families, err := reg.Gather()
+		if err != nil {
+			t.Fatal(err)
+		}
+		have := map[string]bool{}
+		for _, f := range families {
+			have[f.GetName()] = true
+		}
+		missing = slices.DeleteFunc(slices.Clone(want), func(n string) bool { return have[n] })
+		if len(missing) == 0 {
+			return
+		}
+	}
+	t.Errorf("metrics missing: %v", missing)
+}
+
+// TestScaleAndTemplateChangeTogether: a replica change and a template change
+// in one update both take effect (MCM #816 lost the scale).
+func TestScaleAndTemplateChangeTogether(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(3))
+	w.eventually(w.settled(3))
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Spec.Replicas = 5
+		d.Spec.Template.Spec.Class.Name = "big"
+	})
+	w.eventually(w.settled(5))
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "big" {
+			t.Errorf("machine %s has class %s", m.Name, m.Spec.Class.Name)
+		}
+	}
+}
+
+// TestRevisionHistoryLimit: once a rollout completes, old sets beyond the
+// limit go.
+func TestRevisionHistoryLimit(t *testing.T) {
+	d := testDeployment(2)
+	d.Spec.RevisionHistoryLimit = ptrTo(int32(1))
+	w := startFakeWorld(t, Options{}, d)
+	w.eventually(w.settled(2))
+	for _, class := range []string{"b", "c", "d"} {
+		w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = class })
+		w.eventually(w.settled(2))
+	}
+	w.eventually(func() (bool, string) {
+		n := len(w.sets())
+		return n == 2, fmt.Sprintf("%d sets, want the current one and 1 old", n)
+	})
+}
+
+// TestRollbackToByField: spec.rollbackTo to the current template changes
+// nothing and is cleared with TemplateUnchanged; to revision 0 it goes back
+// one revision.
+func TestRollbackToByField(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(2))
+	w.eventually(w.settled(2))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(2))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.RollbackTo = &v1alpha1.RollbackConfig{Revision: 2} })
+	w.eventually(func() (bool, string) {
+		return w.events.count(ReasonRollbackTemplateUnchanged) == 1 && w.deployment().Spec.RollbackTo == nil, "rollbackTo not handled"
+	})
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.RollbackTo = &v1alpha1.RollbackConfig{} })
+	w.eventually(func() (bool, string) {
+		d := w.deployment()
+		return d.Spec.RollbackTo == nil && d.Spec.Template.Spec.Class.Name == "small", "class " + d.Spec.Template.Spec.Class.Name
+	})
+	w.eventually(w.settled(2))
 }
