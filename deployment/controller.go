@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 
-	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -148,15 +147,11 @@ func (c *Controller) register(inf Informers) error {
 // Run waits for the caches, then reconciles with workers workers until ctx
 // ends. It returns nil after ctx ended, an error only for bad arguments.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	logger := logr.FromContextOrDiscard(ctx)
-	if _, err := logr.FromContext(ctx); err != nil {
-		logger = c.opts.Logger
-	}
-	ctx = logr.NewContext(ctx, logger.WithName("machinedeployment"))
 	if workers < 1 {
 		return fmt.Errorf("deployment: need at least one worker, got %d", workers)
 	}
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machinedeployment")
+	if !workqueue.WaitForCaches(ctx, c.synced...) {
 		return nil // ctx ended first
 	}
 	return c.queue.Run(ctx, workers)

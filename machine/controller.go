@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -219,16 +218,12 @@ func volumeIDs(d driver.Driver) drain.VolumeIDGetter {
 // While the caches do not sync (the machine CRDs are missing, the API server
 // is unreachable) it logs that every 15 seconds instead of waiting silently.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	logger := logr.FromContextOrDiscard(ctx)
-	if _, err := logr.FromContext(ctx); err != nil {
-		logger = c.opts.Logger
-	}
-	logger = logger.WithName("machine")
-	ctx = logr.NewContext(ctx, logger)
 	if workers < 1 {
 		return fmt.Errorf("machine: need at least one worker, got %d", workers)
 	}
-	if !c.waitForCaches(ctx, logger) {
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machine")
+	logger := logr.FromContextOrDiscard(ctx)
+	if !workqueue.WaitForCaches(ctx, c.synced...) {
 		// The caller ended the run before the caches synced: nothing
 		// failed, there is just nothing to do any more.
 		return nil
@@ -253,32 +248,4 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		all = append(all, <-errs)
 	}
 	return errors.Join(all...)
-}
-
-// waitForCaches waits until every informer has synced, logging what it
-// waits for every 15 seconds; false means ctx ended first.
-func (c *Controller) waitForCaches(ctx context.Context, logger logr.Logger) bool {
-	const report = 15 * time.Second
-	last := c.opts.Clock.Now()
-	for {
-		pending := 0
-		for _, synced := range c.synced {
-			if !synced() {
-				pending++
-			}
-		}
-		if pending == 0 {
-			return true
-		}
-		if now := c.opts.Clock.Now(); now.Sub(last) >= report {
-			logger.Info("Waiting for informer caches; are the machine CRDs installed and the API servers reachable?",
-				"pending", pending, "total", len(c.synced))
-			last = now
-		}
-		select {
-		case <-ctx.Done():
-			return false
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
 }

@@ -33,6 +33,11 @@
 // worker, at error level; reconcilers return them wrapped with context
 // instead of logging them.
 //
+// A controller's Run starts the same way in every controller of this
+// module: ControllerContext names its logger (the context's, else the
+// controller's Options.Logger), and WaitForCaches waits for its informers,
+// saying every 15 seconds that it still waits rather than idling silently.
+//
 // # Metrics
 //
 // With Options.Registerer set, a queue exports, each with a "name" label

@@ -1,0 +1,56 @@
+package workqueue
+
+import (
+	"context"
+	"time"
+
+	"github.com/go-logr/logr"
+	"k8s.io/client-go/tools/cache"
+)
+
+// cacheReportPeriod is how often WaitForCaches says it is still waiting.
+const cacheReportPeriod = 15 * time.Second
+
+// ControllerContext returns ctx with the logger a controller's Run logs
+// with: the context's own when it carries one, else fallback (the
+// controller's Options.Logger), named name.
+func ControllerContext(ctx context.Context, fallback logr.Logger, name string) context.Context {
+	logger, err := logr.FromContext(ctx)
+	if err != nil {
+		logger = fallback
+	}
+	return logr.NewContext(ctx, logger.WithName(name))
+}
+
+// WaitForCaches waits until every synced reports true, and says every 15
+// seconds on the context's logger that it is still waiting, how many
+// caches are pending and what usually causes it: a cache that never syncs
+// (CRDs not installed, an API server out of reach) otherwise looks like a
+// controller that does nothing. It returns false when ctx ended first.
+func WaitForCaches(ctx context.Context, synced ...cache.InformerSynced) bool {
+	logger := logr.FromContextOrDiscard(ctx)
+	tick := time.NewTicker(100 * time.Millisecond)
+	defer tick.Stop()
+	last := time.Now()
+	for {
+		pending := 0
+		for _, s := range synced {
+			if !s() {
+				pending++
+			}
+		}
+		if pending == 0 {
+			return true
+		}
+		if time.Since(last) >= cacheReportPeriod {
+			logger.Info("Waiting for informer caches; are the machine CRDs installed and the API servers reachable?",
+				"pending", pending, "total", len(synced))
+			last = time.Now()
+		}
+		select {
+		case <-ctx.Done():
+			return false
+		case <-tick.C:
+		}
+	}
+}

@@ -1,0 +1,46 @@
+package workqueue
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
+)
+
+func TestWaitForCaches(t *testing.T) {
+	var ready atomic.Bool
+	done := make(chan bool)
+	go func() { done <- WaitForCaches(context.Background(), ready.Load, func() bool { return true }) }()
+	select {
+	case <-done:
+		t.Fatal("returned before the cache synced")
+	case <-time.After(200 * time.Millisecond):
+	}
+	ready.Store(true)
+	if !<-done {
+		t.Fatal("returned false for synced caches")
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if WaitForCaches(ctx, func() bool { return false }) {
+		t.Fatal("returned true for a cache that never synced")
+	}
+}
+
+func TestControllerContextNamesTheLogger(t *testing.T) {
+	var got string
+	fallback := funcr.New(func(prefix, _ string) { got = prefix }, funcr.Options{})
+	ctx := ControllerContext(context.Background(), fallback, "machineset")
+	logr.FromContextOrDiscard(ctx).Info("x")
+	if got != "machineset" {
+		t.Errorf("logger name %q, want machineset", got)
+	}
+	ctx = ControllerContext(logr.NewContext(context.Background(), fallback.WithName("mine")), logr.Discard(), "machineset")
+	logr.FromContextOrDiscard(ctx).Info("x")
+	if got != "mine/machineset" {
+		t.Errorf("logger name %q, want the context's, mine/machineset", got)
+	}
+}
