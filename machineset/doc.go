@@ -47,7 +47,8 @@
 //  3. machines with machine.sapcloud.io/marked-for-deletion-time before
 //     those without, the older mark first;
 //  4. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
-//     here), Pending (and no phase yet), Available, Running;
+//     here), Pending (and no phase yet), Running but not yet for
+//     minReadySeconds, Available, Running;
 //  5. within a rung, the deletion policy: Oldest (MCM's), Newest or
 //     Random, chosen per set by the mcmkit.io/deletion-policy annotation or
 //     for all sets by Options.DeletionPolicy.

@@ -52,12 +52,44 @@ func phaseRank(p v1alpha1.MachinePhase) int {
 	case v1alpha1.MachinePending, "": // no phase yet: not seen by the machine controller, as good as Pending
 		return 4
 	case v1alpha1.MachineAvailable:
-		return 5
-	case v1alpha1.MachineRunning:
 		return 6
+	case v1alpha1.MachineRunning:
+		return 7
 	default: // Unknown and unnamed phases
 		return 3
 	}
+}
+
+// rankWarmingUp is the phase rung of a Running (or Available) machine that
+// has not been so for the set's minReadySeconds yet: it does not count as
+// available, so it goes before the machines that do. A rollout that sizes
+// old sets by their available machines relies on this, as the Deployment
+// controller relies on the ReplicaSet deleting not-ready pods first.
+const rankWarmingUp = 5
+
+// ladder is what ranking needs besides the machines.
+type ladder struct {
+	// Policy orders machines within a rung.
+	Policy DeletionPolicy
+	// Now and MinReady (the set's minReadySeconds) tell the machines that
+	// are Running but not available yet; with MinReady 0 there are none.
+	Now      time.Time
+	MinReady time.Duration
+}
+
+// ladderOf is the ladder of a set at now with policy.
+func ladderOf(set *v1alpha1.MachineSet, policy DeletionPolicy, now time.Time) ladder {
+	return ladder{Policy: policy, Now: now, MinReady: time.Duration(set.Spec.MinReadySeconds) * time.Second}
+}
+
+// warmingUp tells whether m is Running or Available for less than
+// MinReady.
+func (l ladder) warmingUp(m *v1alpha1.Machine) bool {
+	switch m.Status.CurrentStatus.Phase {
+	case v1alpha1.MachineRunning, v1alpha1.MachineAvailable:
+		return l.MinReady > 0 && l.Now.Before(m.Status.CurrentStatus.LastUpdateTime.Add(l.MinReady))
+	}
+	return false
 }
 
 // rung is where a machine stands on the deletion ladder, before the policy
@@ -100,12 +132,15 @@ func compareBool(a, b bool) int {
 }
 
 // rungOf places a machine on the ladder.
-func rungOf(m *v1alpha1.Machine) rung {
+func rungOf(m *v1alpha1.Machine, l ladder) rung {
 	r := rung{notDeleting: !beingDeleted(m), priority: priorityOf(m), unmarked: true}
 	if t, ok := markedForDeletionAt(m); ok {
 		r.unmarked, r.markedAt = false, t
 	}
 	r.phase = phaseRank(m.Status.CurrentStatus.Phase)
+	if l.warmingUp(m) {
+		r.phase = rankWarmingUp
+	}
 	return r
 }
 
@@ -193,8 +228,9 @@ func uidHash(m *v1alpha1.Machine) uint64 {
 //     and among marked machines the older mark first (an unparsable mark
 //     counts as none);
 //  4. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
-//     (and no phase yet), then Available, then Running; phases not named
-//     here (in-place updates) rank with Unknown;
+//     (and no phase yet), then Running or Available for less than the
+//     set's minReadySeconds (not available yet), then Available, then
+//     Running; phases not named here (in-place updates) rank with Unknown;
 //  5. within a rung, the policy: Oldest deletes the older creationTimestamp
 //     first, Newest the newer, Random orders by a hash of the UID; an
 //     unknown policy acts as Oldest. Ties left after that go by name (then
@@ -202,10 +238,11 @@ func uidHash(m *v1alpha1.Machine) uint64 {
 //
 // Unlike MCM, being deleted is the first rung rather than part of the phase
 // rung, and in-place update phases no longer rank ahead of Failed.
-func rankForDeletion(machines []*v1alpha1.Machine, policy DeletionPolicy) []*v1alpha1.Machine {
+func rankForDeletion(machines []*v1alpha1.Machine, l ladder) []*v1alpha1.Machine {
+	policy := l.Policy
 	rs := make([]ranked, len(machines))
 	for i, m := range machines {
-		rs[i] = ranked{m: m, rung: rungOf(m), created: m.CreationTimestamp.Time}
+		rs[i] = ranked{m: m, rung: rungOf(m, l), created: m.CreationTimestamp.Time}
 		if policy == DeletionPolicyRandom {
 			rs[i].hash = uidHash(m)
 		}
@@ -253,10 +290,10 @@ func rankForDeletion(machines []*v1alpha1.Machine, policy DeletionPolicy) []*v1a
 // positive limit caps the result, keeping its head, so what a capped sync
 // leaves for the next one is always the end of the ladder. The result is a
 // new slice; nothing is modified.
-func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surplus, limit int, policy DeletionPolicy) []*v1alpha1.Machine {
+func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surplus, limit int, l ladder) []*v1alpha1.Machine {
 	scalerAt, scalerOK, hasScaler := lastScalerChange(set)
 	var out []*v1alpha1.Machine
-	for _, m := range rankForDeletion(machines, policy) {
+	for _, m := range rankForDeletion(machines, l) {
 		if limit > 0 && len(out) == limit {
 			break
 		}

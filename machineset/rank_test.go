@@ -254,7 +254,7 @@ func TestRankForDeletion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := rkNames(rankForDeletion(tt.machines, tt.policy))
+			got := rkNames(rankForDeletion(tt.machines, ladder{Policy: tt.policy}))
 			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("rankForDeletion (-want +got):\n%s", diff)
 			}
@@ -444,7 +444,7 @@ func TestPlanDeletions(t *testing.T) {
 			if policy == "" {
 				policy = DeletionPolicyOldest
 			}
-			got := planDeletions(tt.set, tt.machines, tt.surplus, tt.limit, policy)
+			got := planDeletions(tt.set, tt.machines, tt.surplus, tt.limit, ladder{Policy: policy})
 			if diff := cmp.Diff(tt.want, rkNames(got), cmpEmptyAsNil); diff != "" {
 				t.Errorf("planDeletions (-want +got):\n%s", diff)
 			}
@@ -622,7 +622,7 @@ func TestPropertyPlanDeletions(t *testing.T) {
 		policy := rapid.SampledFrom(rkPolicies).Draw(t, "policy")
 		before, order := rkCopy(machines), slices.Clone(machines)
 
-		got := planDeletions(set, machines, surplus, limit, policy)
+		got := planDeletions(set, machines, surplus, limit, ladder{Policy: policy})
 
 		if diff := cmp.Diff(before, machines); diff != "" {
 			t.Fatalf("planDeletions modified the machines (-before +after):\n%s", diff)
@@ -665,7 +665,7 @@ func TestPropertyPlanDeletions(t *testing.T) {
 		}
 
 		// The result follows the ladder.
-		ranking := rankForDeletion(machines, policy)
+		ranking := rankForDeletion(machines, ladder{Policy: policy})
 		pos := map[*v1alpha1.Machine]int{}
 		for i, m := range ranking {
 			pos[m] = i
@@ -717,7 +717,7 @@ func TestPropertyRankForDeletion(t *testing.T) {
 
 		rankings := map[DeletionPolicy][]*v1alpha1.Machine{}
 		for _, policy := range rkPolicies {
-			got := rankForDeletion(machines, policy)
+			got := rankForDeletion(machines, ladder{Policy: policy})
 			rankings[policy] = got
 
 			if diff := cmp.Diff(before, machines); diff != "" {
@@ -735,11 +735,11 @@ func TestPropertyRankForDeletion(t *testing.T) {
 			}
 
 			// Deterministic, and independent of the input's order.
-			if again := rankForDeletion(machines, policy); !slices.Equal(got, again) {
+			if again := rankForDeletion(machines, ladder{Policy: policy}); !slices.Equal(got, again) {
 				t.Fatalf("%s: two calls ranked %v and %v", policy, rkNames(got), rkNames(again))
 			}
 			shuffled := rapid.Permutation(machines).Draw(t, "shuffled")
-			if other := rankForDeletion(shuffled, policy); !slices.Equal(got, other) {
+			if other := rankForDeletion(shuffled, ladder{Policy: policy}); !slices.Equal(got, other) {
 				t.Fatalf("%s: shuffled input ranked %v, not %v", policy, rkNames(other), rkNames(got))
 			}
 
@@ -781,4 +781,30 @@ func TestPropertyRankForDeletion(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestWarmingUpMachinesGoBeforeAvailableOnes: a Running machine that has
+// not been so for minReadySeconds is not available yet, so it goes before
+// available machines (older ones included) but after Pending ones.
+func TestWarmingUpMachinesGoBeforeAvailableOnes(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m := func(name string, phase v1alpha1.MachinePhase, created, since time.Duration) *v1alpha1.Machine {
+		mm := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-created))}}
+		mm.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: phase, LastUpdateTime: metav1.NewTime(now.Add(-since))}
+		return mm
+	}
+	machines := []*v1alpha1.Machine{
+		m("old-available", v1alpha1.MachineRunning, time.Hour, time.Hour),
+		m("young-warming", v1alpha1.MachineRunning, time.Minute, 10*time.Second),
+		m("pending", v1alpha1.MachinePending, 30*time.Second, 30*time.Second),
+	}
+	got := rkNames(rankForDeletion(machines, ladder{Policy: DeletionPolicyOldest, Now: now, MinReady: time.Minute}))
+	if diff := cmp.Diff([]string{"pending", "young-warming", "old-available"}, got); diff != "" {
+		t.Errorf("ranking (-want +got):\n%s", diff)
+	}
+	// Without minReadySeconds both Running machines are available: age decides.
+	got = rkNames(rankForDeletion(machines, ladder{Policy: DeletionPolicyOldest, Now: now}))
+	if diff := cmp.Diff([]string{"pending", "old-available", "young-warming"}, got); diff != "" {
+		t.Errorf("ranking without minReadySeconds (-want +got):\n%s", diff)
+	}
 }

@@ -26,7 +26,7 @@ type replicaPlan struct {
 // a later sync, once its deletion is seen. At most burst machines are
 // created, and at most burst deleted, per sync. A frozen set creates
 // nothing; it still deletes.
-func planReplicas(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, frozen bool, burst int, policy DeletionPolicy) replicaPlan {
+func planReplicas(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, frozen bool, burst int, l ladder) replicaPlan {
 	active := 0
 	for _, m := range machines {
 		if !beingDeleted(m) {
@@ -35,10 +35,10 @@ func planReplicas(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, frozen
 	}
 	if set.DeletionTimestamp != nil {
 		// The set is going: all its machines go, in ladder order.
-		return replicaPlan{Delete: planDeletions(set, machines, active, burst, policy)}
+		return replicaPlan{Delete: planDeletions(set, machines, active, burst, l)}
 	}
 	diff := int(set.Spec.Replicas) - active
-	p := replicaPlan{Delete: planDeletions(set, machines, -diff, burst, policy)}
+	p := replicaPlan{Delete: planDeletions(set, machines, -diff, burst, l)}
 	switch {
 	case diff <= 0:
 	case frozen:

@@ -108,7 +108,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	if perr != nil {
 		c.event(set, corev1.EventTypeWarning, ReasonInvalid, perr.Error())
 	}
-	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, policy)
+	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, ladderOf(set, policy, now))
 	done := c.apply(ctx, key, set, plan)
 	failure := replicaFailure{NoClass: noClass, Create: done.CreateFailure, Delete: done.DeleteFailure}
 	switch {
