@@ -111,8 +111,11 @@
 // deployment.kubernetes.io/desired-replicas annotation of the active sets
 // (isScalingEvent). planScale then
 //
-//   - gives the replicas to the only active set, or to the new set (the newest
-//     set when there is no new one) when no set is active: scaling from zero;
+//   - gives the replicas to the only active set; when no set is active
+//     (scaling from zero, or a rollout that took the old sets to 0 first), the
+//     new set (the newest set when there is no new one) grows as far as the
+//     rollout allows: within spec.replicas + maxSurge for RollingUpdate, not
+//     while another set still has machines for Recreate;
 //   - scales old sets to 0 when the new set is saturated;
 //   - during a rolling update, shrinks all active sets in proportion to their
 //     share of the deployment.kubernetes.io/max-replicas they were sized for,

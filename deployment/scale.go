@@ -34,11 +34,13 @@ func isScalingEvent(d *v1alpha1.MachineDeployment, newSet *v1alpha1.MachineSet, 
 // touches, by name, unchanged ones included: the controller writes the
 // desired-replicas and max-replicas annotations of each of them, which is
 // what makes the next sync no scaling event. An empty result means nothing is
-// to be done here; Recreate and InPlaceUpdate deployments with several active
-// sets leave them to their rollout.
+// to be done here: there is no set yet, or a Recreate or InPlaceUpdate
+// deployment has several active sets, which are left to their rollout.
 //
-//   - One active set, or none: that set, or the new set (the newest one
-//     without a new set), gets spec.replicas.
+//   - One active set: it gets spec.replicas.
+//   - No active set: the new set (the newest one without a new set) grows
+//     towards spec.replicas as far as the rollout would let it
+//     (sizeFromZero).
 //   - The new set is saturated: the active old sets go to 0.
 //   - A rolling update with several active sets: the sets are sized to
 //     spec.replicas + maxSurge together (0 for 0 replicas). Shrinking is
@@ -49,8 +51,21 @@ func isScalingEvent(d *v1alpha1.MachineDeployment, newSet *v1alpha1.MachineSet, 
 //     so that no machine is added only to be removed by the next step.
 func planScale(d *v1alpha1.MachineDeployment, newSet *v1alpha1.MachineSet, old []*v1alpha1.MachineSet, counts map[string]machineCounts) (map[string]int32, error) {
 	replicas := max(d.Spec.Replicas, 0)
+	all := withNew(newSet, old)
 	if s := findActiveOrLatest(newSet, old); s != nil {
-		return map[string]int32{s.Name: replicas}, nil
+		if len(activeSets(all)) > 0 {
+			return map[string]int32{s.Name: replicas}, nil
+		}
+		size, err := sizeFromZero(d, s, all, counts)
+		if err != nil {
+			return nil, err
+		}
+		return map[string]int32{s.Name: size}, nil
+	}
+	if len(activeSets(all)) == 0 {
+		// No set at all (a paused deployment before its first rollout):
+		// there is nothing to size, and the rollout creates the new set.
+		return nil, nil
 	}
 	if isSaturated(d, newSet, counts) {
 		sizes := make(map[string]int32)
@@ -88,6 +103,43 @@ func planScale(d *v1alpha1.MachineDeployment, newSet *v1alpha1.MachineSet, old [
 		sizes = shrinkProportionally(d, active, allowed, int32(-delta))
 	}
 	return sizes, nil
+}
+
+// sizeFromZero is the size a scaling event gives target, the set that
+// scales the deployment up from no active set. That state is not only a
+// scale from zero: a rollout passes through it when it has scaled the old
+// sets to 0 before the new set (a maxUnavailable of all replicas, or a
+// Recreate back to a set that still exists), and the old sets' machines may
+// still be there. target therefore grows only as far as the rollout would
+// let it, and the rollout takes over once it is active:
+//
+//   - RollingUpdate: as far as the footprints of all sets stay within
+//     spec.replicas + maxSurge (see growNewSet);
+//   - Recreate: not at all while a machine of another set exists (see
+//     planRecreate);
+//   - InPlaceUpdate: to spec.replicas, as this strategy is only scaled.
+func sizeFromZero(d *v1alpha1.MachineDeployment, target *v1alpha1.MachineSet, all []*v1alpha1.MachineSet, counts map[string]machineCounts) (int32, error) {
+	replicas := max(d.Spec.Replicas, 0)
+	switch strategyType(d) {
+	case v1alpha1.RollingUpdateMachineDeploymentStrategyType:
+		surge, _, err := rolloutBounds(d)
+		if err != nil {
+			return 0, err
+		}
+		var total int64
+		for _, s := range all {
+			if s != nil {
+				total += int64(footprint(s, counts[s.Name]))
+			}
+		}
+		return growNewSet(replicas, surge, target.Spec.Replicas, total), nil
+	case v1alpha1.RecreateMachineDeploymentStrategyType:
+		others := slices.DeleteFunc(slices.Clone(all), func(s *v1alpha1.MachineSet) bool { return s == nil || s == target })
+		if oldMachinesExist(others, counts) {
+			return target.Spec.Replicas, nil
+		}
+	}
+	return replicas, nil
 }
 
 // shrinkProportionally takes remove machines off the active sets and returns

@@ -74,6 +74,69 @@ func TestPlanScale(t *testing.T) {
 			want: map[string]int32{"o2": 4},
 		},
 		{
+			name: "paused before the first rollout: no set to size",
+			d:    newDeployment(3),
+			want: nil,
+		},
+		{
+			// A rollout with maxUnavailable 100% scales the old set to 0
+			// before the new one: no set is active, and the old machines
+			// are still there. Sizing the new set to spec.replicas now
+			// would double the machines.
+			name:   "from zero, rolling: within the surge, old machines included",
+			d:      newDeployment(3, withRolling("0", "100%")),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			counts: map[string]machineCounts{"o": counted(3, 3)},
+			want:   map[string]int32{"n": 0},
+		},
+		{
+			name:   "from zero, rolling: grows into the room left",
+			d:      newDeployment(3, withRolling("1", "100%")),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			counts: map[string]machineCounts{"o": counted(2, 2)},
+			want:   map[string]int32{"n": 2},
+		},
+		{
+			name:   "from zero, rolling: machines being deleted make room",
+			d:      newDeployment(3, withRolling("1", "100%")),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			counts: map[string]machineCounts{"o": {Deleting: 3}},
+			want:   map[string]int32{"n": 3},
+		},
+		{
+			// A Recreate back to a set that still exists: the old set went
+			// to 0, its machines are being deleted.
+			name:   "from zero, recreate: waits for the old machines",
+			d:      newDeployment(3, withRecreate()),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			counts: map[string]machineCounts{"o": {Deleting: 3}},
+			want:   map[string]int32{"n": 0},
+		},
+		{
+			name:   "from zero, recreate: no old machine left",
+			d:      newDeployment(3, withRecreate()),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			want:   map[string]int32{"n": 3},
+		},
+		{
+			name: "from zero, in place: spec.replicas",
+			d: newDeployment(3, func(d *v1alpha1.MachineDeployment) {
+				d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{
+					Type:          v1alpha1.InPlaceUpdateMachineDeploymentStrategyType,
+					InPlaceUpdate: &v1alpha1.InPlaceUpdateMachineDeployment{},
+				}
+			}),
+			newSet: newSet("n", 0, 9),
+			old:    []*v1alpha1.MachineSet{newSet("o", 0, 0, withClass("a"))},
+			counts: map[string]machineCounts{"o": counted(3, 3)},
+			want:   map[string]int32{"n": 3},
+		},
+		{
 			name:   "saturated new set: old sets go",
 			d:      newDeployment(3),
 			newSet: newSet("n", 3, 9, withDesired(3)),
