@@ -50,9 +50,9 @@ check-deps:
 ## bench: mcm's drain and kubectl's on the same workloads against the test
 ## environment: 200 pods on one node, and a mixed node behind a
 ## PodDisruptionBudget; the MachineSet controller's API writes per machine
-## created.
+## created, and both set controllers' writes per machine of a rollout.
 bench: testenv
-	$(GO) test -run '^$$' -bench . -benchtime 3x ./drain/ ./machineset/
+	$(GO) test -run '^$$' -bench . -benchtime 3x ./drain/ ./machineset/ ./deployment/
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 3x ./...
 
 ## unit: tests that need no control plane (integration tests skip).

@@ -31,7 +31,7 @@ var machineGVR = v1alpha1.SchemeGroupVersion.WithResource("machines")
 // on a fake clientset whose machines are Running (and available) the
 // moment they are created, unless held.
 type fakeWorld struct {
-	t      *testing.T
+	t      testing.TB
 	client *fake.Clientset
 	ctrl   *Controller
 	events *eventLog
@@ -85,7 +85,7 @@ func testDeployment(replicas int32) *v1alpha1.MachineDeployment {
 
 func ptrTo[T any](v T) *T { return &v }
 
-func startFakeWorld(t *testing.T, opts Options, objs ...runtime.Object) *fakeWorld {
+func startFakeWorld(t testing.TB, opts Options, objs ...runtime.Object) *fakeWorld {
 	t.Helper()
 	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &eventLog{}}
 	fakeapi.VersionWrites(&w.client.Fake, w.client.Tracker())
