@@ -68,8 +68,8 @@ type Controller struct {
 type Controllers map[string]Controller
 
 // DefaultControllers returns a fresh table of this module's controllers.
-// Each further controller (MachineSet, MachineDeployment, safety) is one
-// more line here.
+// Each further controller (the safety controller next) is one more line
+// here.
 func DefaultControllers() Controllers {
 	return Controllers{
 		"machine":           {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
