@@ -19,6 +19,7 @@ import (
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/dedup"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -55,6 +56,8 @@ type Controller struct {
 	// writes of a deployment's status and of its sets: planning on a set
 	// whose scale the cache does not show yet would scale it twice.
 	writes *expectations.Writes[string]
+	// toldFrozen remembers the freeze each deployment last told of.
+	toldFrozen dedup.Messages
 }
 
 // NewController returns a MachineDeployment controller on client (the
@@ -116,7 +119,7 @@ func (c *Controller) register(inf Informers) error {
 	if err := add(inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: func(obj any) { c.writes.Forget(keyOf(obj)) },
+		DeleteFunc: func(obj any) { c.writes.Forget(keyOf(obj)); c.toldFrozen.Forget(keyOf(obj)) },
 	}); err != nil {
 		return err
 	}

@@ -141,9 +141,9 @@ func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1
 
 // status computes the status one sync writes: calculateStatus on top of
 // the paused/resumed report, the Progressing condition (withProgress, or
-// the strategy this controller does not roll out), and the Frozen
-// condition. It is pure.
-func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, frozen, unsupported string, now time.Time, synced bool) (v1alpha1.MachineDeploymentStatus, error) {
+// the strategy this controller does not roll out). The Frozen condition is
+// the safety controller's and stays as stored. It is pure.
+func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupported string, now time.Time, synced bool) (v1alpha1.MachineDeploymentStatus, error) {
 	base := d
 	if paused, changed := pausedCondition(d, now); changed {
 		base = d.DeepCopy()
@@ -164,12 +164,6 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, frozen, u
 			newSetName = obs.newSet.Name
 		}
 		st = withProgress(base, st, newSetName, now)
-	}
-	if frozen != "" {
-		st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentFrozen, v1alpha1.ConditionTrue,
-			ReasonFrozen, frozen, now))
-	} else {
-		st.Conditions = withoutCondition(st.Conditions, v1alpha1.MachineDeploymentFrozen)
 	}
 	return st, nil
 }

@@ -96,7 +96,13 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 	if step.Unsupported != "" && !reported(d, v1alpha1.MachineDeploymentProgressing, step.Unsupported) {
 		c.warn(d, ReasonUnsupported, step.Unsupported)
 	}
-	if step.HeldBack && !reported(d, v1alpha1.MachineDeploymentFrozen, frozen) {
+	key := keyOf(d)
+	switch {
+	case !step.HeldBack:
+		c.toldFrozen.Forget(key)
+	case c.toldFrozen.First(key, frozen):
+		// The Frozen condition is the safety controller's; the deployment
+		// tells by an event, once per situation, that it holds back.
 		c.warn(d, ReasonFrozen, "not adding machines: "+frozen)
 	}
 	created, err := c.applyStep(ctx, d, obs, step)
@@ -110,7 +116,7 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 	errs = append(errs, c.markNodes(ctx, d, obs))
 
 	syncErr := errors.Join(errs...)
-	st, err := nextStatus(d, obs, selector.String(), frozen, step.Unsupported, now, syncErr == nil)
+	st, err := nextStatus(d, obs, selector.String(), step.Unsupported, now, syncErr == nil)
 	if err == nil {
 		d, err = c.writeStatus(ctx, d, st)
 	}

@@ -14,6 +14,7 @@ import (
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/dedup"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -47,6 +48,8 @@ type Controller struct {
 	// writes makes a sync wait for the cache to show its own status write.
 	writes  *expectations.Writes[string]
 	metrics *metrics
+	// toldFrozen remembers the freeze each set last told of by an event.
+	toldFrozen dedup.Messages
 }
 
 // NewController returns a MachineSet controller on client (the control
@@ -152,6 +155,7 @@ func (c *Controller) onSetDelete(obj any) {
 	key := keyOf(obj)
 	c.exp.Delete(key)
 	c.writes.Forget(key)
+	c.toldFrozen.Forget(key)
 }
 
 // ownerKey returns the key of the set that controls m, or "".

@@ -21,8 +21,6 @@ type statusInput struct {
 	ReplicaFailure replicaFailure
 	// Done is what the sync created and deleted.
 	Done applied
-	// Frozen describes why creations are held back; "" when they are not.
-	Frozen string
 	// Synced: the sync succeeded, so the status reflects the spec's
 	// generation.
 	Synced bool
@@ -69,7 +67,6 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 		op.LastUpdateTime = metaTime(in.Now)
 		st.LastOperation = *op
 	}
-	setCondition(&st, v1alpha1.MachineSetFrozen, in.Frozen, "Frozen", in.Now)
 	if in.Synced {
 		st.ObservedGeneration = set.Generation
 	}

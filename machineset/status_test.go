@@ -33,26 +33,28 @@ func TestCalculateStatus(t *testing.T) {
 		failed,
 		deletingMachine, // does not count
 	}
-	got := calculateStatus(statusInput{Now: now, Set: set, Machines: machines, Selector: "pool=a", Frozen: "labelled freeze=True", Synced: true})
+	// The safety controller's Frozen condition is kept as it is.
+	frozen := v1alpha1.MachineSetCondition{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
+		Reason: "OverShootingReplicaCount", Message: "9 machines", LastTransitionTime: metaTime(now.Add(-time.Hour))}
+	set.Status.Conditions = []v1alpha1.MachineSetCondition{frozen}
+	got := calculateStatus(statusInput{Now: now, Set: set, Machines: machines, Selector: "pool=a", Synced: true})
 	want := v1alpha1.MachineSetStatus{
 		Replicas: 4, FullyLabeledReplicas: 3, ReadyReplicas: 2, AvailableReplicas: 1, ObservedGeneration: 7, LabelSelector: "pool=a",
 		FailedMachines: &[]v1alpha1.MachineSummary{{Name: "failed", OwnerRef: "pool", LastOperation: failed.Status.LastOperation}},
-		Conditions: []v1alpha1.MachineSetCondition{{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
-			Reason: "Frozen", Message: "labelled freeze=True", LastTransitionTime: metaTime(now)}},
+		Conditions:     []v1alpha1.MachineSetCondition{frozen},
 	}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("status (-want +got):\n%s", diff)
 	}
-	// A failed sync keeps the observed generation and reports the failure;
-	// the freeze ending removes its condition.
+	// A failed sync keeps the observed generation and reports the failure.
 	set.Status = got
 	set.Generation = 8
 	again := calculateStatus(statusInput{Now: now.Add(time.Minute), Set: set, Machines: machines, Selector: "pool=a", ReplicaFailure: replicaFailure{Create: "quota"}})
 	if again.ObservedGeneration != 7 {
 		t.Errorf("observedGeneration %d after a failed sync, want 7", again.ObservedGeneration)
 	}
-	if conditionOf(&again, v1alpha1.MachineSetFrozen) != nil || conditionOf(&again, v1alpha1.MachineSetReplicaFailure) == nil {
-		t.Errorf("conditions %+v, want only ReplicaFailure", again.Conditions)
+	if conditionOf(&again, v1alpha1.MachineSetFrozen) == nil || conditionOf(&again, v1alpha1.MachineSetReplicaFailure) == nil {
+		t.Errorf("conditions %+v, want Frozen kept and ReplicaFailure added", again.Conditions)
 	}
 }
 

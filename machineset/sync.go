@@ -111,11 +111,18 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, ladderOf(set, policy, now))
 	done := c.apply(ctx, key, set, plan)
 	failure := replicaFailure{NoClass: noClass, Create: done.CreateFailure, Delete: done.DeleteFailure}
+	if frozen == "" || plan.HeldBack == 0 {
+		c.toldFrozen.Forget(key)
+	}
 	switch {
 	case plan.HeldBack == 0:
-	case frozen != "" && !reported(set, v1alpha1.MachineSetFrozen, frozen):
-		c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
-	case frozen == "" && !reported(set, v1alpha1.MachineSetReplicaFailure, failure.message()):
+	case frozen != "":
+		// The Frozen condition is the safety controller's; the set tells
+		// by an event, once per situation, that it holds machines back.
+		if c.toldFrozen.First(key, frozen) {
+			c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
+		}
+	case !reported(set, v1alpha1.MachineSetReplicaFailure, failure.message()):
 		c.event(set, corev1.EventTypeWarning, ReasonClassNotFound, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, noClass))
 	}
 	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && done.failed() == "" {
@@ -127,7 +134,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 		syncErr = errors.Join(syncErr, errors.New(msg))
 	}
 	err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: own.Owned, Selector: selector.String(),
-		ReplicaFailure: failure, Done: done, Frozen: frozen, Synced: syncErr == nil})
+		ReplicaFailure: failure, Done: done, Synced: syncErr == nil})
 	if err := errors.Join(syncErr, err); err != nil {
 		return workqueue.Result{}, err
 	}

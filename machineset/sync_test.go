@@ -142,9 +142,10 @@ func TestFrozenSetDoesNotScaleUp(t *testing.T) {
 	if n := h.creates.Load(); n != 0 {
 		t.Fatalf("frozen set created %d machines", n)
 	}
+	// The Frozen condition is the safety controller's to write.
 	got, _ := h.client.MachineV1alpha1().MachineSets("ns").Get(context.Background(), "pool", metav1.GetOptions{})
-	if conditionOf(&got.Status, v1alpha1.MachineSetFrozen) == nil {
-		t.Errorf("no Frozen condition: %+v", got.Status.Conditions)
+	if c := conditionOf(&got.Status, v1alpha1.MachineSetFrozen); c != nil {
+		t.Errorf("the set controller wrote a Frozen condition: %+v", c)
 	}
 }
 
@@ -255,21 +256,14 @@ func (r *recorder) count(reason string) int {
 }
 
 // TestFrozenIsToldOnce: a frozen set reports the held-back creations by
-// an event when it becomes frozen, not at every sync.
+// an event when it becomes frozen, not at every sync, and again when it is
+// frozen anew.
 func TestFrozenIsToldOnce(t *testing.T) {
 	set := testSet(3)
 	set.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
 	rec := &recorder{}
-	h := newHarness(t, Options{Recorder: rec}, set)
-	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
-			t.Fatal(err)
-		}
-		got, _ := h.c.sets.MachineSets("ns").Get("pool")
-		if got != nil && conditionOf(&got.Status, v1alpha1.MachineSetFrozen) != nil {
-			break
-		}
-	}
+	frozen := atomic.Bool{}
+	h := newHarness(t, Options{Recorder: rec, SafetyGate: gateFunc(frozen.Load)}, set)
 	for range 5 {
 		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
 			t.Fatal(err)
@@ -278,7 +272,22 @@ func TestFrozenIsToldOnce(t *testing.T) {
 	if n := rec.count(ReasonFrozen); n != 1 {
 		t.Errorf("%d Frozen events, want 1", n)
 	}
+	// The gate freezes too: a new reason, told once more.
+	frozen.Store(true)
+	for range 3 {
+		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := rec.count(ReasonFrozen); n != 2 {
+		t.Errorf("%d Frozen events after the gate froze too, want 2", n)
+	}
 }
+
+// gateFunc adapts a function to SafetyGate.
+type gateFunc func() bool
+
+func (f gateFunc) Frozen(context.Context) bool { return f() }
 
 // TestTemplateChangesReachMachines: the node template, the machine
 // configuration and the class kind are patched into existing machines;
