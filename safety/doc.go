@@ -1,6 +1,9 @@
 // Package safety holds the policies that keep the machine controllers from
-// doing damage in bulk. Today it has the replacement budget; the safety
-// controller (orphan VMs, API-server outages, overshoot) will join it.
+// doing damage in bulk. Today it has the replacement budget and the
+// overshoot decision (which sets and deployments to freeze because they
+// have far more machines than they should, MCM's thresholds); the safety
+// controller that applies it, collects orphan VMs and freezes creation
+// during API-server outages will join them.
 //
 // # Replacement budget
 //
