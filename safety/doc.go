@@ -1,9 +1,23 @@
 // Package safety holds the policies that keep the machine controllers from
-// doing damage in bulk. Today it has the replacement budget and the
-// overshoot decision (which sets and deployments to freeze because they
-// have far more machines than they should, MCM's thresholds); the safety
-// controller that applies it, collects orphan VMs and freezes creation
-// during API-server outages will join them.
+// doing damage in bulk: the replacement budget, and the safety controller.
+// Today the controller runs the overshoot check; collecting orphan VMs and
+// freezing creation during API-server outages will join it.
+//
+// # Overshoot
+//
+// A set with far more machines than it should have (machines created by
+// hand into its selector, a controller bug) is frozen: label freeze=True
+// and the Frozen condition (reason OverShootingReplicaCount) on the set and
+// on its deployment, so that neither creates machines while scale-down
+// goes on. MCM's thresholds: frozen at deployment replicas + maxSurge +
+// SafetyUp machines (twice the set's replicas + SafetyUp without a
+// deployment), unfrozen SafetyDown below, or by the annotation
+// safety.machine.sapcloud.io/unfreeze on the set or its deployment. The
+// controller checks a namespace whenever a machine appears or goes or a
+// set or deployment changes, and every OvershootPeriod. Unlike MCM it never
+// lifts a freeze it did not make (a person's freeze=True label) except by
+// the unfreeze annotation. The Frozen condition is this controller's alone:
+// the MachineSet and MachineDeployment controllers keep it as it is.
 //
 // # Replacement budget
 //
@@ -31,4 +45,12 @@
 //		return err
 //	}
 //	ctrl, err := machine.NewController(..., machine.Options{ReplacementGate: budget})
+//
+//	sc, err := safety.NewController(machineClient, safety.Informers{
+//		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+//		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+//		Machines:    mf.Machine().V1alpha1().Machines(),
+//	}, safety.Options{Registerer: registry})
+//	...
+//	go sc.Run(ctx, 1)
 package safety

@@ -4,18 +4,13 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-)
-
-// MCM's --safety-up and --safety-down, the defaults of the thresholds.
-const (
-	defaultSafetyUp   = 2
-	defaultSafetyDown = 1
 )
 
 // Reasons of the Frozen condition the overshoot check writes, MCM's.
@@ -174,7 +169,9 @@ func deploymentOfSet(s *v1alpha1.MachineSet, byName map[string]*v1alpha1.Machine
 	return nil
 }
 
-func isFrozen(l map[string]string) bool { return l[v1alpha1.FreezeLabelKey] == v1alpha1.FreezeLabelValue }
+func isFrozen(l map[string]string) bool {
+	return l[v1alpha1.FreezeLabelKey] == v1alpha1.FreezeLabelValue
+}
 
 func hasUnfreeze(a map[string]string) bool {
 	_, ok := a[v1alpha1.UnfreezeAnnotation]
@@ -212,5 +209,29 @@ func sortedSets(sets []*v1alpha1.MachineSet) []*v1alpha1.MachineSet {
 func sortedDeployments(ds []*v1alpha1.MachineDeployment) []*v1alpha1.MachineDeployment {
 	out := slices.Clone(ds)
 	slices.SortFunc(out, func(a, b *v1alpha1.MachineDeployment) int { return strings.Compare(a.Name, b.Name) })
+	return out
+}
+
+// setFrozenCondition returns a set's conditions with the Frozen condition
+// as ch says: added (True, with ch's reason and message) or removed.
+func setFrozenCondition(conds []v1alpha1.MachineSetCondition, ch freezeChange, now time.Time) []v1alpha1.MachineSetCondition {
+	out := slices.DeleteFunc(slices.Clone(conds), func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetFrozen })
+	if ch.Freeze {
+		out = append(out, v1alpha1.MachineSetCondition{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
+			Reason: ch.Reason, Message: ch.Message, LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second))})
+	}
+	return out
+}
+
+// setFrozenDeploymentCondition is setFrozenCondition for a deployment.
+func setFrozenDeploymentCondition(conds []v1alpha1.MachineDeploymentCondition, ch freezeChange, now time.Time) []v1alpha1.MachineDeploymentCondition {
+	out := slices.DeleteFunc(slices.Clone(conds), func(c v1alpha1.MachineDeploymentCondition) bool {
+		return c.Type == v1alpha1.MachineDeploymentFrozen
+	})
+	if ch.Freeze {
+		at := metav1.NewTime(now.UTC().Truncate(time.Second))
+		out = append(out, v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentFrozen, Status: v1alpha1.ConditionTrue,
+			Reason: ch.Reason, Message: ch.Message, LastUpdateTime: at, LastTransitionTime: at})
+	}
 	return out
 }

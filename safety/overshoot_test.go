@@ -12,7 +12,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
-var mcmThresholds = thresholds{up: defaultSafetyUp, down: defaultSafetyDown}
+var mcmThresholds = thresholds{up: DefaultSafetyUp, down: DefaultSafetyDown}
 
 // osSet is a set of replicas, owned by deployment d when d is not nil.
 func osSet(name string, replicas int32, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {

@@ -13,6 +13,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/machine"
+	"github.com/mcmkit/mcm/safety"
 )
 
 // Special values of --control-kubeconfig and --target-kubeconfig.
@@ -80,6 +81,10 @@ type Config struct {
 	// AutoscalerScaleDownAnnotationDuringRollout: nodes of a deployment in
 	// a rollout get cluster-autoscaler.kubernetes.io/scale-down-disabled.
 	AutoscalerScaleDownAnnotationDuringRollout bool
+	// SafetyUp, SafetyDown and OvershootPeriod configure the safety
+	// controller's overshoot check.
+	SafetyUp, SafetyDown int
+	OvershootPeriod      time.Duration
 
 	LeaderElect    bool
 	LeaseDuration  time.Duration
@@ -120,13 +125,16 @@ func DefaultConfig() Config {
 		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
 		NodeConditions:           *d.NodeConditions,
 		AutoscalerScaleDownAnnotationDuringRollout: true,
-		LeaderElect:   true,
-		LeaseDuration: DefaultLeaseDuration,
-		RenewDeadline: DefaultRenewDeadline,
-		RetryPeriod:   DefaultRetryPeriod,
-		LeaseName:     DefaultLeaseName,
-		Address:       DefaultAddress,
-		Port:          DefaultPort,
+		SafetyUp:        safety.DefaultSafetyUp,
+		SafetyDown:      safety.DefaultSafetyDown,
+		OvershootPeriod: safety.DefaultOvershootPeriod,
+		LeaderElect:     true,
+		LeaseDuration:   DefaultLeaseDuration,
+		RenewDeadline:   DefaultRenewDeadline,
+		RetryPeriod:     DefaultRetryPeriod,
+		LeaseName:       DefaultLeaseName,
+		Address:         DefaultAddress,
+		Port:            DefaultPort,
 	}
 }
 
@@ -174,6 +182,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeConditions, "node-conditions", c.NodeConditions, "comma-separated node conditions that make a machine unhealthy while True")
 	fs.BoolVar(&c.AutoscalerScaleDownAnnotationDuringRollout, "autoscaler-scaledown-annotation-during-rollout", c.AutoscalerScaleDownAnnotationDuringRollout,
 		"keep the cluster-autoscaler from scaling down a deployment's nodes during its rollout")
+	fs.IntVar(&c.SafetyUp, "safety-up", c.SafetyUp, "machines above a set's most (deployment replicas + maxSurge, or twice its replicas) at which it is frozen")
+	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
+	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
 	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")
@@ -314,6 +325,14 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	}
 	if c.MachineMaxEvictRetries < 0 {
 		add("--machine-max-evict-retries must not be negative, got %d", c.MachineMaxEvictRetries)
+	}
+	// Zero would mean the library's default, not zero: refuse it rather
+	// than run with another value than the one asked for.
+	if c.SafetyUp < 1 || c.SafetyDown < 1 {
+		add("--safety-up and --safety-down must be at least 1, got %d and %d", c.SafetyUp, c.SafetyDown)
+	}
+	if c.OvershootPeriod <= 0 {
+		add("--machine-safety-overshooting-period must be positive, got %v", c.OvershootPeriod)
 	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
 		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {

@@ -86,13 +86,15 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--control-kubeconfig is required (a kubeconfig path or in-cluster); --target-kubeconfig is required (a kubeconfig path or in-cluster or none)"},
 		{"control none", []string{"--control-kubeconfig", "none", "--target-kubeconfig", "none", "--driver", "sim"},
 			`--control-kubeconfig cannot be "none": the control cluster is required`},
-		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset)`},
-		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machinedeployment, machineset)"},
+		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, safety)`},
+		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machinedeployment, machineset, safety)"},
 		{"unknown driver", append(ok, "--driver=aws"), `--driver: unknown driver "aws" (known: sim)`},
 		{"driver missing", []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc}, "--driver is required by the selected controllers (known: sim)"},
 		{"negative timeouts", append(ok, "--machine-creation-timeout=-1s", "--machine-drain-timeout=-2h"),
 			"--machine-creation-timeout must not be negative, got -1s; --machine-drain-timeout must not be negative, got -2h0m0s"},
 		{"negative evict retries", append(ok, "--machine-max-evict-retries=-1"), "--machine-max-evict-retries must not be negative, got -1"},
+		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
+			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period must be positive, got 0s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},
 		{"bad qps", append(ok, "--kube-api-qps=0", "--kube-api-burst=0"), "--kube-api-qps must be positive, got 0; --kube-api-burst must be at least 1, got 0"},
 		{"lease shorter than renew deadline", append(ok, "--leader-elect-lease-duration=5s"),
@@ -156,7 +158,8 @@ func TestControllerTableExtends(t *testing.T) {
 	if diff := cmp.Diff([]string{"machine"}, run); diff != "" {
 		t.Errorf("runnable (-want +got):\n%s", diff)
 	}
-	want := map[string][]string{"machineset": {"machinesets"}, "machinedeployment": {"machinedeployments", "machinesets"}}
+	want := map[string][]string{"machineset": {"machinesets"}, "machinedeployment": {"machinedeployments", "machinesets"},
+		"safety": {"machinedeployments", "machinesets"}}
 	if diff := cmp.Diff(want, skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}

@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
+	"github.com/mcmkit/mcm/safety"
 )
 
 // ControllerContext is what a controller is built from. The informer
@@ -68,13 +69,13 @@ type Controller struct {
 type Controllers map[string]Controller
 
 // DefaultControllers returns a fresh table of this module's controllers.
-// Each further controller (the safety controller next) is one more line
-// here.
+// Each further controller is one more line here.
 func DefaultControllers() Controllers {
 	return Controllers{
 		"machine":           {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
 		"machineset":        {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
 		"machinedeployment": {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newDeploymentController},
+		"safety":            {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newSafetyController},
 	}
 }
 
@@ -152,4 +153,18 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 		return nil, fmt.Errorf("machinedeployment controller: %w", err)
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, cc.Config.ConcurrentSyncs) }, nil
+}
+
+func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, error) {
+	c := cc.Config
+	ctrl, err := safety.NewController(cc.Machines, safety.Informers{
+		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
+		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
+		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+	}, safety.Options{SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod,
+		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("safety controller: %w", err)
+	}
+	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
 }

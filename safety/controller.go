@@ -1,0 +1,310 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/clock"
+
+	"github.com/go-logr/logr"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
+)
+
+// Defaults of the Options fields.
+const (
+	// DefaultOvershootPeriod is how often every namespace is checked for
+	// overshooting sets, MCM's --machine-safety-overshooting-period.
+	DefaultOvershootPeriod = time.Minute
+	// DefaultSafetyUp and DefaultSafetyDown are MCM's --safety-up and
+	// --safety-down.
+	DefaultSafetyUp   = 2
+	DefaultSafetyDown = 1
+	// DefaultFieldManager names the controller in managed fields.
+	DefaultFieldManager = "mcm-safety-controller"
+)
+
+// Event reasons, MCM's where it has them.
+const (
+	ReasonFrozeSet          = "FrozeMachineSet"
+	ReasonUnfrozeSet        = "UnfrozeMachineSet"
+	ReasonFrozeDeployment   = "FrozeMachineDeployment"
+	ReasonUnfrozeDeployment = "UnfrozeMachineDeployment"
+)
+
+// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
+// implements it.
+type EventRecorder interface {
+	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
+}
+
+// Informers are the shared informers the controller reads from, all of
+// the control cluster. Hand them to NewController before starting their
+// factory.
+type Informers struct {
+	MachineSets machineinformers.MachineSetInformer
+	Deployments machineinformers.MachineDeploymentInformer
+	Machines    machineinformers.MachineInformer
+}
+
+// Options configures a Controller. The zero value works: MCM's periods and
+// thresholds, no events, no metrics, the real clock.
+type Options struct {
+	// OvershootPeriod is how often every namespace is checked even without
+	// a change. Zero means DefaultOvershootPeriod.
+	OvershootPeriod time.Duration
+	// SafetyUp and SafetyDown are the overshoot thresholds (see
+	// planOvershoot). Zero means the defaults.
+	SafetyUp, SafetyDown int
+
+	// Logger is used where no context carries one.
+	Logger logr.Logger
+	// Recorder receives events. Nil means none.
+	Recorder EventRecorder
+	// Registerer receives the queue's metrics. Nil means none.
+	Registerer prometheus.Registerer
+	// Clock is the time source. Nil means the real clock.
+	Clock clock.WithTicker
+	// FieldManager names the controller in managed fields. Empty means
+	// DefaultFieldManager.
+	FieldManager string
+}
+
+func (o Options) complete() (Options, error) {
+	if o.OvershootPeriod < 0 || o.SafetyUp < 0 || o.SafetyDown < 0 {
+		return o, fmt.Errorf("OvershootPeriod, SafetyUp and SafetyDown must not be negative, got %v, %d, %d", o.OvershootPeriod, o.SafetyUp, o.SafetyDown)
+	}
+	if o.OvershootPeriod == 0 {
+		o.OvershootPeriod = DefaultOvershootPeriod
+	}
+	if o.SafetyUp == 0 {
+		o.SafetyUp = DefaultSafetyUp
+	}
+	if o.SafetyDown == 0 {
+		o.SafetyDown = DefaultSafetyDown
+	}
+	if o.Clock == nil {
+		o.Clock = clock.RealClock{}
+	}
+	if o.FieldManager == "" {
+		o.FieldManager = DefaultFieldManager
+	}
+	return o, nil
+}
+
+// Controller is the safety controller. Today it runs the overshoot check:
+// per namespace, at every machine that appears, every change of a set's or
+// deployment's labels or annotations, and every OvershootPeriod.
+type Controller struct {
+	client versioned.Interface
+	opts   Options
+
+	sets        machinelisters.MachineSetLister
+	deployments machinelisters.MachineDeploymentLister
+	machines    machinelisters.MachineLister
+	synced      []cache.InformerSynced
+
+	// overshoot is keyed by namespace: one check looks at all the sets
+	// and deployments of a namespace together.
+	overshoot *workqueue.Queue[string]
+}
+
+// NewController returns a safety controller on client (the control
+// cluster's clientset). It registers event handlers on the informers and
+// its queue's metrics on opts.Registerer; it starts nothing.
+func NewController(client versioned.Interface, inf Informers, opts Options) (*Controller, error) {
+	if client == nil || inf.MachineSets == nil || inf.Deployments == nil || inf.Machines == nil {
+		return nil, errors.New("safety: client and informers must not be nil")
+	}
+	o, err := opts.complete()
+	if err != nil {
+		return nil, fmt.Errorf("safety: invalid options: %w", err)
+	}
+	c := &Controller{client: client, opts: o,
+		sets: inf.MachineSets.Lister(), deployments: inf.Deployments.Lister(), machines: inf.Machines.Lister()}
+	c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot),
+		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
+	if err != nil {
+		return nil, fmt.Errorf("safety: %w", err)
+	}
+	if err := cachetransform.SetOn(inf.MachineSets.Informer(), inf.Deployments.Informer(), inf.Machines.Informer()); err != nil {
+		return nil, fmt.Errorf("safety: %w", err)
+	}
+	namespaceOf := func(obj any) {
+		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+			obj = t.Obj
+		}
+		if m, ok := obj.(interface{ GetNamespace() string }); ok {
+			c.overshoot.Add(m.GetNamespace())
+		}
+	}
+	handlers := []struct {
+		i cache.SharedIndexInformer
+		h cache.ResourceEventHandler
+	}{
+		// A machine that appears may push its set over the limit; one that
+		// goes may bring it back under.
+		{inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, DeleteFunc: namespaceOf}},
+		// Labels, annotations (unfreeze) and replicas of sets and
+		// deployments move the limits.
+		{inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: func(_, obj any) { namespaceOf(obj) }}},
+		{inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: func(_, obj any) { namespaceOf(obj) }}},
+	}
+	for _, h := range handlers {
+		reg, err := h.i.AddEventHandler(h.h)
+		if err != nil {
+			return nil, fmt.Errorf("safety: adding event handler: %w", err)
+		}
+		c.synced = append(c.synced, reg.HasSynced)
+	}
+	return c, nil
+}
+
+// Run waits for the caches, then runs the checks with workers workers
+// until ctx ends. It returns nil after ctx ended, an error only for bad
+// arguments.
+func (c *Controller) Run(ctx context.Context, workers int) error {
+	if workers < 1 {
+		return fmt.Errorf("safety: need at least one worker, got %d", workers)
+	}
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
+	if !workqueue.WaitForCaches(ctx, c.synced...) {
+		return nil
+	}
+	return c.overshoot.Run(ctx, workers)
+}
+
+// checkOvershoot is one overshoot check of a namespace: observe (caches),
+// plan (planOvershoot), apply.
+func (c *Controller) checkOvershoot(ctx context.Context, namespace string) (workqueue.Result, error) {
+	sets, err := c.sets.MachineSets(namespace).List(labels.Everything())
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("listing machine sets: %w", err)
+	}
+	deployments, err := c.deployments.MachineDeployments(namespace).List(labels.Everything())
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("listing machine deployments: %w", err)
+	}
+	machines, err := c.machines.Machines(namespace).List(labels.Everything())
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("listing machines: %w", err)
+	}
+	var errs []error
+	for _, ch := range planOvershoot(sets, deployments, machines, thresholds{up: c.opts.SafetyUp, down: c.opts.SafetyDown}) {
+		errs = append(errs, c.applyFreeze(ctx, namespace, ch))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return workqueue.Result{}, err
+	}
+	return workqueue.Result{RequeueAfter: c.opts.OvershootPeriod}, nil
+}
+
+// applyFreeze writes one freeze or unfreeze: the label (and the removal of
+// the unfreeze annotation) on the object, then the Frozen condition on its
+// status, each guarded by the resourceVersion it was computed from.
+func (c *Controller) applyFreeze(ctx context.Context, namespace string, ch freezeChange) error {
+	var err error
+	switch ch.Kind {
+	case "MachineSet":
+		err = c.freezeSet(ctx, namespace, ch)
+	case "MachineDeployment":
+		err = c.freezeDeployment(ctx, namespace, ch)
+	}
+	if apierrors.IsNotFound(err) {
+		return nil // gone since: nothing to freeze
+	}
+	return err
+}
+
+// freezeMeta are the metadata fields of a freeze: the label, and the
+// unfreeze annotation when it is to go.
+func freezeMeta(ch freezeChange, lbls, annotations map[string]string) (have, want patch.Fields) {
+	have = patch.Fields{"labels": patch.Fields{v1alpha1.FreezeLabelKey: lbls[v1alpha1.FreezeLabelKey]}}
+	want = patch.Fields{"labels": patch.Fields{v1alpha1.FreezeLabelKey: nil}}
+	if ch.Freeze {
+		want["labels"] = patch.Fields{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
+	}
+	if ch.ClearUnfreeze {
+		have["annotations"] = patch.Fields{v1alpha1.UnfreezeAnnotation: annotations[v1alpha1.UnfreezeAnnotation]}
+		want["annotations"] = patch.Fields{v1alpha1.UnfreezeAnnotation: nil}
+	}
+	return have, want
+}
+
+func (c *Controller) freezeSet(ctx context.Context, namespace string, ch freezeChange) error {
+	s, err := c.sets.MachineSets(namespace).Get(ch.Name)
+	if err != nil {
+		return err
+	}
+	client := c.client.MachineV1alpha1().MachineSets(namespace)
+	have, want := freezeMeta(ch, s.Labels, s.Annotations)
+	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, s.ResourceVersion)
+	if err == nil && data != nil {
+		s, err = patch.Send(ctx, client.Patch, s.Name, data, c.opts.FieldManager)
+	}
+	if err != nil {
+		return fmt.Errorf("freezing machine set %s: %w", ch.Name, err)
+	}
+	st := *s.Status.DeepCopy()
+	st.Conditions = setFrozenCondition(st.Conditions, ch, c.opts.Clock.Now())
+	if data, err = patch.Diff(patch.Fields{"status": patch.Fields{"machineSetCondition": s.Status.Conditions}},
+		patch.Fields{"status": patch.Fields{"machineSetCondition": st.Conditions}}, s.ResourceVersion); err == nil && data != nil {
+		_, err = patch.Send(ctx, client.Patch, s.Name, data, c.opts.FieldManager, "status")
+	}
+	if err != nil {
+		return fmt.Errorf("writing the Frozen condition of machine set %s: %w", ch.Name, err)
+	}
+	c.event(s, ch, ReasonFrozeSet, ReasonUnfrozeSet)
+	return nil
+}
+
+func (c *Controller) freezeDeployment(ctx context.Context, namespace string, ch freezeChange) error {
+	d, err := c.deployments.MachineDeployments(namespace).Get(ch.Name)
+	if err != nil {
+		return err
+	}
+	client := c.client.MachineV1alpha1().MachineDeployments(namespace)
+	have, want := freezeMeta(ch, d.Labels, d.Annotations)
+	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, d.ResourceVersion)
+	if err == nil && data != nil {
+		d, err = patch.Send(ctx, client.Patch, d.Name, data, c.opts.FieldManager)
+	}
+	if err != nil {
+		return fmt.Errorf("freezing machine deployment %s: %w", ch.Name, err)
+	}
+	conditions := setFrozenDeploymentCondition(d.Status.Conditions, ch, c.opts.Clock.Now())
+	if data, err = patch.Diff(patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
+		patch.Fields{"status": patch.Fields{"conditions": conditions}}, d.ResourceVersion); err == nil && data != nil {
+		_, err = patch.Send(ctx, client.Patch, d.Name, data, c.opts.FieldManager, "status")
+	}
+	if err != nil {
+		return fmt.Errorf("writing the Frozen condition of machine deployment %s: %w", ch.Name, err)
+	}
+	c.event(d, ch, ReasonFrozeDeployment, ReasonUnfrozeDeployment)
+	return nil
+}
+
+func (c *Controller) event(obj runtime.Object, ch freezeChange, froze, unfroze string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	if ch.Freeze {
+		c.opts.Recorder.Eventf(obj, corev1.EventTypeWarning, froze, "%s", ch.Message)
+		return
+	}
+	c.opts.Recorder.Eventf(obj, corev1.EventTypeNormal, unfroze, "%s", ch.Message)
+}
