@@ -117,8 +117,9 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 
 	watchErr := d.watch(ctx, managerDone)
 
-	if d.external && watchErr == nil {
-		// Deleting machines needs the manager (finalizers): do it first.
+	if d.external && !errors.Is(watchErr, errManagerStopped) {
+		// Deleting machines needs the manager (finalizers): do it first,
+		// after a failed rollout too, so that no machine is left behind.
 		d.deleteDemoObjects()
 	}
 	d.printf("Stopping the manager...\n")

@@ -40,9 +40,9 @@ func parseFlags(args []string, stderr io.Writer) (cl commandLine, exitCode int, 
 	fs := flag.NewFlagSet("demo", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	cfg.BindFlags(fs)
-	fs.IntVar(&opts.machines, "machines", 3, "number of demo machines")
-	fs.BoolVar(&opts.exitWhenRunning, "exit-when-running", false, "stop and clean up once all demo machines are Running (for scripts and tests)")
-	fs.DurationVar(&opts.timeout, "demo-timeout", 0, "fail if the demo machines are not all Running within this long (0: no limit)")
+	fs.IntVar(&opts.machines, "machines", 5, "replicas of the demo MachineDeployment")
+	fs.BoolVar(&opts.exitWhenRunning, "exit-when-running", false, "stop and clean up once the rollout is complete (for scripts and tests)")
+	fs.DurationVar(&opts.timeout, "demo-timeout", 0, "fail if the machines are not Running and rolled out within this long of the manager's start (0: no limit)")
 	if err := fs.Parse(args); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
 			return commandLine{}, 0, false

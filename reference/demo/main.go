@@ -3,16 +3,20 @@
 // kube-apiserver, kube-controller-manager and kube-scheduler in a temp dir,
 // installs the machine CRDs, runs the reference manager in this process
 // with the simulated cloud (--driver=sim, whose simulated kubelet turns VMs
-// into Nodes of the same cluster), applies a MachineClass, its Secret and a
-// few Machines, and shows their progress until Ctrl-C. Then it stops
-// everything and removes its temp files. `make run` runs it.
+// into Nodes of the same cluster), applies a Secret, a MachineClass and a
+// MachineDeployment (RollingUpdate, maxSurge 1, maxUnavailable 0), and
+// shows its machines coming up. Once all are Running it creates a second
+// MachineClass and points the deployment at it, shows the rolling update
+// wave by wave, and fails if available machines ever drop below what the
+// strategy promises. Then it waits for Ctrl-C, stops everything and
+// removes its temp files. `make run` runs it.
 //
-//	go run ./reference/demo [--machines 3] [--exit-when-running] [--demo-timeout 5m] [manager flags]
+//	go run ./reference/demo [--machines 5] [--exit-when-running] [--demo-timeout 5m] [manager flags]
 //
 // With --control-kubeconfig it uses that cluster instead of starting one
 // (without --target-kubeconfig the machines then stay Available: no
 // simulated Nodes are put into a real cluster unless asked for), and
-// deletes its machines again on Ctrl-C.
+// deletes its deployment, classes and secret again on Ctrl-C.
 //
 // The manager runs in-process through package reference/manager, the same
 // code path as the reference binary's main: one process to stop, nothing

@@ -8,6 +8,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 	"testing"
@@ -16,14 +17,15 @@ import (
 	"github.com/mcmkit/mcm/internal/testenv"
 )
 
-// The demo, non-interactive: it starts its own control plane, reaches
-// "all demo machines Running", prints the kubectl command, and leaves no
-// temp file and no process behind.
+// The demo, non-interactive: it starts its own control plane, brings the
+// deployment's machines up, rolls them over to the second class in waves
+// that never take available machines below the floor, prints the kubectl
+// commands, and leaves no temp file and no process behind.
 func TestDemoExitWhenRunning(t *testing.T) {
 	bin, tmp := buildDemo(t)
 
 	var out bytes.Buffer
-	cmd := exec.Command(bin, "--exit-when-running", "--demo-timeout=3m", "--machines=2")
+	cmd := exec.Command(bin, "--exit-when-running", "--demo-timeout=4m", "--machines=3")
 	cmd.Dir = "../.." // the module root, where hack/testenv.sh is
 	cmd.Env = append(os.Environ(), "TMPDIR="+tmp)
 	cmd.Stdout, cmd.Stderr = &out, &out
@@ -33,10 +35,16 @@ func TestDemoExitWhenRunning(t *testing.T) {
 	}
 	t.Logf("demo took %v:\n%s", time.Since(start).Round(time.Second), out.String())
 
-	for _, want := range []string{"all demo machines Running", "/kubectl --kubeconfig " + tmp, "get mc -n mcm-demo", "Manager stopped"} {
+	for _, want := range []string{"3/3 demo machines Running", "rollout complete", "available never below 3 (floor 3)",
+		"/kubectl --kubeconfig " + tmp, "get mcd,mcs,mc -n mcm-demo", "get nodes", "Manager stopped"} {
 		if !strings.Contains(out.String(), want) {
 			t.Errorf("output lacks %q", want)
 		}
+	}
+	// The rollout went through waves: at some point both sets had replicas.
+	waves := regexp.MustCompile(`rollout: old set demo-\w+ [1-9] → new set demo-\w+ [1-9], available`)
+	if !waves.MatchString(out.String()) {
+		t.Errorf("no rollout line with both sets scaled up")
 	}
 	left, err := os.ReadDir(tmp)
 	if err != nil {
@@ -50,8 +58,9 @@ func TestDemoExitWhenRunning(t *testing.T) {
 	}
 }
 
-// Interactive use: while the demo runs, the kubectl command it prints shows
-// the machines; Ctrl-C (SIGINT) then stops everything and cleans up.
+// Interactive use: once the rollout is complete, the kubectl command the
+// demo prints shows the deployment and its Running machines while the demo
+// keeps running; Ctrl-C (SIGINT) then stops everything and cleans up.
 func TestDemoInterrupt(t *testing.T) {
 	bin, tmp := buildDemo(t)
 	cmd := exec.Command(bin, "--machines=1")
@@ -75,7 +84,7 @@ func TestDemoInterrupt(t *testing.T) {
 		for sc.Scan() {
 			line := sc.Text()
 			out.WriteString(line + "\n")
-			if strings.Contains(line, "get mc -n") {
+			if strings.Contains(line, "get mcd,mcs,mc -n") {
 				select {
 				case kubectl <- strings.TrimSpace(line):
 				default:
@@ -88,12 +97,12 @@ func TestDemoInterrupt(t *testing.T) {
 	case command = <-kubectl:
 	case err := <-done:
 		t.Fatalf("demo exited early: %v", err)
-	case <-time.After(3 * time.Minute):
-		t.Fatal("no kubectl command within 3m")
+	case <-time.After(4 * time.Minute):
+		t.Fatal("no kubectl command within 4m")
 	}
 	fields := strings.Fields(command)
 	got, err := exec.Command(fields[0], fields[1:]...).CombinedOutput()
-	if err != nil || !strings.Contains(string(got), "demo-1") || !strings.Contains(string(got), "Running") {
+	if err != nil || !strings.Contains(string(got), "machinedeployment.machine.sapcloud.io/demo") || !strings.Contains(string(got), "Running") {
 		t.Errorf("%s: %v\n%s", command, err, got)
 	}
 	if err := cmd.Process.Signal(syscall.SIGINT); err != nil {
