@@ -150,23 +150,10 @@ func (c *Controller) register(inf Informers) error {
 // Run waits for the caches, then reconciles with workers workers until ctx
 // ends. It returns nil after ctx ended, an error only for bad arguments.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	if workers < 1 {
-		return fmt.Errorf("deployment: need at least one worker, got %d", workers)
-	}
-	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machinedeployment")
-	if !workqueue.WaitForCaches(ctx, c.synced...) {
-		return nil // ctx ended first
-	}
-	return c.queue.Run(ctx, workers)
+	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machinedeployment", c.synced...)
 }
 
-func keyOf(obj any) string {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return ""
-	}
-	return key
-}
+func keyOf(obj any) string { return workqueue.KeyOf(obj) }
 
 func (c *Controller) enqueue(obj any) {
 	if key := keyOf(obj); key != "" {

@@ -178,14 +178,7 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 // until ctx ends. It returns nil after ctx ended, an error only for bad
 // arguments.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	if workers < 1 {
-		return fmt.Errorf("safety: need at least one worker, got %d", workers)
-	}
-	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
-	if !workqueue.WaitForCaches(ctx, c.synced...) {
-		return nil
-	}
-	return c.overshoot.Run(ctx, workers)
+	return c.overshoot.RunSynced(ctx, workers, c.opts.Logger, "safety", c.synced...)
 }
 
 // checkOvershoot is one overshoot check of a namespace: observe (caches),

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -53,4 +54,30 @@ func WaitForCaches(ctx context.Context, synced ...cache.InformerSynced) bool {
 		case <-tick.C:
 		}
 	}
+}
+
+// RunSynced is the Run of a controller with one queue: it checks workers,
+// names the logger (ControllerContext, with fallback and name), waits for
+// the caches (WaitForCaches) and runs q until ctx ends. It returns nil
+// after ctx ended, also when that was before the caches synced, and an
+// error only for bad arguments.
+func (q *Queue[K]) RunSynced(ctx context.Context, workers int, fallback logr.Logger, name string, synced ...cache.InformerSynced) error {
+	if workers < 1 {
+		return fmt.Errorf("%s: need at least one worker, got %d", name, workers)
+	}
+	ctx = ControllerContext(ctx, fallback, name)
+	if !WaitForCaches(ctx, synced...) {
+		return nil
+	}
+	return q.Run(ctx, workers)
+}
+
+// KeyOf is the "namespace/name" key of an informer's object, tombstones
+// included; "" for anything else.
+func KeyOf(obj any) string {
+	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
+	if err != nil {
+		return ""
+	}
+	return key
 }
