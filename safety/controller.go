@@ -11,6 +11,9 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	coreinformers "k8s.io/client-go/informers/core/v1"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
@@ -52,13 +55,16 @@ type EventRecorder interface {
 	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
-// Informers are the shared informers the controller reads from, all of
-// the control cluster. Hand them to NewController before starting their
-// factory.
+// Informers are the shared informers the controller reads from. Hand them
+// to NewController before starting their factories.
 type Informers struct {
+	// MachineSets, Deployments and Machines are the control cluster's.
 	MachineSets machineinformers.MachineSetInformer
 	Deployments machineinformers.MachineDeploymentInformer
 	Machines    machineinformers.MachineInformer
+	// Nodes are the target cluster's. Nil (no target cluster) skips the
+	// marking of nodes without a machine.
+	Nodes coreinformers.NodeInformer
 }
 
 // Options configures a Controller. The zero value works: MCM's periods and
@@ -70,6 +76,11 @@ type Options struct {
 	// SafetyUp and SafetyDown are the overshoot thresholds (see
 	// planOvershoot). Zero means the defaults.
 	SafetyUp, SafetyDown int
+	// CreationTimeout is how long after it registered a node without a
+	// machine is marked not-managed-by-mcm: a machine's node label is
+	// written only after its node joined. Zero means
+	// v1alpha1.DefaultMachineCreationTimeout, as the machine controller.
+	CreationTimeout time.Duration
 
 	// Logger is used where no context carries one.
 	Logger logr.Logger
@@ -85,8 +96,12 @@ type Options struct {
 }
 
 func (o Options) complete() (Options, error) {
-	if o.OvershootPeriod < 0 || o.SafetyUp < 0 || o.SafetyDown < 0 {
-		return o, fmt.Errorf("OvershootPeriod, SafetyUp and SafetyDown must not be negative, got %v, %d, %d", o.OvershootPeriod, o.SafetyUp, o.SafetyDown)
+	if o.OvershootPeriod < 0 || o.SafetyUp < 0 || o.SafetyDown < 0 || o.CreationTimeout < 0 {
+		return o, fmt.Errorf("OvershootPeriod, SafetyUp, SafetyDown and CreationTimeout must not be negative, got %v, %d, %d, %v",
+			o.OvershootPeriod, o.SafetyUp, o.SafetyDown, o.CreationTimeout)
+	}
+	if o.CreationTimeout == 0 {
+		o.CreationTimeout = v1alpha1.DefaultMachineCreationTimeout
 	}
 	if o.OvershootPeriod == 0 {
 		o.OvershootPeriod = DefaultOvershootPeriod
@@ -106,42 +121,55 @@ func (o Options) complete() (Options, error) {
 	return o, nil
 }
 
-// Controller is the safety controller. Today it runs the overshoot check:
-// per namespace, at every machine that appears, every change of a set's or
-// deployment's labels or annotations, and every OvershootPeriod.
+// Controller is the safety controller. Today it runs the overshoot check,
+// per namespace, at every machine that appears or goes, every change of a
+// set or deployment, and every OvershootPeriod; and, with a target cluster,
+// marks nodes no machine claims.
 type Controller struct {
 	client versioned.Interface
+	target kubernetes.Interface // nil without a target cluster
 	opts   Options
 
 	sets        machinelisters.MachineSetLister
 	deployments machinelisters.MachineDeploymentLister
 	machines    machinelisters.MachineLister
+	machineIdx  cache.Indexer
+	nodes       corelisters.NodeLister // nil without a target cluster
 	synced      []cache.InformerSynced
 
 	// overshoot is keyed by namespace: one check looks at all the sets
 	// and deployments of a namespace together.
 	overshoot *workqueue.Queue[string]
+	// unmanaged is keyed by node name; nil without a target cluster.
+	unmanaged *workqueue.Queue[string]
 }
 
 // NewController returns a safety controller on client (the control
-// cluster's clientset). It registers event handlers on the informers and
-// its queue's metrics on opts.Registerer; it starts nothing.
-func NewController(client versioned.Interface, inf Informers, opts Options) (*Controller, error) {
+// cluster's clientset) and target (the target cluster's; nil without one,
+// and then inf.Nodes is nil too). It registers event handlers on the
+// informers and its queues' metrics on opts.Registerer; it starts nothing.
+func NewController(client versioned.Interface, target kubernetes.Interface, inf Informers, opts Options) (*Controller, error) {
 	if client == nil || inf.MachineSets == nil || inf.Deployments == nil || inf.Machines == nil {
 		return nil, errors.New("safety: client and informers must not be nil")
+	}
+	if (target == nil) != (inf.Nodes == nil) {
+		return nil, errors.New("safety: give both the target client and the Nodes informer, or neither")
 	}
 	o, err := opts.complete()
 	if err != nil {
 		return nil, fmt.Errorf("safety: invalid options: %w", err)
 	}
-	c := &Controller{client: client, opts: o,
+	c := &Controller{client: client, target: target, opts: o,
 		sets: inf.MachineSets.Lister(), deployments: inf.Deployments.Lister(), machines: inf.Machines.Lister()}
-	c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot),
-		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
-	if err != nil {
+	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
+	if c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot), qopts); err != nil {
 		return nil, fmt.Errorf("safety: %w", err)
 	}
-	if err := cachetransform.SetOn(inf.MachineSets.Informer(), inf.Deployments.Informer(), inf.Machines.Informer()); err != nil {
+	informers := []cache.SharedIndexInformer{inf.MachineSets.Informer(), inf.Deployments.Informer(), inf.Machines.Informer()}
+	if inf.Nodes != nil {
+		informers = append(informers, inf.Nodes.Informer())
+	}
+	if err := cachetransform.SetOn(informers...); err != nil {
 		return nil, fmt.Errorf("safety: %w", err)
 	}
 	namespaceOf := func(obj any) {
@@ -164,6 +192,35 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 		{inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: func(_, obj any) { namespaceOf(obj) }}},
 		{inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: func(_, obj any) { namespaceOf(obj) }}},
 	}
+	if inf.Nodes != nil {
+		if err := c.watchNodes(inf, qopts); err != nil {
+			return nil, fmt.Errorf("safety: %w", err)
+		}
+		nodeOfMachine := func(obj any) {
+			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = t.Obj
+			}
+			if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
+				c.unmanaged.Add(m.Labels[v1alpha1.NodeLabelKey])
+			}
+		}
+		handlers = append(handlers,
+			struct {
+				i cache.SharedIndexInformer
+				h cache.ResourceEventHandler
+			}{inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: nodeOfMachine, DeleteFunc: nodeOfMachine,
+				UpdateFunc: func(old, obj any) { nodeOfMachine(old); nodeOfMachine(obj) }}},
+			struct {
+				i cache.SharedIndexInformer
+				h cache.ResourceEventHandler
+			}{inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
+				AddFunc: func(obj any) { c.unmanaged.Add(workqueue.KeyOf(obj)) },
+				UpdateFunc: func(old, obj any) {
+					if o, n := old.(*corev1.Node), obj.(*corev1.Node); o.Annotations[v1alpha1.NotManagedByMCMAnnotation] != n.Annotations[v1alpha1.NotManagedByMCMAnnotation] {
+						c.unmanaged.Add(n.Name)
+					}
+				}}})
+	}
 	for _, h := range handlers {
 		reg, err := h.i.AddEventHandler(h.h)
 		if err != nil {
@@ -174,11 +231,44 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 	return c, nil
 }
 
+// watchNodes sets up the marking of nodes without a machine: the queue,
+// the node lister and the index of machines by node.
+func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
+	var err error
+	if c.unmanaged, err = workqueue.New("safety-node", workqueue.ReconcilerFunc[string](c.checkNode), qopts); err != nil {
+		return err
+	}
+	c.nodes = inf.Nodes.Lister()
+	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: func(obj any) ([]string, error) {
+		if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
+			return []string{m.Labels[v1alpha1.NodeLabelKey]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("adding the machine index: %w", err)
+	}
+	c.machineIdx = inf.Machines.Informer().GetIndexer()
+	return nil
+}
+
 // Run waits for the caches, then runs the checks with workers workers
 // until ctx ends. It returns nil after ctx ended, an error only for bad
 // arguments.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	return c.overshoot.RunSynced(ctx, workers, c.opts.Logger, "safety", c.synced...)
+	if c.unmanaged == nil {
+		return c.overshoot.RunSynced(ctx, workers, c.opts.Logger, "safety", c.synced...)
+	}
+	if workers < 1 {
+		return fmt.Errorf("safety: need at least one worker, got %d", workers)
+	}
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
+	if !workqueue.WaitForCaches(ctx, c.synced...) {
+		return nil
+	}
+	errs := make(chan error, 2)
+	go func() { errs <- c.overshoot.Run(ctx, workers) }()
+	go func() { errs <- c.unmanaged.Run(ctx, workers) }()
+	return errors.Join(<-errs, <-errs)
 }
 
 // checkOvershoot is one overshoot check of a namespace: observe (caches),

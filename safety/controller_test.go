@@ -7,9 +7,13 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/internal/fakeapi"
@@ -31,7 +35,7 @@ func TestOvershootFreezesAndUnfreezes(t *testing.T) {
 	client := fake.NewSimpleClientset(objs...)
 	fakeapi.VersionWrites(&client.Fake, client.Tracker())
 	f := externalversions.NewSharedInformerFactory(client, 0)
-	c, err := NewController(client, Informers{
+	c, err := NewController(client, nil, Informers{
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		Machines:    f.Machine().V1alpha1().Machines(),
@@ -79,4 +83,81 @@ func fmtBools(bs ...bool) string {
 		}
 	}
 	return out
+}
+
+func TestUnmanagedChange(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	node := func(age time.Duration, marked, deleting bool) *corev1.Node {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", CreationTimestamp: metav1.NewTime(now.Add(-age))}}
+		if marked {
+			n.Annotations = map[string]string{v1alpha1.NotManagedByMCMAnnotation: "1"}
+		}
+		if deleting {
+			n.DeletionTimestamp = &metav1.Time{Time: now}
+		}
+		return n
+	}
+	tests := []struct {
+		name    string
+		n       *corev1.Node
+		claimed bool
+		change  int
+		recheck time.Duration
+	}{
+		{"claimed", node(time.Hour, false, false), true, 0, 0},
+		{"young without a machine: look again when old enough", node(5*time.Minute, false, false), false, 0, 15 * time.Minute},
+		{"old without a machine: marked", node(time.Hour, false, false), false, 1, 0},
+		{"marked and still without a machine", node(time.Hour, true, false), false, 0, 0},
+		{"marked, then claimed: unmarked", node(time.Hour, true, false), true, -1, 0},
+		{"being deleted: left alone", node(time.Hour, false, true), false, 0, 0},
+	}
+	for _, tt := range tests {
+		change, recheck := unmanagedChange(tt.n, tt.claimed, now, 20*time.Minute)
+		if change != tt.change || recheck != tt.recheck {
+			t.Errorf("%s: change %d, recheck %v; want %d, %v", tt.name, change, recheck, tt.change, tt.recheck)
+		}
+	}
+}
+
+// TestUnmanagedNodesAreMarked runs the node check on fake clusters: an old
+// node without a machine is marked; once a machine claims it, unmarked.
+func TestUnmanagedNodesAreMarked(t *testing.T) {
+	old := metav1.NewTime(time.Now().Add(-time.Hour))
+	core := k8sfake.NewSimpleClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "stray", CreationTimestamp: old}})
+	client := fake.NewSimpleClientset()
+	fakeapi.VersionWrites(&client.Fake, client.Tracker())
+	f := externalversions.NewSharedInformerFactory(client, 0)
+	kf := informers.NewSharedInformerFactory(core, 0)
+	c, err := NewController(client, core, Informers{
+		MachineSets: f.Machine().V1alpha1().MachineSets(),
+		Deployments: f.Machine().V1alpha1().MachineDeployments(),
+		Machines:    f.Machine().V1alpha1().Machines(),
+		Nodes:       kf.Core().V1().Nodes(),
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
+	f.Start(ctx.Done())
+	kf.Start(ctx.Done())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = c.Run(ctx, 1) })
+	t.Cleanup(func() { cancel(); wg.Wait(); f.Shutdown(); kf.Shutdown() })
+
+	marked := func(want bool) {
+		t.Helper()
+		for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+			n, _ := core.CoreV1().Nodes().Get(ctx, "stray", metav1.GetOptions{})
+			if _, ok := n.Annotations[v1alpha1.NotManagedByMCMAnnotation]; ok == want {
+				return
+			}
+		}
+		t.Fatalf("node marked not-managed: want %v", want)
+	}
+	marked(true)
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns", Labels: map[string]string{v1alpha1.NodeLabelKey: "stray"}}}
+	if _, err := client.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	marked(false)
 }

@@ -1,7 +1,8 @@
 // Package safety holds the policies that keep the machine controllers from
 // doing damage in bulk: the replacement budget, and the safety controller.
-// Today the controller runs the overshoot check; collecting orphan VMs and
-// freezing creation during API-server outages will join it.
+// Today the controller runs the overshoot check and marks nodes no machine
+// claims; collecting orphan VMs and freezing creation during API-server
+// outages will join it.
 //
 // # Overshoot
 //
@@ -18,6 +19,14 @@
 // lifts a freeze it did not make (a person's freeze=True label) except by
 // the unfreeze annotation. The Frozen condition is this controller's alone:
 // the MachineSet and MachineDeployment controllers keep it as it is.
+//
+// # Nodes without a machine
+//
+// With a target cluster, a node no machine claims (no machine's "node"
+// label names it) gets node.machine.sapcloud.io/not-managed-by-mcm=1 once
+// it is older than Options.CreationTimeout (a machine's label is written
+// only after its node joined), and loses it as soon as a machine claims
+// it, as MCM does.
 //
 // # Replacement budget
 //
@@ -46,10 +55,11 @@
 //	}
 //	ctrl, err := machine.NewController(..., machine.Options{ReplacementGate: budget})
 //
-//	sc, err := safety.NewController(machineClient, safety.Informers{
+//	sc, err := safety.NewController(machineClient, targetClient, safety.Informers{
 //		MachineSets: mf.Machine().V1alpha1().MachineSets(),
 //		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
 //		Machines:    mf.Machine().V1alpha1().Machines(),
+//		Nodes:       tf.Core().V1().Nodes(), // nil, with a nil targetClient, without a target cluster
 //	}, safety.Options{Registerer: registry})
 //	...
 //	go sc.Run(ctx, 1)

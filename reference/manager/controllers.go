@@ -157,11 +157,18 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 
 func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, error) {
 	c := cc.Config
-	ctrl, err := safety.NewController(cc.Machines, safety.Informers{
+	inf := safety.Informers{
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
-	}, safety.Options{SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod,
+	}
+	var target kubernetes.Interface
+	if cc.TargetCore != nil {
+		target = cc.TargetCore
+		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
+	}
+	ctrl, err := safety.NewController(cc.Machines, target, inf, safety.Options{
+		SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
 		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("safety controller: %w", err)
