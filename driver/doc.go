@@ -46,18 +46,24 @@
 // GetMachineStatus reports which VM backs req.Machine. Return NotFound if
 // there is none: the controller then calls CreateMachine. Return OutOfRange
 // if several VMs match, rather than pick one: the controller treats it as a
-// failure and retries, and nothing in this module removes the surplus VMs.
+// failure and retries; only orphan collection (see ListMachines) removes
+// surplus VMs.
 // If the VM exists but InitializeMachine still has to run on it, return the
 // filled-in response together with an Uninitialized error. Otherwise return
 // OK with the provider ID, node name and addresses.
 //
-// ListMachines is optional. It returns every VM the driver manages for the
-// class (typically those tagged with the class's cluster), keyed by
-// provider ID, with the name of the machine each was created for. It is
-// part of the contract for orphan collection, which finds VMs that no
-// machine accounts for and deletes them through DeleteMachine; this module
-// does not perform orphan collection yet, and no controller here calls
-// ListMachines. A driver that cannot list returns Unimplemented.
+// ListMachines is optional. It returns the VMs created for machines of
+// req.MachineClass, keyed by provider ID, with the name of the machine each
+// was created for: orphans and duplicates of the class included, and no
+// other VM. Identify them as a real cloud driver does, by what the class
+// puts on its VMs (the cluster and role tags of its providerSpec, or the
+// class's own identity), never by what the credentials can see: an account
+// or project is often shared by several classes, namespaces and clusters.
+// The safety controller relies on this. For each class it lists the VMs
+// and deletes, through DeleteMachine, every one that no Machine claims, so
+// a VM of another class, namespace or cluster in the list is a healthy VM
+// deleted (MCM's issue #657 was such deletions). A driver that cannot list
+// returns Unimplemented, and its orphans are not collected.
 //
 // GetVolumeIDs is optional. It maps persistent volume specs to the cloud's
 // volume IDs, leaving out volumes that are not the cloud's, so that a drain

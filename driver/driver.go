@@ -29,9 +29,11 @@ type Driver interface {
 	DeleteMachine(ctx context.Context, req *DeleteMachineRequest) (*DeleteMachineResponse, error)
 	// GetMachineStatus reports whether a VM backs req.Machine, and which.
 	GetMachineStatus(ctx context.Context, req *GetMachineStatusRequest) (*GetMachineStatusResponse, error)
-	// ListMachines lists the VMs this driver manages for the class. It is
-	// part of the contract for orphan collection, which this module does
-	// not perform yet. Drivers that cannot list return Unimplemented.
+	// ListMachines lists the VMs created for machines of req.MachineClass,
+	// and no other VM. The safety controller deletes every listed VM that
+	// no Machine claims, so a VM of another class, namespace or cluster
+	// listed here would be deleted. Drivers that cannot list return
+	// Unimplemented.
 	ListMachines(ctx context.Context, req *ListMachinesRequest) (*ListMachinesResponse, error)
 	// GetVolumeIDs maps persistent volumes to the cloud's volume IDs, so
 	// that a drain waits for the detachment of the cloud's volumes only.
@@ -128,16 +130,21 @@ type GetMachineStatusResponse struct {
 
 // ListMachinesRequest asks for the VMs of a machine class.
 type ListMachinesRequest struct {
-	// MachineClass whose VMs to list. Read-only.
+	// MachineClass whose VMs to list: those the driver created with it,
+	// identified by what the class puts on its VMs (the cluster and role
+	// tags of its providerSpec, say), not every VM the credentials can
+	// see. Read-only.
 	MachineClass *v1alpha1.MachineClass
 	// Secret holds the merged class secrets. Read-only.
 	Secret *corev1.Secret
 }
 
-// ListMachinesResponse lists VMs.
+// ListMachinesResponse lists the VMs of a machine class.
 type ListMachinesResponse struct {
-	// Machines maps the provider ID of every VM to the name of the machine
-	// it was created for.
+	// Machines maps the provider ID of every VM of the class (orphans and
+	// duplicates included, VMs of other classes, namespaces or clusters
+	// never) to the name of the machine it was created for. The safety
+	// controller deletes the VMs in it that no Machine claims.
 	Machines map[string]string
 }
 

@@ -29,6 +29,7 @@ var checks = []check{
 	{"DeleteOfUnknownMachineSucceeds", "delunknown", checkDeleteOfUnknownMachineSucceeds},
 	{"DeleteIsIdempotent", "delidem", checkDeleteIsIdempotent},
 	{"ListShowsExactlyTheCreatedMachines", "list", checkListShowsExactlyTheCreatedMachines},
+	{"ListIsScopedToTheClass", "scope", checkListIsScopedToTheClass},
 	{"ContextCancellationIsHonoured", "ctx", checkContextCancellationIsHonoured},
 	{"ErrorsAreTyped", "typed", checkErrorsAreTyped},
 	{"InvalidProviderSpecIsInvalidArgument", "invalid", checkInvalidProviderSpecIsInvalidArgument},
@@ -126,6 +127,32 @@ func checkListShowsExactlyTheCreatedMachines(k *kit) {
 		}
 	}
 	k.eventuallyList(want)
+}
+
+// checkListIsScopedToTheClass creates a machine with the fixture's class
+// and one with the other class, and checks that each class lists its own
+// VM only. Orphan collection deletes every VM that ListMachines of a class
+// returns and no Machine claims, and it looks for the claims among the
+// machines it manages: a VM of another class, namespace or cluster in the
+// list is a healthy VM deleted.
+func checkListIsScopedToTheClass(k *kit) {
+	if !k.opts.SupportsListMachines {
+		k.t.Skipf("the driver does not claim ListMachines")
+	}
+	ctx := k.t.Context()
+	own, other := k.newMachine(), k.newMachine()
+	ownID := k.mustCreate(ctx, own).ProviderID
+	otherID := k.mustCreateInOther(ctx, other).ProviderID
+	const why = "ListMachines must return the VMs of the requested class only: orphan collection deletes every listed VM that no Machine claims"
+	// The other class's list first shows its VM: only then does the VM's
+	// absence from the fixture's class's list mean anything.
+	if !k.eventuallyListOf("the other class", k.otherClass(), map[string]string{otherID: other.Name}) {
+		k.t.Logf("%s", why)
+		return
+	}
+	if !k.eventuallyListOf("the fixture's class", k.class(), map[string]string{ownID: own.Name}) {
+		k.t.Logf("%s", why)
+	}
 }
 
 func checkContextCancellationIsHonoured(k *kit) {

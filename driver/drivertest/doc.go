@@ -15,6 +15,10 @@
 //     the machine then disappears from GetMachineStatus and ListMachines.
 //   - ListShowsExactlyTheCreatedMachines: ListMachines shows each created
 //     machine once, with its provider ID, and forgets deleted ones.
+//   - ListIsScopedToTheClass: ListMachines of the fixture's class does not
+//     show a VM created with Fixture.OtherMachineClass, nor the other way
+//     round, since orphan collection deletes what a class lists and no
+//     Machine claims.
 //   - ContextCancellationIsHonoured: with a canceled context every call
 //     returns Canceled (and an expired deadline DeadlineExceeded), and a
 //     canceled create creates nothing.

@@ -36,6 +36,14 @@ type Fixture struct {
 	// at least not other machines whose names start with
 	// Options.MachineNamePrefix.
 	MachineClass *v1alpha1.MachineClass
+	// OtherMachineClass is a second class, valid for the driver, whose VMs
+	// ListMachines of MachineClass must not return, nor the other way
+	// round: for example a class of another cluster. Nil derives one from
+	// MachineClass under another name (and UID, if it has one), which
+	// suits drivers that tell classes apart by namespace and name; a
+	// driver that goes by tags in the providerSpec must give one whose
+	// tags differ.
+	OtherMachineClass *v1alpha1.MachineClass
 	// Secret is the merged secret for MachineClass (see
 	// driver.MergeSecrets), user data included. Required.
 	Secret *corev1.Secret
@@ -127,13 +135,14 @@ func runCheck(t TB, c check, newDriver NewDriverFunc, opts Options) {
 		t.Fatalf("newDriver returned a fixture without MachineClass or Secret")
 	}
 	k := &kit{
-		t:      t,
-		d:      &checkedDriver{t: t, next: d},
-		fx:     fx,
-		opts:   opts,
-		prefix: fmt.Sprintf("%s-%s-", opts.MachineNamePrefix, c.slug),
-		live:   map[string]*v1alpha1.Machine{},
-		maybe:  map[string]*v1alpha1.Machine{},
+		t:       t,
+		d:       &checkedDriver{t: t, next: d},
+		fx:      fx,
+		opts:    opts,
+		prefix:  fmt.Sprintf("%s-%s-", opts.MachineNamePrefix, c.slug),
+		live:    map[string]*v1alpha1.Machine{},
+		maybe:   map[string]*v1alpha1.Machine{},
+		inOther: map[string]bool{},
 	}
 	if k.fx.NewMachine == nil {
 		k.fx.NewMachine = k.defaultMachine

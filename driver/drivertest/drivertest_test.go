@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -28,12 +29,16 @@ const (
 	deleteUnknownNotFound flaw = "delete of an unknown machine is NotFound"
 	ignoresContext        flaw = "the context is ignored"
 	listKeepsDeleted      flaw = "list still shows deleted machines"
+	listIgnoresClass      flaw = "list shows the VMs of every class"
 	mutatesRequest        flaw = "create writes the provider ID into the request's machine"
 )
 
 // memDriver is a minimal driver with no optional operations but
 // ListMachines, correct unless given a flaw. It accepts only the
-// providerSpec {"size":"small"} and needs the secret key "token".
+// providerSpec {"size":"small"} and needs the secret key "token". It tags
+// each VM with its class's namespace/name, and every operation but
+// CreateMachine finds VMs by machine name and that tag, as a driver that
+// scopes its calls to a cluster does.
 type memDriver struct {
 	driver.UnimplementedOptional
 	flaw flaw
@@ -41,12 +46,15 @@ type memDriver struct {
 	mu      sync.Mutex
 	next    int
 	vms     map[string][]string // machine name -> provider IDs
+	classOf map[string]string   // provider ID -> class tag
 	deleted map[string]string   // provider ID -> machine name, for listKeepsDeleted
 }
 
 func newMemDriver(f flaw) *memDriver {
-	return &memDriver{flaw: f, vms: map[string][]string{}, deleted: map[string]string{}}
+	return &memDriver{flaw: f, vms: map[string][]string{}, classOf: map[string]string{}, deleted: map[string]string{}}
 }
+
+func classTag(class *v1alpha1.MachineClass) string { return class.Namespace + "/" + class.Name }
 
 var validSpec = []byte(`{"size":"small"}`)
 
@@ -93,15 +101,18 @@ func (d *memDriver) CreateMachine(ctx context.Context, req *driver.CreateMachine
 	d.next++
 	id := fmt.Sprintf("mem:///%s/%d", name, d.next)
 	d.vms[name] = append(d.vms[name], id)
+	d.classOf[id] = classTag(req.MachineClass)
 	if d.flaw == mutatesRequest {
 		req.Machine.Spec.ProviderID = id
 	}
 	return &driver.CreateMachineResponse{ProviderID: id, NodeName: name}, nil
 }
 
-// only returns the single VM of a machine, or the error for none or several.
-func (d *memDriver) only(name string) (id string, found bool, err error) {
-	switch ids := d.vms[name]; len(ids) {
+// only returns the single VM of a machine in the class, or the error for
+// none or several.
+func (d *memDriver) only(name string, class *v1alpha1.MachineClass) (id string, found bool, err error) {
+	ids := slices.DeleteFunc(slices.Clone(d.vms[name]), func(id string) bool { return d.classOf[id] != classTag(class) })
+	switch len(ids) {
 	case 0:
 		return "", false, d.fail(driver.NotFound, "no VM for %s", name)
 	case 1:
@@ -118,14 +129,17 @@ func (d *memDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachine
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	name := req.Machine.Name
-	id, found, err := d.only(name)
+	id, found, err := d.only(name, req.MachineClass)
 	switch {
 	case !found && d.flaw != deleteUnknownNotFound:
 		return &driver.DeleteMachineResponse{}, nil
 	case err != nil:
 		return nil, err
 	}
-	delete(d.vms, name)
+	d.vms[name] = slices.DeleteFunc(d.vms[name], func(other string) bool { return other == id })
+	if len(d.vms[name]) == 0 {
+		delete(d.vms, name)
+	}
 	d.deleted[id] = name
 	return &driver.DeleteMachineResponse{}, nil
 }
@@ -136,7 +150,7 @@ func (d *memDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachine
 	}
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	id, _, err := d.only(req.Machine.Name)
+	id, _, err := d.only(req.Machine.Name, req.MachineClass)
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +166,9 @@ func (d *memDriver) ListMachines(ctx context.Context, req *driver.ListMachinesRe
 	out := map[string]string{}
 	for name, ids := range d.vms {
 		for _, id := range ids {
-			out[id] = name
+			if d.flaw == listIgnoresClass || d.classOf[id] == classTag(req.MachineClass) {
+				out[id] = name
+			}
 		}
 	}
 	if d.flaw == listKeepsDeleted {
@@ -220,6 +236,7 @@ func TestKitCatchesBrokenDrivers(t *testing.T) {
 		{deleteUnknownNotFound, []string{"DeleteOfUnknownMachineSucceeds", "DeleteIsIdempotent"}},
 		{ignoresContext, []string{"ContextCancellationIsHonoured"}},
 		{listKeepsDeleted, []string{"DeleteIsIdempotent", "ListShowsExactlyTheCreatedMachines"}},
+		{listIgnoresClass, []string{"ListIsScopedToTheClass"}},
 		{untypedErrors, []string{
 			"StatusOfUnknownMachineIsNotFound",
 			"DeleteIsIdempotent",
@@ -231,6 +248,7 @@ func TestKitCatchesBrokenDrivers(t *testing.T) {
 			"CreateIsIdempotent",
 			"DeleteIsIdempotent",
 			"ListShowsExactlyTheCreatedMachines",
+			"ListIsScopedToTheClass",
 			"ConcurrentCreatesDoNotInterfere",
 		}},
 	}
@@ -243,6 +261,44 @@ func TestKitCatchesBrokenDrivers(t *testing.T) {
 				for _, name := range got {
 					t.Logf("%s:\n  %s", name, strings.Join(results[name].logs, "\n  "))
 				}
+			}
+		})
+	}
+}
+
+// TestKitCleansUpWithTheClassOfEachMachine runs the kit against a driver
+// that finds VMs only through the class they were created with, with the
+// fixture's other class and with the derived one, and checks that no
+// check fails and none leaves a VM behind.
+func TestKitCleansUpWithTheClassOfEachMachine(t *testing.T) {
+	otherNamespace := memClass()
+	otherNamespace.Namespace = "elsewhere"
+	for _, tt := range []struct {
+		name  string
+		other *v1alpha1.MachineClass
+	}{
+		{"derived other class", nil},
+		{"fixture's other class", otherNamespace},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			var drivers []*memDriver
+			results := runIsolated(func(tb TB) (driver.Driver, Fixture) {
+				d, fx := memFixture(noFlaw)(tb)
+				drivers = append(drivers, d.(*memDriver))
+				fx.OtherMachineClass = tt.other
+				return d, fx
+			}, memOptions)
+			if diff := cmp.Diff([]string(nil), failedChecks(results)); diff != "" {
+				t.Errorf("failed checks (-want +got):\n%s", diff)
+			}
+			left := map[string][]string{}
+			for _, d := range drivers {
+				for name, ids := range d.vms {
+					left[name] = append(left[name], ids...)
+				}
+			}
+			if diff := cmp.Diff(map[string][]string{}, left); diff != "" {
+				t.Errorf("VMs left after the checks (-want +got):\n%s", diff)
 			}
 		})
 	}

@@ -28,6 +28,9 @@ type kit struct {
 	next  int
 	live  map[string]*v1alpha1.Machine // created and not deleted since
 	maybe map[string]*v1alpha1.Machine // create failed, but a VM may exist
+	// inOther are the machines created with otherClass, which are deleted
+	// with it too: a driver may find a VM only through its own class.
+	inOther map[string]bool
 }
 
 // newMachine returns a machine with a fresh name of this check.
@@ -43,6 +46,31 @@ func (k *kit) newMachine() *v1alpha1.Machine {
 // modifies them (which checkedDriver reports) cannot spoil later calls.
 func (k *kit) class() *v1alpha1.MachineClass { return k.fx.MachineClass.DeepCopy() }
 func (k *kit) secret() *corev1.Secret        { return k.fx.Secret.DeepCopy() }
+
+// otherClass returns the fixture's OtherMachineClass, or the one derived
+// from MachineClass.
+func (k *kit) otherClass() *v1alpha1.MachineClass {
+	if k.fx.OtherMachineClass != nil {
+		return k.fx.OtherMachineClass.DeepCopy()
+	}
+	other := k.class()
+	other.Name += "-other"
+	if other.UID != "" {
+		other.UID += "-other"
+	}
+	return other
+}
+
+// classOf returns the class to delete the machine with.
+func (k *kit) classOf(name string) *v1alpha1.MachineClass {
+	k.mu.Lock()
+	inOther := k.inOther[name]
+	k.mu.Unlock()
+	if inOther {
+		return k.otherClass()
+	}
+	return k.class()
+}
 
 func (k *kit) create(ctx context.Context, m *v1alpha1.Machine) (*driver.CreateMachineResponse, error) {
 	return k.createWithClass(ctx, m, k.class())
@@ -64,7 +92,21 @@ func (k *kit) createWithClass(ctx context.Context, m *v1alpha1.Machine, class *v
 // mustCreate creates m or ends the check.
 func (k *kit) mustCreate(ctx context.Context, m *v1alpha1.Machine) *driver.CreateMachineResponse {
 	k.t.Helper()
-	resp, err := k.create(ctx, m)
+	return k.mustCreateWithClass(ctx, m, k.class())
+}
+
+// mustCreateInOther creates m with the other class or ends the check.
+func (k *kit) mustCreateInOther(ctx context.Context, m *v1alpha1.Machine) *driver.CreateMachineResponse {
+	k.t.Helper()
+	k.mu.Lock()
+	k.inOther[m.Name] = true // before the create: a failed one is cleaned up with this class too
+	k.mu.Unlock()
+	return k.mustCreateWithClass(ctx, m, k.otherClass())
+}
+
+func (k *kit) mustCreateWithClass(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass) *driver.CreateMachineResponse {
+	k.t.Helper()
+	resp, err := k.createWithClass(ctx, m, class)
 	if err != nil {
 		k.t.Fatalf("CreateMachine(%s): %v", m.Name, err)
 	}
@@ -75,7 +117,7 @@ func (k *kit) mustCreate(ctx context.Context, m *v1alpha1.Machine) *driver.Creat
 }
 
 func (k *kit) delete(ctx context.Context, m *v1alpha1.Machine) error {
-	_, err := k.d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m.DeepCopy(), MachineClass: k.class(), Secret: k.secret()})
+	_, err := k.d.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m.DeepCopy(), MachineClass: k.classOf(m.Name), Secret: k.secret()})
 	if err == nil {
 		k.mu.Lock()
 		delete(k.live, m.Name)
@@ -95,7 +137,13 @@ func (k *kit) initialize(ctx context.Context, m *v1alpha1.Machine) (*driver.Init
 
 // listOwn lists the machines of this check: provider ID to machine name.
 func (k *kit) listOwn(ctx context.Context) (map[string]string, error) {
-	resp, err := k.d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: k.class(), Secret: k.secret()})
+	return k.listOwnOf(ctx, k.class())
+}
+
+// listOwnOf lists the machines of this check that ListMachines of class
+// returns.
+func (k *kit) listOwnOf(ctx context.Context, class *v1alpha1.MachineClass) (map[string]string, error) {
+	resp, err := k.d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: k.secret()})
 	if err != nil {
 		return nil, err
 	}
@@ -142,8 +190,19 @@ func (k *kit) eventuallyStatus(m *v1alpha1.Machine, providerID string) bool {
 // eventuallyList waits until the check's machines in ListMachines are want.
 func (k *kit) eventuallyList(want map[string]string) bool {
 	k.t.Helper()
-	return k.eventually(fmt.Sprintf("ListMachines showing exactly %v", want), func(ctx context.Context) (bool, string) {
-		got, err := k.listOwn(ctx)
+	return k.eventuallyListOf("", k.class(), want)
+}
+
+// eventuallyListOf waits until the check's machines in ListMachines of
+// class are want; label names the class in the message.
+func (k *kit) eventuallyListOf(label string, class *v1alpha1.MachineClass, want map[string]string) bool {
+	k.t.Helper()
+	what := "ListMachines"
+	if label != "" {
+		what += " of " + label
+	}
+	return k.eventually(fmt.Sprintf("%s showing exactly %v", what, want), func(ctx context.Context) (bool, string) {
+		got, err := k.listOwnOf(ctx, class)
 		if err != nil {
 			return false, fmt.Sprintf("error %v", err)
 		}

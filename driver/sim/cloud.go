@@ -48,6 +48,15 @@ type Options struct {
 	// APIToken is the token the secret's apiToken must hold, else
 	// Unauthenticated. Empty accepts any non-empty token.
 	APIToken string
+	// StateFile keeps the cloud's VMs in this file, so that they outlive
+	// the process, as a real cloud's VMs outlive the manager that created
+	// them: New loads the file if it exists (an absent file is an empty
+	// cloud; one that does not hold a sim cloud's state is an error, never
+	// an empty cloud) and creates it otherwise, and every change is saved
+	// before the call that made it returns. See the package documentation
+	// for what is kept. One process at a time: the file is read only in
+	// New. Empty keeps the VMs in memory only.
+	StateFile string
 }
 
 // Quota limits what CreateMachine may create: a create that would exceed a
@@ -80,6 +89,7 @@ func (q Quota) validate() error {
 type Cloud struct {
 	opts  Options // read-only after New; the quota lives in quota
 	clock clock.Clock
+	id    string // see ID; kept in the state file
 
 	mu          sync.Mutex
 	quota       Quota // opts.Quota, then SetQuota's
@@ -91,9 +101,11 @@ type Cloud struct {
 	nextFaultID FaultID
 	calls       map[driver.Operation]int
 	changed     chan struct{}
+	unsaved     bool // a change is not in the state file yet
 }
 
-// New returns an empty Cloud.
+// New returns an empty Cloud, or with Options.StateFile the cloud that the
+// file holds.
 func New(opts Options) (*Cloud, error) {
 	for _, d := range []time.Duration{opts.BootDelay, opts.BootJitter, opts.DeleteDelay, opts.DeleteJitter} {
 		if d < 0 {
@@ -106,6 +118,7 @@ func New(opts Options) (*Cloud, error) {
 	c := &Cloud{
 		opts:    opts,
 		clock:   opts.Clock,
+		id:      "cloud-" + strconv.FormatUint(rand.Uint64(), 36),
 		rand:    rand.New(rand.NewPCG(opts.Seed, opts.Seed^0x5eed)),
 		vms:     map[string]*vm{},
 		issued:  map[string]bool{},
@@ -120,8 +133,20 @@ func New(opts Options) (*Cloud, error) {
 	c.opts.InstanceTypes = maps.Clone(opts.InstanceTypes)
 	c.quota = opts.Quota
 	c.quota.MaxResources = opts.Quota.MaxResources.DeepCopy()
+	if opts.StateFile != "" {
+		if err := c.restore(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
+
+// ID identifies the cloud: random for a new cloud, and kept in the state
+// file, so that a process restarted with Options.StateFile has the ID of
+// the one before. Use it as KubeletOptions.Identity: the kubelet of a
+// restarted process then carries on with the Nodes its predecessor
+// registered, instead of leaving them to go NotReady.
+func (c *Cloud) ID() string { return c.id }
 
 // Driver returns the driver.Driver of the cloud. It implements every
 // operation; see the package documentation for its behaviour.
@@ -163,10 +188,13 @@ func (c *Cloud) VM(providerID string) (VM, bool) {
 //   - no machine has the VM's MachineName, or
 //   - that machine's spec.providerID is set and names another VM.
 //
-// This is the orphan definition of MCM's orphan collection: a leaked VM is
-// one it would delete. A machine without a provider ID yet (still being
-// created) accounts for every VM tagged with its name. Machines are matched
-// by name only, as VM tags hold no namespace.
+// This is the orphan definition of MCM's orphan collection: a leaked VM of
+// a class is one it would delete, given that class's ListMachines. A
+// machine without a provider ID yet (still being created) accounts for
+// every VM tagged with its name. Machines are matched by name only, and
+// VMs of every class count: a VM of a class or cluster that the machines
+// do not belong to is leaked here, although orphan collection of their
+// classes never sees it; filter by VM.Class to leave such VMs out.
 func (c *Cloud) LeakedVMs(machines []*v1alpha1.Machine) []VM {
 	byName := make(map[string]*v1alpha1.Machine, len(machines))
 	for _, m := range machines {
@@ -188,7 +216,9 @@ func (c *Cloud) LeakedVMs(machines []*v1alpha1.Machine) []VM {
 // AddVM creates a Running VM behind the driver's back, ignoring quotas, as
 // if someone had created it in the cloud's console or an earlier create had
 // been lost: an orphan if no machine has spec.MachineName, a duplicate if
-// one already has a VM.
+// one already has a VM. Only a VM with the class's tags (spec.Class; see
+// VMSpecFor) is listed by that class's ListMachines. With a state file, an
+// error saving it is returned, and the VM exists nevertheless.
 func (c *Cloud) AddVM(spec VMSpec) (VM, error) {
 	if spec.MachineName == "" || spec.Zone == "" || spec.InstanceType == "" {
 		return VM{}, fmt.Errorf("sim: AddVM needs MachineName, Zone and InstanceType, got %+v", spec)
@@ -201,19 +231,20 @@ func (c *Cloud) AddVM(spec VMSpec) (VM, error) {
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.pruneLocked(now)
-	v := c.newVMLocked(now, spec.MachineName, spec.Zone, spec.InstanceType)
+	v := c.newVMLocked(now, spec.MachineName, spec.Zone, spec.InstanceType, spec.Class)
 	v.capacity = capacity
 	v.labels = maps.Clone(spec.Labels)
 	v.bootStartedAt, v.bootedAt = now, now
 	v.deleteDelay = c.opts.DeleteDelay
 	v.injected = true
 	c.notifyLocked()
-	return v.snapshot(now), nil
+	return v.snapshot(now), c.saveLocked()
 }
 
 // RemoveVM makes a VM disappear at once, without Terminating, as if it had
 // been deleted in the console or lost by the cloud. It reports whether the
-// VM existed.
+// VM existed. With a state file, a failure to save it is not reported: the
+// next change saves the removal along with its own.
 func (c *Cloud) RemoveVM(providerID string) bool {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -223,11 +254,14 @@ func (c *Cloud) RemoveVM(providerID string) bool {
 	}
 	delete(c.vms, providerID)
 	c.notifyLocked()
+	_ = c.saveLocked() // best effort: RemoveVM has no error to return
 	return true
 }
 
 // StopVM powers a VM off, as a crash would: it stays Stopped, and known to
-// the driver, until StartVM. Stopping a Stopped VM does nothing.
+// the driver, until StartVM. Stopping a Stopped VM does nothing. With a
+// state file, an error saving it is returned, and the VM is stopped
+// nevertheless.
 func (c *Cloud) StopVM(providerID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -238,11 +272,13 @@ func (c *Cloud) StopVM(providerID string) error {
 	}
 	v.stopped, v.stoppedAt = true, now
 	c.notifyLocked()
-	return nil
+	return c.saveLocked()
 }
 
 // StartVM powers a Stopped VM on: it boots again (Provisioning for the boot
 // delay, then Running). Starting a VM that is not Stopped does nothing.
+// With a state file, an error saving it is returned, and the VM boots
+// nevertheless.
 func (c *Cloud) StartVM(providerID string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -255,7 +291,7 @@ func (c *Cloud) StartVM(providerID string) error {
 	v.bootStartedAt = now
 	v.bootedAt = now.Add(c.delayLocked(c.opts.BootDelay, c.opts.BootJitter))
 	c.notifyLocked()
-	return nil
+	return c.saveLocked()
 }
 
 func (c *Cloud) mutableVMLocked(now time.Time, providerID string) (*vm, error) {
@@ -335,10 +371,12 @@ func (c *Cloud) NextTransition() (time.Time, bool) {
 	return next, !next.IsZero()
 }
 
-// notifyLocked wakes everybody waiting on Changed.
+// notifyLocked wakes everybody waiting on Changed, and marks the change
+// for the state file. Every change passes here, so none escapes saveLocked.
 func (c *Cloud) notifyLocked() {
 	close(c.changed)
 	c.changed = make(chan struct{})
+	c.unsaved = true
 }
 
 // pruneLocked forgets VMs whose deletion has completed.
@@ -364,7 +402,7 @@ func (c *Cloud) delayLocked(base, jitter time.Duration) time.Duration {
 }
 
 // newVMLocked creates and stores a VM with a fresh provider ID and address.
-func (c *Cloud) newVMLocked(now time.Time, machineName, zone, instanceType string) *vm {
+func (c *Cloud) newVMLocked(now time.Time, machineName, zone, instanceType string, class ClassTags) *vm {
 	name := machineName
 	for n := 2; c.issued[providerID(zone, name)]; n++ {
 		name = machineName + "-" + strconv.Itoa(n)
@@ -373,7 +411,7 @@ func (c *Cloud) newVMLocked(now time.Time, machineName, zone, instanceType strin
 	c.issued[id] = true
 	c.nextIP = c.nextIP.Next()
 	v := &vm{
-		id: id, name: name, machineName: machineName, zone: zone, instanceType: instanceType,
+		id: id, name: name, machineName: machineName, class: class, zone: zone, instanceType: instanceType,
 		addresses: []corev1.NodeAddress{
 			{Type: corev1.NodeInternalIP, Address: c.nextIP.String()},
 			{Type: corev1.NodeHostName, Address: name},

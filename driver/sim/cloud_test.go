@@ -138,7 +138,7 @@ func TestStatusNotFoundAndDeleteOfUnknownSucceeds(t *testing.T) {
 func TestDuplicatesGiveOutOfRangeAndAreDeletedByProviderID(t *testing.T) {
 	w := newWorld(t, sim.Options{})
 	id := w.mustCreate("m1")
-	dup, err := w.cloud.AddVM(sim.VMSpec{MachineName: "m1", Zone: "zone-a", InstanceType: "small"})
+	dup, err := w.cloud.AddVM(w.vmSpec("m1"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -290,6 +290,7 @@ func TestInvalidProviderSpecReportsFieldPaths(t *testing.T) {
 		{"bad duration", `{"zone":"a","instanceType":"s","bootDelay":"soon"}`, sim.Options{}, []string{"providerSpec.bootDelay"}},
 		{"duration as number", `{"zone":"a","instanceType":"s","deleteDelay":30}`, sim.Options{}, []string{"providerSpec.deleteDelay"}},
 		{"bool as string", `{"zone":"a","instanceType":"s","requireInitialization":"yes"}`, sim.Options{}, []string{"providerSpec.requireInitialization"}},
+		{"cluster as number", `{"zone":"a","instanceType":"s","cluster":7}`, sim.Options{}, []string{"providerSpec.cluster"}},
 		{"unknown zone", `{"zone":"mars","instanceType":"s"}`, sim.Options{Zones: []string{"a"}}, []string{"providerSpec.zone"}},
 		{"unknown instance type", `{"zone":"a","instanceType":"huge"}`, sim.Options{InstanceTypes: map[string]corev1.ResourceList{"s": nil}}, []string{"providerSpec.instanceType"}},
 		{"several problems", `{"zone":"","instanceType":2,"extra":1}`, sim.Options{}, []string{"providerSpec.extra", "providerSpec.instanceType", "providerSpec.zone"}},

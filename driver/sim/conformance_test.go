@@ -38,7 +38,10 @@ func TestConformance(t *testing.T) {
 			t.Fatalf("sim.New: %v", err)
 		}
 		return cloud.Driver(), drivertest.Fixture{
-			MachineClass:        simClass(sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}),
+			MachineClass: simClass(sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}),
+			// The same class of another cluster: only the cluster tag
+			// tells their VMs apart.
+			OtherMachineClass:   simClass(sim.ProviderSpec{Zone: "zone-a", InstanceType: "small", Cluster: "other-cluster"}),
 			Secret:              simSecret(),
 			InvalidProviderSpec: &runtime.RawExtension{Raw: []byte(`{"zone":"zone-a","instanceType":"small","instancetype":"large"}`)},
 			Eventually:          steppingClock(clk, 10*time.Second, 20),

@@ -1,9 +1,10 @@
 // Package sim is a simulated cloud for testing machine controllers without
 // one: an in-process, concurrency-safe Cloud whose Driver creates and
-// deletes VMs in memory, with boot and deletion delays, quotas, fault
-// injection, orphan and duplicate VMs, all on an injectable clock so that
-// tests are deterministic; and a Kubelet that acts for the VMs' kubelets in
-// a real target cluster.
+// deletes VMs in memory (optionally kept in a file, so that they outlive
+// the process), with boot and deletion delays, quotas, fault injection,
+// orphan and duplicate VMs, all on an injectable clock so that tests are
+// deterministic; and a Kubelet that acts for the VMs' kubelets in a real
+// target cluster.
 //
 // # The kubelet side
 //
@@ -32,6 +33,9 @@
 //
 // Nodes it did not register (AnnotationSimulated with its Identity) are
 // never touched, so several clouds with their kubelets can share a cluster.
+// Give it the Cloud's ID as its Identity, and the kubelet of a process
+// restarted with the cloud's state file carries on with the Nodes of the
+// one before.
 //
 // # VMs
 //
@@ -40,6 +44,15 @@
 // the machine name with a numeric suffix if that ID was used before in the
 // zone: provider IDs are never reused within a Cloud. The VM name is also
 // its node name. Each VM gets an internal IP from 10.0.0.0/8.
+//
+// A VM also carries the tags of the class it was created with (ClassTags):
+// the providerSpec's cluster (by default the class's namespace) and the
+// class's namespace and name. They are what ListMachines goes by, as a
+// real provider lists the VMs tagged with its class's cluster: orphan
+// collection deletes what ListMachines returns and no Machine claims, so
+// a class must never list the VMs of another class, namespace or cluster
+// that share the cloud. The tags are the class's values, not its UID, so
+// that a class created again under its name still finds its VMs.
 //
 // A VM is Provisioning for its boot delay (Options.BootDelay plus up to
 // Options.BootJitter; the providerSpec's bootDelay replaces the base), then
@@ -52,7 +65,9 @@
 //
 // Cloud.Driver implements every operation of driver.Driver. The driver
 // finds a machine's VMs by machine name and ignores Terminating VMs, which
-// is what a real provider does with tags.
+// is what a real provider does with tags; only ListMachines also goes by
+// the class's tags. Machines of classes that share a cloud must therefore
+// have distinct names, or each would see the other's VM as a duplicate.
 //
 //   - CreateMachine returns the machine's VM if it has one (AlreadyExists if
 //     it has another zone or instance type), else creates one: a create is
@@ -70,8 +85,11 @@
 //     and nothing else (success if that VM is already gone), or, without a
 //     provider ID, the machine's VM (success if it has none, OutOfRange if
 //     it has several).
-//   - ListMachines lists every VM that is not Terminating, orphans and
-//     duplicates included, by provider ID.
+//   - ListMachines lists every VM of the request's class (tagged with its
+//     ClassTags) that is not Terminating, orphans and duplicates included,
+//     by provider ID, and no VM of another class, namespace or cluster. A
+//     class whose tags would all be empty is InvalidArgument: its VMs
+//     could not be told from untagged ones.
 //   - GetVolumeIDs returns the volume handles of CSI volumes of driver
 //     CSIDriverName and skips the rest.
 //
@@ -93,7 +111,8 @@
 //	  "labels": {"pool": "blue"},                 strings
 //	  "bootDelay": "30s",                         Go duration; default Options.BootDelay
 //	  "deleteDelay": "10s",                       Go duration; default Options.DeleteDelay
-//	  "requireInitialization": true               default false
+//	  "requireInitialization": true,              default false
+//	  "cluster": "shoot--dev--a"                  VM tag (see ClassTags); default the class's namespace
 //	}
 //
 // Decoding is strict. Unknown fields, values of the wrong type, bad
@@ -110,18 +129,45 @@
 //   - LeakedVMs: the VMs no machine accounts for, given the machines that
 //     exist (see there for the exact rule);
 //   - AddVM, RemoveVM: VMs appearing or vanishing behind the driver's back
-//     (orphans, duplicates, VMs deleted in a console);
+//     (orphans, duplicates, VMs deleted in a console); VMSpecFor gives the
+//     VMSpec of a class's VM, which that class's ListMachines reports, and
+//     ClassTagsOf the tags it carries;
 //   - StopVM, StartVM: crashes and reboots;
 //   - InjectFault, RemoveFault, ClearFaults, Faults: errors with a code,
 //     with a probability or for the next N calls, latency spikes, and lost
 //     responses (AfterEffect), per operation and machine;
 //   - SetQuota: tighten or relax quotas at run time;
 //   - Calls: how often each operation was called;
-//   - Changed, NextTransition: wait for VM changes without polling.
+//   - Changed, NextTransition: wait for VM changes without polling;
+//   - ID: the cloud's identity, kept in its state file, for
+//     KubeletOptions.Identity.
 //
 // With a fake clock, time only moves when the test steps it: boots and
 // deletions complete, and latency faults release their calls (a call stalled
 // by a latency fault shows up in the fake clock's HasWaiters).
+//
+// # The state file
+//
+// With Options.StateFile the cloud outlives its process, as a real cloud
+// outlives a manager that crashes: New loads the file, and every change is
+// written to it (to a temporary file renamed over it, so that a process
+// killed mid-write leaves the old state or the new one) before the call
+// that made it returns. The file keeps the VMs with everything about them
+// (tags, state, user data, addresses), the provider IDs and addresses
+// handed out, so that none is reused, and the cloud's ID. Times in it are
+// absolute: a VM that was booting or being deleted when the process died
+// completes when it was due, and one due meanwhile has completed by the
+// time the restarted process looks. Faults, quotas, the random source and
+// call counts belong to the process and start afresh.
+//
+// An absent file is an empty cloud, and New creates it at once, so that a
+// path that cannot be written fails New. A file that is not a sim cloud's
+// state (empty, truncated, unknown fields, another version, inconsistent
+// VMs) fails New with an error naming it: an empty cloud in its place
+// would make every machine's VM look gone. A driver call whose change
+// cannot be written returns Unavailable; the change is made nevertheless,
+// as when a cloud acts but its response is lost, and the retry writes it.
+// The file is read only in New, so only one process may use it at a time.
 //
 // # Usage
 //

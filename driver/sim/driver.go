@@ -42,6 +42,7 @@ func requireName(name string) error {
 type admitted struct {
 	fate     call
 	spec     ProviderSpec
+	tags     ClassTags // of the request's class
 	userData []byte
 }
 
@@ -67,7 +68,7 @@ func (c *Cloud) admit(ctx context.Context, op driver.Operation, name string, nee
 	if err != nil {
 		return admitted{}, err
 	}
-	return admitted{fate: fate, spec: spec, userData: userData}, nil
+	return admitted{fate: fate, spec: spec, tags: tagsOf(class, spec), userData: userData}, nil
 }
 
 func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
@@ -77,11 +78,11 @@ func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachi
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.create(ctx, name, a.spec, a.userData)
+	resp, err := c.create(ctx, name, a.spec, a.tags, a.userData)
 	return finish(a.fate, resp, err)
 }
 
-func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, userData []byte) (*driver.CreateMachineResponse, error) {
+func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, tags ClassTags, userData []byte) (*driver.CreateMachineResponse, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
@@ -96,7 +97,7 @@ func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, user
 				"machine %s already has VM %s (zone %s, instance type %s), which does not match zone %s, instance type %s",
 				name, v.id, v.zone, v.instanceType, spec.Zone, spec.InstanceType)
 		}
-		return createResponse(v), nil // idempotent: the machine's VM exists
+		return savedLocked(c, createResponse(v)) // idempotent: the machine's VM exists
 	default:
 		return nil, outOfRange(name, live)
 	}
@@ -104,7 +105,7 @@ func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, user
 	if err := c.checkQuotaLocked(spec.Zone, spec.Capacity); err != nil {
 		return nil, err
 	}
-	v := c.newVMLocked(now, name, spec.Zone, spec.InstanceType)
+	v := c.newVMLocked(now, name, spec.Zone, spec.InstanceType, tags)
 	v.capacity = spec.Capacity.DeepCopy()
 	v.labels = spec.Labels
 	v.userData = slices.Clone(userData)
@@ -113,8 +114,8 @@ func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, user
 	v.bootStartedAt = now
 	v.bootedAt = now.Add(c.delayLocked(durationOr(spec.BootDelay, c.opts.BootDelay), c.opts.BootJitter))
 	c.notifyLocked()
-	logr.FromContextOrDiscard(ctx).V(4).Info("sim: created VM", "machine", name, "providerID", v.id, "bootsAt", v.bootedAt)
-	return createResponse(v), nil
+	logr.FromContextOrDiscard(ctx).V(4).Info("sim: created VM", "machine", name, "providerID", v.id, "class", tags, "bootsAt", v.bootedAt)
+	return savedLocked(c, createResponse(v))
 }
 
 func createResponse(v *vm) *driver.CreateMachineResponse {
@@ -152,7 +153,7 @@ func (c *Cloud) initialize(name string) (*driver.InitializeMachineResponse, erro
 		v.initialized = true
 		c.notifyLocked()
 	}
-	return &driver.InitializeMachineResponse{ProviderID: v.id, NodeName: v.name, Addresses: slices.Clone(v.addresses)}, nil
+	return savedLocked(c, &driver.InitializeMachineResponse{ProviderID: v.id, NodeName: v.name, Addresses: slices.Clone(v.addresses)})
 }
 
 // onlyVMLocked returns the machine's single VM, NotFound or OutOfRange.
@@ -193,7 +194,7 @@ func (c *Cloud) delete(ctx context.Context, name, providerID string) (*driver.De
 		v, ok := c.vms[providerID]
 		switch {
 		case !ok || !v.live():
-			return &driver.DeleteMachineResponse{}, nil
+			return savedLocked(c, &driver.DeleteMachineResponse{})
 		case v.machineName != name:
 			return nil, driver.Errorf(driver.InvalidArgument,
 				"VM %s belongs to machine %s, not %s", providerID, v.machineName, name)
@@ -202,7 +203,7 @@ func (c *Cloud) delete(ctx context.Context, name, providerID string) (*driver.De
 	} else {
 		switch live := c.liveVMsLocked(name); len(live) {
 		case 0:
-			return &driver.DeleteMachineResponse{}, nil // nothing to delete is success
+			return savedLocked(c, &driver.DeleteMachineResponse{}) // nothing to delete is success
 		case 1:
 			target = live[0]
 		default:
@@ -216,7 +217,7 @@ func (c *Cloud) delete(ctx context.Context, name, providerID string) (*driver.De
 	c.notifyLocked()
 	c.pruneLocked(now) // a zero deletion delay removes the VM right away
 	logr.FromContextOrDiscard(ctx).V(4).Info("sim: deleting VM", "machine", name, "providerID", target.id, "goneAt", target.goneAt)
-	return &driver.DeleteMachineResponse{}, nil
+	return savedLocked(c, &driver.DeleteMachineResponse{})
 }
 
 func (d *cloudDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
@@ -241,7 +242,10 @@ func (c *Cloud) status(name string) (*driver.GetMachineStatusResponse, error) {
 	if err != nil {
 		return nil, err
 	}
-	resp := &driver.GetMachineStatusResponse{ProviderID: v.id, NodeName: v.name, Addresses: slices.Clone(v.addresses)}
+	resp, err := savedLocked(c, &driver.GetMachineStatusResponse{ProviderID: v.id, NodeName: v.name, Addresses: slices.Clone(v.addresses)})
+	if err != nil {
+		return nil, err
+	}
 	if v.requireInit && !v.initialized {
 		// The contract: the response comes with the error, so that the
 		// controller can initialize without another lookup.
@@ -256,21 +260,29 @@ func (d *cloudDriver) ListMachines(ctx context.Context, req *driver.ListMachines
 	if err != nil {
 		return nil, err
 	}
-	resp, err := c.list()
+	resp, err := c.list(a.tags)
 	return finish(a.fate, resp, err)
 }
 
-func (c *Cloud) list() (*driver.ListMachinesResponse, error) {
+// list returns the live VMs tagged with the class's tags, and no other:
+// orphan collection deletes what it lists that no Machine claims, so a VM
+// of another class, namespace or cluster listed here would be deleted.
+func (c *Cloud) list(tags ClassTags) (*driver.ListMachinesResponse, error) {
+	if tags.IsZero() {
+		// Such a class would list the VMs added without tags, which belong
+		// to no class.
+		return nil, driver.NewError(driver.InvalidArgument, "MachineClass has no name: its VMs cannot be told from untagged ones")
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.pruneLocked(c.clock.Now())
 	machines := map[string]string{}
 	for id, v := range c.vms {
-		if v.live() {
+		if v.live() && v.class == tags {
 			machines[id] = v.machineName
 		}
 	}
-	return &driver.ListMachinesResponse{Machines: machines}, nil
+	return savedLocked(c, &driver.ListMachinesResponse{Machines: machines})
 }
 
 func (d *cloudDriver) GetVolumeIDs(ctx context.Context, req *driver.GetVolumeIDsRequest) (*driver.GetVolumeIDsResponse, error) {

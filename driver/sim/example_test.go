@@ -3,6 +3,8 @@ package sim_test
 import (
 	"context"
 	"fmt"
+	"os"
+	"path/filepath"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -109,4 +111,60 @@ func ExampleCloud_LeakedVMs() {
 		fmt.Println(vm.ProviderID, vm.MachineName, vm.Injected)
 	}
 	// Output: sim:///zone-a/deleted-long-ago deleted-long-ago true
+}
+
+// ExampleOptions_stateFile keeps a cloud in a file: a second Cloud on the
+// file, as a restarted process would make, has the VM that the first one
+// was booting, and the boot completes when it was due.
+func ExampleOptions_stateFile() {
+	dir, err := os.MkdirTemp("", "sim-example-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	state := filepath.Join(dir, "cloud.json")
+	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+
+	before, err := sim.New(sim.Options{Clock: clk, BootDelay: time.Minute, StateFile: state})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	class := &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: "small", Namespace: "shoot"},
+		ProviderSpec: sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}.RawExtension(),
+	}
+	orphan, err := sim.VMSpecFor(class, "orphan-1")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	if _, err := before.AddVM(orphan); err != nil {
+		fmt.Println(err)
+		return
+	}
+	secret := &corev1.Secret{Data: map[string][]byte{v1alpha1.UserDataKey: []byte("#!"), sim.CredentialsKey: []byte("t")}}
+	machine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "worker-1", Namespace: "shoot"}}
+	if _, err := before.Driver().CreateMachine(context.Background(), &driver.CreateMachineRequest{Machine: machine, MachineClass: class, Secret: secret}); err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	clk.Step(30 * time.Second) // the process dies half-way through the boot
+	after, err := sim.New(sim.Options{Clock: clk, StateFile: state})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, vm := range after.VMs() {
+		fmt.Println(vm.ProviderID, vm.State, vm.Class)
+	}
+	clk.Step(30 * time.Second)
+	vm, _ := after.VM("sim:///zone-a/worker-1")
+	fmt.Println(vm.ProviderID, vm.State)
+	// Output:
+	// sim:///zone-a/orphan-1 Running shoot/shoot/small
+	// sim:///zone-a/worker-1 Provisioning shoot/shoot/small
+	// sim:///zone-a/worker-1 Running
 }

@@ -56,6 +56,13 @@ func classWithRaw(raw runtime.RawExtension) *v1alpha1.MachineClass {
 	}
 }
 
+// renamed returns class under another namespace and name.
+func renamed(class *v1alpha1.MachineClass, namespace, name string) *v1alpha1.MachineClass {
+	class = class.DeepCopy()
+	class.Namespace, class.Name = namespace, name
+	return class
+}
+
 func simSecret() *corev1.Secret {
 	return &corev1.Secret{Data: map[string][]byte{
 		v1alpha1.UserDataKey: []byte("#cloud-config"),
@@ -104,6 +111,17 @@ func (w *world) list() (map[string]string, error) {
 		return nil, err
 	}
 	return resp.Machines, nil
+}
+
+// vmSpec is the VMSpec of a VM of the world's class for the machine, to
+// add behind the driver's back.
+func (w *world) vmSpec(machineName string) sim.VMSpec {
+	w.t.Helper()
+	spec, err := sim.VMSpecFor(w.class, machineName)
+	if err != nil {
+		w.t.Fatalf("VMSpecFor(%s): %v", machineName, err)
+	}
+	return spec
 }
 
 func (w *world) states() map[string]sim.VMState {

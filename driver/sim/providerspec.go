@@ -50,6 +50,12 @@ type ProviderSpec struct {
 	// RequireInitialization makes new VMs wait for InitializeMachine:
 	// until it runs, GetMachineStatus returns Uninitialized.
 	RequireInitialization bool `json:"requireInitialization,omitempty"`
+	// Cluster is the cluster the VMs are tagged with, beside the class's
+	// namespace and name (see ClassTags), as a real providerSpec carries
+	// a kubernetes.io/cluster/<name> tag. Empty means the class's
+	// namespace: in Gardener's layout each cluster's classes have a
+	// namespace of their own.
+	Cluster string `json:"cluster,omitempty"`
 }
 
 // RawExtension returns s encoded for MachineClass.ProviderSpec.
@@ -63,7 +69,7 @@ func (s ProviderSpec) RawExtension() runtime.RawExtension {
 }
 
 // specFields lists the providerSpec keys, for the unknown-field message.
-var specFields = []string{"bootDelay", "capacity", "deleteDelay", "instanceType", "labels", "requireInitialization", "zone"}
+var specFields = []string{"bootDelay", "capacity", "cluster", "deleteDelay", "instanceType", "labels", "requireInitialization", "zone"}
 
 // decodeProviderSpec decodes a class's providerSpec strictly: unknown
 // fields, values of the wrong type, unparsable quantities and durations and
@@ -107,6 +113,8 @@ func decodeProviderSpec(raw runtime.RawExtension) (ProviderSpec, field.ErrorList
 			spec.DeleteDelay, errs = decodeDuration(path, value, errs)
 		case "requireInitialization":
 			errs = append(errs, decodeInto(path, value, &spec.RequireInitialization, "must be true or false")...)
+		case "cluster":
+			errs = append(errs, decodeInto(path, value, &spec.Cluster, "must be a string")...)
 		default:
 			errs = append(errs, field.Forbidden(path, "unknown field; the sim providerSpec has "+strings.Join(specFields, ", ")))
 		}

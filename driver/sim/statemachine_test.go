@@ -28,9 +28,11 @@ import (
 //     injected for it or a delete by provider ID left another VM behind;
 //   - a failed create never leaves a VM, except through an injected lost
 //     response;
-//   - lookups and lists that no fault hit report exactly the cloud's VMs;
+//   - lookups and lists that no fault hit report exactly the cloud's VMs
+//     of the class, and never a VM of another class or cluster;
 //   - the only leaked VMs are injected orphans and the surplus VMs above,
-//     and an orphan collection that no fault disturbs leaves none.
+//     and an orphan collection that no fault disturbs leaves none;
+//   - VMs of other classes or clusters are never deleted.
 func TestCloudStateMachine(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		m := newCloudModel(t)
@@ -53,6 +55,16 @@ type cloudModel struct {
 	lostCreates map[string]sim.FaultID
 	maxVMs      int // the quota set last; 0 for none
 	nextOrphan  int
+	// foreign are the provider IDs of VMs of other classes or clusters,
+	// which the model's class must neither list nor delete.
+	foreign map[string]bool
+}
+
+// foreignClasses share the cloud with the model's class: the same class
+// in another cluster, and another class of the same cluster.
+var foreignClasses = []*v1alpha1.MachineClass{
+	simClass(sim.ProviderSpec{Zone: "zone-a", InstanceType: "small", Cluster: "other-cluster"}),
+	renamed(simClass(sim.ProviderSpec{Zone: "zone-a", InstanceType: "small"}), "shoot", "large"),
 }
 
 var machineNames = []string{"m0", "m1", "m2", "m3"}
@@ -80,7 +92,22 @@ func newCloudModel(t *rapid.T) *cloudModel {
 		tainted:     map[string]bool{},
 		orphans:     map[string]bool{},
 		lostCreates: map[string]sim.FaultID{},
+		foreign:     map[string]bool{},
 	}
+}
+
+// vmSpec is the VMSpec of a VM of the model's class for the machine.
+func (m *cloudModel) vmSpec(t *rapid.T, name string) sim.VMSpec {
+	spec, err := sim.VMSpecFor(m.w.class, name)
+	if err != nil {
+		t.Fatalf("VMSpecFor(%s): %v", name, err)
+	}
+	return spec
+}
+
+// ownVMs returns the VMs of the model's class.
+func (m *cloudModel) ownVMs(vms []sim.VM) []sim.VM {
+	return slices.DeleteFunc(vms, func(v sim.VM) bool { return m.foreign[v.ProviderID] })
 }
 
 // liveIDs returns the provider IDs of the machine name's VMs that the
@@ -238,13 +265,13 @@ func (m *cloudModel) List(t *rapid.T) {
 		t.Fatalf("list failed without a fault: %v", err)
 	}
 	want := map[string]string{}
-	for _, v := range m.w.cloud.VMs() {
+	for _, v := range m.ownVMs(m.w.cloud.VMs()) {
 		if v.State != sim.VMTerminating {
 			want[v.ProviderID] = v.MachineName
 		}
 	}
 	if !maps.Equal(want, got) {
-		t.Fatalf("list = %v, want %v", got, want)
+		t.Fatalf("list = %v, want %v (VMs of other classes: %v)", got, want, m.foreign)
 	}
 }
 
@@ -293,7 +320,7 @@ func (m *cloudModel) InjectDuplicate(t *rapid.T) {
 	if len(m.liveIDs(name)) == 0 {
 		t.Skip("no VM to duplicate")
 	}
-	if _, err := m.w.cloud.AddVM(sim.VMSpec{MachineName: name, Zone: "zone-a", InstanceType: "small"}); err != nil {
+	if _, err := m.w.cloud.AddVM(m.vmSpec(t, name)); err != nil {
 		t.Fatal(err)
 	}
 	m.tainted[name] = true
@@ -302,10 +329,27 @@ func (m *cloudModel) InjectDuplicate(t *rapid.T) {
 func (m *cloudModel) InjectOrphan(t *rapid.T) {
 	name := fmt.Sprintf("orphan%d", m.nextOrphan)
 	m.nextOrphan++
-	if _, err := m.w.cloud.AddVM(sim.VMSpec{MachineName: name, Zone: "zone-a", InstanceType: "small"}); err != nil {
+	if _, err := m.w.cloud.AddVM(m.vmSpec(t, name)); err != nil {
 		t.Fatal(err)
 	}
 	m.orphans[name] = true
+}
+
+// InjectForeignVM adds a VM of another class or cluster, named like no
+// machine of the model, which the model's class would delete as an orphan
+// if it listed it.
+func (m *cloudModel) InjectForeignVM(t *rapid.T) {
+	class := rapid.SampledFrom(foreignClasses).Draw(t, "class")
+	spec, err := sim.VMSpecFor(class, fmt.Sprintf("foreign%d", m.nextOrphan))
+	m.nextOrphan++
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := m.w.cloud.AddVM(spec)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.foreign[v.ProviderID] = true
 }
 
 func (m *cloudModel) VMVanishes(t *rapid.T) {
@@ -315,6 +359,7 @@ func (m *cloudModel) VMVanishes(t *rapid.T) {
 	}
 	v := rapid.SampledFrom(vms).Draw(t, "vm")
 	m.w.cloud.RemoveVM(v.ProviderID)
+	delete(m.foreign, v.ProviderID)
 }
 
 func (m *cloudModel) SetQuota(t *rapid.T) {
@@ -344,7 +389,7 @@ func (m *cloudModel) CollectOrphans(t *rapid.T) {
 	if faultHit(faultsBefore, m.w.cloud.Faults()) {
 		return
 	}
-	if leaked := m.w.cloud.LeakedVMs(slices.Collect(maps.Values(m.machines))); len(leaked) > 0 {
+	if leaked := m.ownVMs(m.w.cloud.LeakedVMs(slices.Collect(maps.Values(m.machines)))); len(leaked) > 0 {
 		t.Fatalf("VMs leaked after an undisturbed orphan collection: %v", leaked)
 	}
 	clear(m.orphans)
@@ -361,9 +406,14 @@ func (m *cloudModel) Check(t *rapid.T) {
 			t.Fatalf("machine %s has VMs %v, but no duplicate was injected", name, ids)
 		}
 	}
-	for _, v := range m.w.cloud.LeakedVMs(slices.Collect(maps.Values(m.machines))) {
+	for _, v := range m.ownVMs(m.w.cloud.LeakedVMs(slices.Collect(maps.Values(m.machines)))) {
 		if !m.orphans[v.MachineName] && !m.tainted[v.MachineName] {
 			t.Fatalf("VM %s of machine %s leaked", v.ProviderID, v.MachineName)
+		}
+	}
+	for id := range m.foreign {
+		if v, ok := m.w.cloud.VM(id); !ok || v.State == sim.VMTerminating {
+			t.Fatalf("VM %s of another class was deleted (%+v)", id, v)
 		}
 	}
 }

@@ -40,6 +40,10 @@ type VM struct {
 	// MachineName is the machine the VM was created for (its "tag"). This is
 	// what the driver matches machines by.
 	MachineName string
+	// Class holds the tags of the class the VM was created with, by which
+	// ListMachines tells the class's VMs from others. Zero for a VM added
+	// without tags, which no class lists.
+	Class ClassTags
 	// Zone and InstanceType come from the providerSpec (or VMSpec).
 	Zone, InstanceType string
 	// Capacity of the VM, from the providerSpec or the instance type.
@@ -85,12 +89,17 @@ type VMSpec struct {
 	Capacity corev1.ResourceList
 	// Labels of the VM.
 	Labels map[string]string
+	// Class the VM is tagged with, so that ListMachines of that class
+	// reports it; VMSpecFor fills it in from a MachineClass. Zero tags
+	// make a VM that no class lists, as one started by hand in a console.
+	Class ClassTags
 }
 
 // vm is the Cloud's record of a VM. Its state is derived from timestamps and
 // the clock, so that boots and deletions complete without any goroutine.
 type vm struct {
 	id, name, machineName   string
+	class                   ClassTags
 	zone, instanceType      string
 	capacity                corev1.ResourceList
 	labels                  map[string]string
@@ -132,6 +141,7 @@ func (v *vm) snapshot(now time.Time) VM {
 		ProviderID:   v.id,
 		Name:         v.name,
 		MachineName:  v.machineName,
+		Class:        v.class,
 		Zone:         v.zone,
 		InstanceType: v.instanceType,
 		Capacity:     v.capacity.DeepCopy(),

@@ -65,6 +65,9 @@ type Config struct {
 	Controllers []string
 	// Driver names the driver registry entry that talks to the cloud.
 	Driver string
+	// SimStateFile, with the sim driver, keeps the simulated cloud in a
+	// file so that a restarted manager finds its VMs (SimDriverOptions).
+	SimStateFile string
 
 	ConcurrentSyncs int
 	KubeAPIQPS      float64
@@ -185,6 +188,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SafetyUp, "safety-up", c.SafetyUp, "machines above a set's most (deployment replicas + maxSurge, or twice its replicas) at which it is frozen")
 	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
+	fs.StringVar(&c.SimStateFile, "sim-state-file", c.SimStateFile,
+		"with --driver=sim: keep the simulated cloud's VMs in this file, so that a restarted manager finds them (one process per file)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
 	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")
@@ -243,6 +248,9 @@ func checkExplicit(fs *flag.FlagSet, c Config) error {
 	}
 	if c.Port == 0 && set["profiling"] && c.Profiling {
 		return errors.New("--profiling needs the HTTP server, but --port=0 disables it")
+	}
+	if set["sim-state-file"] && c.Driver != "sim" {
+		return fmt.Errorf("--sim-state-file is for --driver=sim, not %q", c.Driver)
 	}
 	return nil
 }

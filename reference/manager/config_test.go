@@ -93,6 +93,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"negative timeouts", append(ok, "--machine-creation-timeout=-1s", "--machine-drain-timeout=-2h"),
 			"--machine-creation-timeout must not be negative, got -1s; --machine-drain-timeout must not be negative, got -2h0m0s"},
 		{"negative evict retries", append(ok, "--machine-max-evict-retries=-1"), "--machine-max-evict-retries must not be negative, got -1"},
+		{"sim state file without the sim driver", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset", "--sim-state-file=/tmp/x"},
+			`--sim-state-file is for --driver=sim, not ""`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
 			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period must be positive, got 0s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},

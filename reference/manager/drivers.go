@@ -44,7 +44,8 @@ type DriverFactory func(ctx context.Context, env DriverEnv) (d driver.Driver, ba
 type Drivers map[string]DriverFactory
 
 // BuiltinDrivers returns a fresh registry with the drivers of this module:
-// "sim", the simulated cloud.
+// "sim", the simulated cloud (NewSimDriver), in memory or, with
+// --sim-state-file, in a file.
 func BuiltinDrivers() Drivers {
 	return Drivers{"sim": NewSimDriver}
 }
@@ -57,31 +58,61 @@ const (
 	simDeleteDelay = 2 * time.Second
 )
 
-// NewSimDriver is the "sim" driver: a simulated cloud (driver/sim) that
-// lives in this process. With a target cluster its background Runnable is a
-// sim.Kubelet that registers a Node for every running VM and keeps it
-// Ready, so machines go Pending → Running as with a real cloud; without
-// one, machines become Available.
+// SimDriverOptions configure the "sim" driver beyond the manager's flags.
+type SimDriverOptions struct {
+	// StateFile keeps the simulated cloud in this file (see the state file
+	// in package driver/sim), so that it outlives the process as a real
+	// cloud outlives its manager: a manager restarted with the same file,
+	// after a crash or a SIGKILL, finds the VMs of its machines as it left
+	// them, boots and deletions in flight included, and its simulated
+	// kubelet carries on with their Nodes. An absent file starts an empty
+	// cloud; a file that is not a sim cloud's state fails the driver
+	// rather than start an empty cloud, in which every machine's VM would
+	// look gone. One process at a time: replicas that run at once, such as
+	// a leader and its standby, must not share a file. Empty keeps the
+	// cloud in memory.
+	StateFile string
+}
+
+// NewSimDriver is the "sim" driver as the flags configure it: its cloud in
+// --sim-state-file, or in memory without it.
+func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, error) {
+	return SimDriver(SimDriverOptions{StateFile: env.Config.SimStateFile})(ctx, env)
+}
+
+// SimDriver returns the factory of the "sim" driver: a simulated cloud
+// (driver/sim) run by this process. With a target cluster its background
+// Runnable is a sim.Kubelet that registers a Node for every running VM and
+// keeps it Ready, so machines go Pending → Running as with a real cloud;
+// without one, machines become Available. It is for demos and tests.
 //
-// The cloud's VMs are in memory: when the process ends they are gone, and
-// a new leader starts with an empty cloud (it recreates the VMs of existing
-// machines, whose old Nodes then go NotReady). It is for demos and tests.
-func NewSimDriver(_ context.Context, env DriverEnv) (driver.Driver, Runnable, error) {
-	cloud, err := sim.New(sim.Options{
-		Seed:        uint64(time.Now().UnixNano()),
-		BootDelay:   simBootDelay,
-		BootJitter:  simBootJitter,
-		DeleteDelay: simDeleteDelay,
-	})
-	if err != nil {
-		return nil, nil, fmt.Errorf("sim driver: %w", err)
+// Without opts.StateFile the cloud's VMs are in memory: when the process
+// ends they are gone, and the next manager, a restarted one or a new
+// leader, starts with an empty cloud (it recreates the VMs of existing
+// machines, whose old Nodes then go NotReady). With it, a restarted
+// manager finds its VMs, and Nodes, where the last one left them.
+func SimDriver(opts SimDriverOptions) DriverFactory {
+	return func(_ context.Context, env DriverEnv) (driver.Driver, Runnable, error) {
+		cloud, err := sim.New(sim.Options{
+			Seed:        uint64(time.Now().UnixNano()),
+			BootDelay:   simBootDelay,
+			BootJitter:  simBootJitter,
+			DeleteDelay: simDeleteDelay,
+			StateFile:   opts.StateFile,
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sim driver: %w", err)
+		}
+		if env.Target == nil {
+			return cloud.Driver(), nil, nil
+		}
+		// The cloud's ID, kept in the state file, as the kubelet's identity:
+		// the kubelet of a restarted manager then renews the leases of the
+		// Nodes its predecessor registered instead of leaving them alone.
+		kubelet := sim.NewKubelet(cloud, env.Target, sim.KubeletOptions{Identity: cloud.ID()})
+		run := func(ctx context.Context) error {
+			return kubelet.Run(logr.NewContext(ctx, env.Logger))
+		}
+		return cloud.Driver(), run, nil
 	}
-	if env.Target == nil {
-		return cloud.Driver(), nil, nil
-	}
-	kubelet := sim.NewKubelet(cloud, env.Target, sim.KubeletOptions{})
-	run := func(ctx context.Context) error {
-		return kubelet.Run(logr.NewContext(ctx, env.Logger))
-	}
-	return cloud.Driver(), run, nil
 }

@@ -6,7 +6,11 @@
 // CreateMachine idempotent (a real provider tags its VMs with the machine
 // name for the same reason). Provider IDs are memory:///<machine>/<serial>
 // and never reused, so a VM recreated under the same machine name is
-// recognisably another VM. A MachineClass's providerSpec is
+// recognisably another VM. Each VM is also tagged with the namespace and
+// name of its MachineClass, and ListMachines of a class returns the VMs
+// with its tag only: orphan collection deletes what a class lists and no
+// Machine claims, so another class's VMs must not be among them. A
+// MachineClass's providerSpec is
 //
 //	{"flavor": "small"}
 //
@@ -58,11 +62,14 @@ type Options struct {
 // VM is a snapshot of one in-memory VM.
 type VM struct {
 	MachineName string
-	ProviderID  string
-	Flavor      string
-	Address     string
-	UserData    []byte
-	Created     time.Time
+	// Class is the namespace/name of the MachineClass the VM was created
+	// with: the tag ListMachines goes by.
+	Class      string
+	ProviderID string
+	Flavor     string
+	Address    string
+	UserData   []byte
+	Created    time.Time
 }
 
 // Driver is the in-memory cloud and its driver. It is safe for concurrent
@@ -132,6 +139,7 @@ func (d *Driver) CreateMachine(ctx context.Context, req *driver.CreateMachineReq
 	d.serial++
 	vm := &VM{
 		MachineName: name,
+		Class:       classTag(req.MachineClass),
 		ProviderID:  fmt.Sprintf("memory:///%s/%d", name, d.serial),
 		Flavor:      spec.Flavor,
 		Address:     addressOf(d.serial),
@@ -178,19 +186,34 @@ func (d *Driver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineReq
 	return &driver.DeleteMachineResponse{LastKnownState: "deleted " + vm.ProviderID}, nil
 }
 
-// ListMachines lists every VM of the cloud, by provider ID. One Driver is
-// one cloud account, so every VM is the manager's.
-func (d *Driver) ListMachines(ctx context.Context, _ *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
+// ListMachines lists the VMs created with the request's class, by
+// provider ID. Several classes share the cloud, and orphan collection
+// deletes every VM a class lists that no Machine claims: VMs of other
+// classes are not the class's to list.
+func (d *Driver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
 	if err := d.roundTrip(ctx); err != nil {
 		return nil, err
 	}
+	if req.MachineClass == nil {
+		return nil, driver.NewError(driver.InvalidArgument, "no MachineClass")
+	}
+	tag := classTag(req.MachineClass)
 	d.mu.Lock()
 	defer d.mu.Unlock()
-	out := make(map[string]string, len(d.vms))
+	out := map[string]string{}
 	for name, vm := range d.vms {
-		out[vm.ProviderID] = name
+		if vm.Class == tag {
+			out[vm.ProviderID] = name
+		}
 	}
 	return &driver.ListMachinesResponse{Machines: out}, nil
+}
+
+// classTag is what a VM carries of its class. Namespace and name, not the
+// UID: a class created again under its name still finds its VMs, as with
+// a real cloud's tags.
+func classTag(class *v1alpha1.MachineClass) string {
+	return class.Namespace + "/" + class.Name
 }
 
 // roundTrip honours the context and waits for Options.Latency.

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -124,5 +125,34 @@ func TestDeleteByStaleProviderIDKeepsTheCurrentVM(t *testing.T) {
 	}
 	if vms := d.VMs(); len(vms) != 1 || vms[0].ProviderID != second.ProviderID {
 		t.Errorf("VMs %+v, want %s only", vms, second.ProviderID)
+	}
+}
+
+// Orphan collection deletes what a class lists and no Machine claims, so a
+// class lists its own VMs only.
+func TestListMachinesReturnsTheClassesVMsOnly(t *testing.T) {
+	ctx := t.Context()
+	d := memdriver.New(memdriver.Options{})
+	other := class()
+	other.Namespace = "elsewhere"
+	want := map[string]map[string]string{"own": {}, "other": {}}
+	for label, c := range map[string]*v1alpha1.MachineClass{"own": class(), "other": other} {
+		name := label + "-machine"
+		resp, err := d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine(name), MachineClass: c, Secret: secret()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		want[label][resp.ProviderID] = name
+	}
+	got := map[string]map[string]string{}
+	for label, c := range map[string]*v1alpha1.MachineClass{"own": class(), "other": other} {
+		resp, err := d.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: c, Secret: secret()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got[label] = resp.Machines
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("ListMachines by class (-want +got):\n%s", diff)
 	}
 }
