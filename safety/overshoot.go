@@ -52,7 +52,8 @@ type freezeChange struct {
 // written down below. It is pure.
 //
 //   - A set's count is its machines that carry its template's labels, are
-//     controlled by it and are not being deleted. Its threshold is high =
+//     controlled by it (or orphans it selects, which it adopts next) and
+//     are not being deleted. Its threshold is high =
 //     deployment replicas + maxSurge + up (2 × replicas + up without a
 //     deployment); low = high − down.
 //   - A set at or above high is frozen (label freeze=True, Frozen condition
@@ -144,14 +145,26 @@ func maxSurge(d *v1alpha1.MachineDeployment) int {
 	return n
 }
 
-// machinesOf counts the set's machines: controlled by it, carrying its
-// template's labels, not being deleted.
+// machinesOf counts the set's machines: those it controls and those it
+// would adopt (orphans its selector matches), carrying its template's
+// labels and not being deleted. Orphans count because the set adopts them
+// at its next sync: a machine created by hand into a set's selector is as
+// much an overshoot as one the set created too many.
 func machinesOf(s *v1alpha1.MachineSet, machines []*v1alpha1.Machine) int {
 	template := labels.SelectorFromSet(s.Spec.Template.Labels)
+	selector, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
+	if err != nil || selector.Empty() {
+		selector = labels.Nothing() // a set that selects nothing adopts nothing
+	}
 	n := 0
 	for _, m := range machines {
-		ref := metav1.GetControllerOfNoCopy(m)
-		if ref != nil && ref.UID == s.UID && m.DeletionTimestamp == nil && template.Matches(labels.Set(m.Labels)) {
+		if m.DeletionTimestamp != nil || !template.Matches(labels.Set(m.Labels)) {
+			continue
+		}
+		switch ref := metav1.GetControllerOfNoCopy(m); {
+		case ref != nil && ref.UID == s.UID:
+			n++
+		case ref == nil && selector.Matches(labels.Set(m.Labels)):
 			n++
 		}
 	}

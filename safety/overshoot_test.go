@@ -17,7 +17,7 @@ var mcmThresholds = thresholds{up: DefaultSafetyUp, down: DefaultSafetyDown}
 // osSet is a set of replicas, owned by deployment d when d is not nil.
 func osSet(name string, replicas int32, d *v1alpha1.MachineDeployment) *v1alpha1.MachineSet {
 	s := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: name, UID: types.UID("uid-" + name)},
-		Spec: v1alpha1.MachineSetSpec{Replicas: replicas,
+		Spec: v1alpha1.MachineSetSpec{Replicas: replicas, Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"set": name}},
 			Template: v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"set": name}}}}}
 	if d != nil {
 		s.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(d, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment"))}
@@ -141,6 +141,18 @@ func TestPlanOvershoot(t *testing.T) {
 				ms[1].Labels = nil
 				return ms
 			},
+		},
+		{
+			name: "orphans the set selects count: it adopts them next",
+			sets: []*v1alpha1.MachineSet{osSet("a", 3, nil)},
+			machines: func(s []*v1alpha1.MachineSet) []*v1alpha1.Machine {
+				ms := osMachines(s[0], 8)
+				for _, m := range ms[3:] {
+					m.OwnerReferences = nil
+				}
+				return ms
+			},
+			want: []change{{Kind: "MachineSet", Name: "a", Freeze: true, Reason: ReasonOvershooting}},
 		},
 		{
 			name: "a deployment frozen by its sets agrees with them",

@@ -1,5 +1,5 @@
-// Package simstack runs the machine, MachineSet and MachineDeployment
-// controllers against the test environment's control plane, with a
+// Package simstack runs the machine, MachineSet, MachineDeployment and
+// safety controllers against the test environment's control plane, with a
 // simulated cloud and kubelet (package simcluster) behind a MachineClass,
 // in a namespace of the test's own. Integration tests of the controllers
 // that build on each other share it, so that they run the same stack.
@@ -28,6 +28,7 @@ import (
 	"github.com/mcmkit/mcm/internal/testenv"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
+	"github.com/mcmkit/mcm/safety"
 )
 
 // Options choose the stack's controllers and configure them.
@@ -43,6 +44,9 @@ type Options struct {
 	// Deployment.
 	Deployments bool
 	Deployment  deployment.Options
+	// Safety runs the safety controller too, configured by SafetyOptions.
+	Safety        bool
+	SafetyOptions safety.Options
 }
 
 // Stack is a running stack.
@@ -113,6 +117,18 @@ func Start(t *testing.T, opts Options) *Stack {
 			t.Fatal(err)
 		}
 		runs = append(runs, func(ctx context.Context) error { return dctrl.Run(ctx, 2) })
+	}
+	if opts.Safety {
+		sc, err := safety.NewController(s.Machines, s.Core, safety.Informers{
+			MachineSets: mf.Machine().V1alpha1().MachineSets(),
+			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+			Machines:    mf.Machine().V1alpha1().Machines(),
+			Nodes:       tf.Core().V1().Nodes(),
+		}, opts.SafetyOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return sc.Run(ctx, 1) })
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	mf.Start(runCtx.Done())
