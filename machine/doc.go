@@ -52,7 +52,11 @@
 //     PodDisruptionBudget is synced again as soon as the budget allows a
 //     disruption (with Informers.Target). No worker waits for a drain.
 //   - Frozen (Options.SafetyGate): no creation and no health transition;
-//     deletions go on.
+//     deletions go on. A gate that is also an OutageReporter (the safety
+//     controller) ends an outage by resetting the health timeout of the
+//     machines Unknown since before then: back to Running with MCM's
+//     "Machine Health Timeout was reset due to APIServer being
+//     unreachable", so that an outage never replaces a fleet.
 //
 // Writes are guarded JSON merge patches of the fields the controller owns
 // (package internal/patch). Each write's resourceVersion is remembered

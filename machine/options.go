@@ -83,6 +83,7 @@ const (
 	ReasonJoinTimeout        = "JoinTimeout"
 	ReasonUnhealthy          = "Unhealthy"
 	ReasonRecovered          = "Recovered"
+	ReasonHealthTimerReset   = "HealthTimeoutReset"
 	ReasonHealthTimeout      = "HealthTimeout"
 	ReasonReplacementLimited = "ReplacementLimited"
 	ReasonDrainFailed        = "DrainFailed"
@@ -102,6 +103,18 @@ type Drainer interface {
 // VM is created and no health transition happens; deletions continue.
 type SafetyGate interface {
 	Frozen(ctx context.Context) bool
+}
+
+// OutageReporter is what a SafetyGate may tell besides whether it is
+// frozen: when the last outage it froze for (an API server out of reach)
+// ended. Machines that were Unknown before then get their health timeout
+// restarted, as MCM does: the nodes could not be seen during the outage,
+// so the time they spent Unknown across it says nothing about them, and
+// counting it would replace a fleet after every outage. The safety
+// controller implements it.
+type OutageReporter interface {
+	// LastOutageEnd is when the last outage ended; zero if there was none.
+	LastOutageEnd() time.Time
 }
 
 // SafetyGateFunc adapts a function to SafetyGate.

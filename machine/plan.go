@@ -22,6 +22,9 @@ type observation struct {
 	Config    v1alpha1.MachineConfiguration
 	HasTarget bool
 	Frozen    bool
+	// OutageEnded is when the safety gate's last outage ended (zero: none);
+	// machines Unknown since before then get a new health timeout.
+	OutageEnded time.Time
 	// ValidationErrors of the machine itself.
 	ValidationErrors field.ErrorList
 	// Class is nil when it does not exist; ClassErrors are its validation errors.
@@ -305,6 +308,15 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 			// or a crash between the two writes): the timer starts now.
 			since = now
 			setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
+		}
+		if !obs.OutageEnded.IsZero() && since.Before(obs.OutageEnded) {
+			// Unhealthy across an outage, when nothing could be seen: back
+			// to Running, as MCM does; the next health check starts a new
+			// timeout if the node is still unhealthy.
+			markRunning(p, now, v1alpha1.MachineOperationHealthCheck, ReasonHealthTimerReset,
+				"Machine Health Timeout was reset due to APIServer being unreachable", o)
+			p.RequeueAfter = period
+			return
 		}
 		if *obs.Config.DisableHealthTimeout {
 			p.RequeueAfter = period

@@ -614,3 +614,39 @@ func TestPlanHealthCopiesConditionsOnlyWhenChanged(t *testing.T) {
 		t.Errorf("changed conditions not copied (-node +machine):\n%s", diff)
 	}
 }
+
+// TestHealthTimeoutResetAfterOutage: a machine Unknown since before the
+// safety gate's last outage ended goes back to Running with MCM's "reset"
+// operation instead of Failed; one Unknown since after it times out as
+// usual.
+func TestHealthTimeoutResetAfterOutage(t *testing.T) {
+	o := testOptions(t)
+	notReady := cond(corev1.NodeReady, corev1.ConditionFalse)
+	for _, tc := range []struct {
+		name        string
+		outageEnded time.Time
+		want        v1alpha1.MachinePhase
+		reason      string
+	}{
+		{"unhealthy across the outage", t0.Add(-time.Minute), v1alpha1.MachineRunning, ReasonHealthTimerReset},
+		{"unhealthy since after the outage", t0.Add(-2 * time.Hour), v1alpha1.MachineFailed, ReasonHealthTimeout},
+		{"no outage", time.Time{}, v1alpha1.MachineFailed, ReasonHealthTimeout},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m := withPhase(baseMachine(), v1alpha1.MachineUnknown, "p1")
+			m.Annotations = map[string]string{UnhealthySinceAnnotation: formatTime(t0.Add(-time.Hour))}
+			obs := obsFor(m)
+			obs.Node, obs.OutageEnded = node(notReady), tc.outageEnded
+			p := machinePlan{Machine: m.DeepCopy()}
+			planHealth(&p, obs, o)
+			if got := p.Machine.Status.CurrentStatus.Phase; got != tc.want || p.Event == nil || p.Event.Reason != tc.reason {
+				t.Fatalf("phase %s, event %+v; want %s with %s", got, p.Event, tc.want, tc.reason)
+			}
+			if tc.want == v1alpha1.MachineRunning {
+				if _, ok := p.Machine.Annotations[UnhealthySinceAnnotation]; ok || p.RequeueAfter > o.HealthCheckPeriod {
+					t.Errorf("reset kept the old clock or checks late: %v, requeue %v", p.Machine.Annotations, p.RequeueAfter)
+				}
+			}
+		})
+	}
+}

@@ -131,6 +131,9 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 	}
 	if c.opts.SafetyGate != nil {
 		obs.Frozen = c.opts.SafetyGate.Frozen(ctx)
+		if r, ok := c.opts.SafetyGate.(OutageReporter); ok {
+			obs.OutageEnded = r.LastOutageEnd()
+		}
 	}
 	var secret *corev1.Secret
 	if needsCreate(m) && m.Spec.Class.Name != "" {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
@@ -37,6 +38,13 @@ const (
 	// --safety-down.
 	DefaultSafetyUp   = 2
 	DefaultSafetyDown = 1
+	// DefaultStatusCheckPeriod and DefaultStatusCheckTimeout are MCM's
+	// --machine-safety-apiserver-statuscheck-period and -timeout.
+	DefaultStatusCheckPeriod  = time.Minute
+	DefaultStatusCheckTimeout = 30 * time.Second
+	// DefaultProbeNamespace is where the reachability check asks for a
+	// machine that does not exist.
+	DefaultProbeNamespace = "default"
 	// DefaultFieldManager names the controller in managed fields.
 	DefaultFieldManager = "mcm-safety-controller"
 )
@@ -76,6 +84,15 @@ type Options struct {
 	// SafetyUp and SafetyDown are the overshoot thresholds (see
 	// planOvershoot). Zero means the defaults.
 	SafetyUp, SafetyDown int
+	// StatusCheckPeriod is how often the API servers' reachability is
+	// checked (every fifth of StatusCheckTimeout while one is down); after
+	// StatusCheckTimeout out of reach the controller is Frozen. Zero means
+	// the defaults.
+	StatusCheckPeriod, StatusCheckTimeout time.Duration
+	// ProbeNamespace is the control-cluster namespace the reachability
+	// check reads a (missing) machine from; use one the controller may
+	// read. Empty means DefaultProbeNamespace.
+	ProbeNamespace string
 	// CreationTimeout is how long after it registered a node without a
 	// machine is marked not-managed-by-mcm: a machine's node label is
 	// written only after its node joined. Zero means
@@ -103,6 +120,18 @@ func (o Options) complete() (Options, error) {
 	if o.CreationTimeout == 0 {
 		o.CreationTimeout = v1alpha1.DefaultMachineCreationTimeout
 	}
+	if o.StatusCheckPeriod < 0 || o.StatusCheckTimeout < 0 {
+		return o, fmt.Errorf("StatusCheckPeriod and StatusCheckTimeout must not be negative, got %v and %v", o.StatusCheckPeriod, o.StatusCheckTimeout)
+	}
+	if o.StatusCheckPeriod == 0 {
+		o.StatusCheckPeriod = DefaultStatusCheckPeriod
+	}
+	if o.StatusCheckTimeout == 0 {
+		o.StatusCheckTimeout = DefaultStatusCheckTimeout
+	}
+	if o.ProbeNamespace == "" {
+		o.ProbeNamespace = DefaultProbeNamespace
+	}
 	if o.OvershootPeriod == 0 {
 		o.OvershootPeriod = DefaultOvershootPeriod
 	}
@@ -121,10 +150,12 @@ func (o Options) complete() (Options, error) {
 	return o, nil
 }
 
-// Controller is the safety controller. Today it runs the overshoot check,
-// per namespace, at every machine that appears or goes, every change of a
-// set or deployment, and every OvershootPeriod; and, with a target cluster,
-// marks nodes no machine claims.
+// Controller is the safety controller. It runs the overshoot check, per
+// namespace, at every machine that appears or goes, every change of a set
+// or deployment, and every OvershootPeriod; with a target cluster, it marks
+// nodes no machine claims; and it checks that the API servers are
+// reachable, and is the SafetyGate (and machine.OutageReporter) the other
+// controllers ask.
 type Controller struct {
 	client versioned.Interface
 	target kubernetes.Interface // nil without a target cluster
@@ -142,6 +173,8 @@ type Controller struct {
 	overshoot *workqueue.Queue[string]
 	// unmanaged is keyed by node name; nil without a target cluster.
 	unmanaged *workqueue.Queue[string]
+	// outage is the API-server reachability check's state.
+	outage outage
 }
 
 // NewController returns a safety controller on client (the control
@@ -255,20 +288,31 @@ func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
 // until ctx ends. It returns nil after ctx ended, an error only for bad
 // arguments.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	if c.unmanaged == nil {
-		return c.overshoot.RunSynced(ctx, workers, c.opts.Logger, "safety", c.synced...)
-	}
 	if workers < 1 {
 		return fmt.Errorf("safety: need at least one worker, got %d", workers)
 	}
 	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
+	// Reachability needs no cache: it runs from the start, so that an
+	// outage during the caches' sync is seen too.
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	wg.Go(func() { c.watchAPIServers(ctx) })
 	if !workqueue.WaitForCaches(ctx, c.synced...) {
 		return nil
 	}
-	errs := make(chan error, 2)
-	go func() { errs <- c.overshoot.Run(ctx, workers) }()
-	go func() { errs <- c.unmanaged.Run(ctx, workers) }()
-	return errors.Join(<-errs, <-errs)
+	queues := []*workqueue.Queue[string]{c.overshoot}
+	if c.unmanaged != nil {
+		queues = append(queues, c.unmanaged)
+	}
+	errs := make(chan error, len(queues))
+	for _, q := range queues {
+		go func() { errs <- q.Run(ctx, workers) }()
+	}
+	var all []error
+	for range queues {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }
 
 // checkOvershoot is one overshoot check of a namespace: observe (caches),

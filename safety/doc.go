@@ -1,8 +1,23 @@
 // Package safety holds the policies that keep the machine controllers from
 // doing damage in bulk: the replacement budget, and the safety controller.
-// Today the controller runs the overshoot check and marks nodes no machine
-// claims; collecting orphan VMs and freezing creation during API-server
-// outages will join it.
+// The controller runs the overshoot check, marks nodes no machine claims,
+// and freezes creation during API-server outages; collecting orphan VMs
+// will join it.
+//
+// # API-server outages
+//
+// Every StatusCheckPeriod (every fifth of StatusCheckTimeout while one is
+// down) the controller reads a machine that does not exist from the control
+// cluster and a node from the target: any answer of a working server
+// (NotFound, Forbidden) is up. Down for longer than StatusCheckTimeout, the
+// controller is Frozen: as the SafetyGate of the machine, MachineSet and
+// MachineDeployment controllers it stops creations and health transitions
+// while deletions go on. Up again, it thaws, and as a
+// machine.OutageReporter it tells the machine controller when the outage
+// ended, which gives the machines Unknown since before then a new health
+// timeout (MCM's "Machine Health Timeout was reset due to APIServer being
+// unreachable"), so that an outage never replaces a fleet. The machine
+// controller exports the state as mcm_machine_controller_frozen.
 //
 // # Overshoot
 //

@@ -88,6 +88,9 @@ type Config struct {
 	// controller's overshoot check.
 	SafetyUp, SafetyDown int
 	OvershootPeriod      time.Duration
+	// StatusCheckPeriod and StatusCheckTimeout configure the safety
+	// controller's API-server reachability check.
+	StatusCheckPeriod, StatusCheckTimeout time.Duration
 
 	LeaderElect    bool
 	LeaseDuration  time.Duration
@@ -128,16 +131,18 @@ func DefaultConfig() Config {
 		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
 		NodeConditions:           *d.NodeConditions,
 		AutoscalerScaleDownAnnotationDuringRollout: true,
-		SafetyUp:        safety.DefaultSafetyUp,
-		SafetyDown:      safety.DefaultSafetyDown,
-		OvershootPeriod: safety.DefaultOvershootPeriod,
-		LeaderElect:     true,
-		LeaseDuration:   DefaultLeaseDuration,
-		RenewDeadline:   DefaultRenewDeadline,
-		RetryPeriod:     DefaultRetryPeriod,
-		LeaseName:       DefaultLeaseName,
-		Address:         DefaultAddress,
-		Port:            DefaultPort,
+		SafetyUp:           safety.DefaultSafetyUp,
+		SafetyDown:         safety.DefaultSafetyDown,
+		OvershootPeriod:    safety.DefaultOvershootPeriod,
+		StatusCheckPeriod:  safety.DefaultStatusCheckPeriod,
+		StatusCheckTimeout: safety.DefaultStatusCheckTimeout,
+		LeaderElect:        true,
+		LeaseDuration:      DefaultLeaseDuration,
+		RenewDeadline:      DefaultRenewDeadline,
+		RetryPeriod:        DefaultRetryPeriod,
+		LeaseName:          DefaultLeaseName,
+		Address:            DefaultAddress,
+		Port:               DefaultPort,
 	}
 }
 
@@ -188,6 +193,9 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SafetyUp, "safety-up", c.SafetyUp, "machines above a set's most (deployment replicas + maxSurge, or twice its replicas) at which it is frozen")
 	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
+	fs.DurationVar(&c.StatusCheckPeriod, "machine-safety-apiserver-statuscheck-period", c.StatusCheckPeriod, "how often the API servers' reachability is checked")
+	fs.DurationVar(&c.StatusCheckTimeout, "machine-safety-apiserver-statuscheck-timeout", c.StatusCheckTimeout,
+		"how long an API server may be out of reach before machine creation and health timeouts freeze")
 	fs.StringVar(&c.SimStateFile, "sim-state-file", c.SimStateFile,
 		"with --driver=sim: keep the simulated cloud's VMs in this file, so that a restarted manager finds them (one process per file)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
@@ -339,8 +347,9 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	if c.SafetyUp < 1 || c.SafetyDown < 1 {
 		add("--safety-up and --safety-down must be at least 1, got %d and %d", c.SafetyUp, c.SafetyDown)
 	}
-	if c.OvershootPeriod <= 0 {
-		add("--machine-safety-overshooting-period must be positive, got %v", c.OvershootPeriod)
+	if c.OvershootPeriod <= 0 || c.StatusCheckPeriod <= 0 || c.StatusCheckTimeout <= 0 {
+		add("--machine-safety-overshooting-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v and %v",
+			c.OvershootPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
 	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
 		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {

@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"errors"
 	"flag"
 	"io"
@@ -10,8 +11,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 )
 
 func kubeconfigFile(t *testing.T) string {
@@ -96,7 +101,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"sim state file without the sim driver", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset", "--sim-state-file=/tmp/x"},
 			`--sim-state-file is for --driver=sim, not ""`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
-			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period must be positive, got 0s"},
+			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},
 		{"bad qps", append(ok, "--kube-api-qps=0", "--kube-api-burst=0"), "--kube-api-qps must be positive, got 0; --kube-api-burst must be at least 1, got 0"},
 		{"lease shorter than renew deadline", append(ok, "--leader-elect-lease-duration=5s"),
@@ -193,3 +198,35 @@ func TestReadiness(t *testing.T) {
 		})
 	}
 }
+
+// TestGateProvidersAreBuiltFirst: a controller that provides the safety
+// gate is built before the ones that take it, whatever the order of
+// --controllers, and they get it.
+func TestGateProvidersAreBuiltFirst(t *testing.T) {
+	var got SafetyGate
+	gate := machineGateFunc(func(context.Context) bool { return true })
+	controllers := Controllers{
+		"aaa-user": {Resources: []string{"machines"}, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
+			got = cc.safetyGate()
+			return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+		}},
+		"zzz-gate": {Resources: []string{"machines"}, ProvidesSafetyGate: true, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
+			cc.Gates.Safety = gate
+			return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+		}},
+	}
+	m := &Manager{cfg: DefaultConfig(), opts: Options{Controllers: controllers}, log: logr.Discard(), state: &state{}}
+	cc := ControllerContext{Machines: fake.NewSimpleClientset(), ControlCore: k8sfake.NewSimpleClientset()}
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	if err := m.runControllers(ctx, cc, []string{"aaa-user", "zzz-gate"}); err != nil {
+		t.Fatal(err)
+	}
+	if got == nil {
+		t.Fatal("the controller built with the gate's provider did not get the gate")
+	}
+}
+
+type machineGateFunc func(context.Context) bool
+
+func (f machineGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }

@@ -48,6 +48,23 @@ type ControllerContext struct {
 	Registerer prometheus.Registerer
 	Recorder   record.EventRecorder
 	Logger     logr.Logger
+
+	// Gates are shared by the controllers of one run: a controller whose
+	// table entry says ProvidesSafetyGate sets Gates.Safety, and is built
+	// before the others, which read it.
+	Gates *Gates
+}
+
+// SafetyGate is what the controllers ask before creating machines: the
+// SafetyGate of packages machine, machineset and deployment.
+type SafetyGate interface {
+	Frozen(ctx context.Context) bool
+}
+
+// Gates are the gates one controller provides to the others.
+type Gates struct {
+	// Safety is the safety controller's gate; nil when it does not run.
+	Safety SafetyGate
 }
 
 // Controller is an entry of the controller table.
@@ -59,6 +76,9 @@ type Controller struct {
 	// NeedsDriver: the controller calls the driver, so --driver is
 	// required when it is selected.
 	NeedsDriver bool
+	// ProvidesSafetyGate: New sets ControllerContext.Gates.Safety, so the
+	// controller is built before the others.
+	ProvidesSafetyGate bool
 	// New builds the controller: it takes its informers from the
 	// factories and registers its handlers, and returns the function that
 	// runs it until its context ends.
@@ -75,7 +95,7 @@ func DefaultControllers() Controllers {
 		"machine":           {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
 		"machineset":        {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
 		"machinedeployment": {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newDeploymentController},
-		"safety":            {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newSafetyController},
+		"safety":            {Resources: []string{"machinedeployments", "machinesets", "machines"}, ProvidesSafetyGate: true, New: newSafetyController},
 	}
 }
 
@@ -112,6 +132,7 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 			ReattachTimeout: c.MachinePVReattachTimeout,
 		}},
 		ResourceExhaustedRetry: c.ResourceExhaustedRetry,
+		SafetyGate:             cc.safetyGate(),
 		Logger:                 cc.Logger,
 		Recorder:               cc.Recorder,
 		Registerer:             cc.Registerer,
@@ -127,7 +148,7 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	}, machineset.Options{SafetyGate: cc.safetyGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
 	}
@@ -147,6 +168,7 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	}
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
+		SafetyGate:                            cc.safetyGate(),
 		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
 	})
 	if err != nil {
@@ -169,9 +191,22 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	}
 	ctrl, err := safety.NewController(cc.Machines, target, inf, safety.Options{
 		SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
+		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
 		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("safety controller: %w", err)
 	}
+	if cc.Gates != nil {
+		cc.Gates.Safety = ctrl
+	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
+}
+
+// safetyGate is the safety controller's gate, or nil when it does not run
+// (a nil interface, not an interface holding a nil pointer).
+func (cc ControllerContext) safetyGate() SafetyGate {
+	if cc.Gates == nil || cc.Gates.Safety == nil {
+		return nil
+	}
+	return cc.Gates.Safety
 }

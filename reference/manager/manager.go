@@ -423,6 +423,18 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 		cc.TargetInformers = informers.NewSharedInformerFactory(cc.TargetCore, 0)
 	}
 
+	// Gate providers first: the others take their gates when built.
+	names = slices.Clone(names)
+	slices.SortStableFunc(names, func(a, b string) int {
+		switch pa, pb := m.opts.Controllers[a].ProvidesSafetyGate, m.opts.Controllers[b].ProvidesSafetyGate; {
+		case pa && !pb:
+			return -1
+		case pb && !pa:
+			return 1
+		}
+		return 0
+	})
+	cc.Gates = &Gates{}
 	runs := make([]Runnable, len(names))
 	for i, name := range names {
 		c := cc
