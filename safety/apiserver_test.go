@@ -84,7 +84,7 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		Machines:    f.Machine().V1alpha1().Machines(),
-	}, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond})
+	}, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -24,8 +24,10 @@ import (
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/internal/promreg"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -45,12 +47,18 @@ const (
 	// DefaultProbeNamespace is where the reachability check asks for a
 	// machine that does not exist.
 	DefaultProbeNamespace = "default"
+	// DefaultOrphanVMsPeriod is MCM's --machine-safety-orphan-vms-period.
+	DefaultOrphanVMsPeriod = 15 * time.Minute
+	// DefaultOrphanGracePeriod is how long a VM must look orphaned before
+	// it is deleted.
+	DefaultOrphanGracePeriod = 10 * time.Minute
 	// DefaultFieldManager names the controller in managed fields.
 	DefaultFieldManager = "mcm-safety-controller"
 )
 
 // Event reasons, MCM's where it has them.
 const (
+	ReasonOrphanDeleted     = "OrphanVMDeleted"
 	ReasonFrozeSet          = "FrozeMachineSet"
 	ReasonUnfrozeSet        = "UnfrozeMachineSet"
 	ReasonFrozeDeployment   = "FrozeMachineDeployment"
@@ -73,6 +81,10 @@ type Informers struct {
 	// Nodes are the target cluster's. Nil (no target cluster) skips the
 	// marking of nodes without a machine.
 	Nodes coreinformers.NodeInformer
+	// Classes and Secrets (the control cluster's secrets the classes
+	// reference) are needed with a driver, for the orphan collection.
+	Classes machineinformers.MachineClassInformer
+	Secrets coreinformers.SecretInformer
 }
 
 // Options configures a Controller. The zero value works: MCM's periods and
@@ -93,6 +105,10 @@ type Options struct {
 	// check reads a (missing) machine from; use one the controller may
 	// read. Empty means DefaultProbeNamespace.
 	ProbeNamespace string
+	// OrphanVMsPeriod is how often, with a driver, every class's VMs are
+	// listed for orphans; a VM is deleted once it has looked orphaned for
+	// OrphanGracePeriod. Zero means the defaults.
+	OrphanVMsPeriod, OrphanGracePeriod time.Duration
 	// CreationTimeout is how long after it registered a node without a
 	// machine is marked not-managed-by-mcm: a machine's node label is
 	// written only after its node joined. Zero means
@@ -131,6 +147,15 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.ProbeNamespace == "" {
 		o.ProbeNamespace = DefaultProbeNamespace
+	}
+	if o.OrphanVMsPeriod < 0 || o.OrphanGracePeriod < 0 {
+		return o, fmt.Errorf("OrphanVMsPeriod and OrphanGracePeriod must not be negative, got %v and %v", o.OrphanVMsPeriod, o.OrphanGracePeriod)
+	}
+	if o.OrphanVMsPeriod == 0 {
+		o.OrphanVMsPeriod = DefaultOrphanVMsPeriod
+	}
+	if o.OrphanGracePeriod == 0 {
+		o.OrphanGracePeriod = DefaultOrphanGracePeriod
 	}
 	if o.OvershootPeriod == 0 {
 		o.OvershootPeriod = DefaultOvershootPeriod
@@ -175,18 +200,30 @@ type Controller struct {
 	unmanaged *workqueue.Queue[string]
 	// outage is the API-server reachability check's state.
 	outage outage
+
+	// driver lists and deletes orphan VMs; nil skips the collection.
+	driver         driver.Driver
+	classes        machinelisters.MachineClassLister
+	secrets        corelisters.SecretLister
+	suspects       suspects
+	orphansDeleted prometheus.Counter
 }
 
 // NewController returns a safety controller on client (the control
-// cluster's clientset) and target (the target cluster's; nil without one,
-// and then inf.Nodes is nil too). It registers event handlers on the
-// informers and its queues' metrics on opts.Registerer; it starts nothing.
-func NewController(client versioned.Interface, target kubernetes.Interface, inf Informers, opts Options) (*Controller, error) {
+// cluster's clientset), target (the target cluster's; nil without one, and
+// then inf.Nodes is nil too) and drv (the cloud's driver, for the orphan
+// collection; nil skips it, and then inf.Classes and inf.Secrets may be
+// nil). It registers event handlers on the informers and its metrics on
+// opts.Registerer; it starts nothing.
+func NewController(client versioned.Interface, target kubernetes.Interface, inf Informers, drv driver.Driver, opts Options) (*Controller, error) {
 	if client == nil || inf.MachineSets == nil || inf.Deployments == nil || inf.Machines == nil {
 		return nil, errors.New("safety: client and informers must not be nil")
 	}
 	if (target == nil) != (inf.Nodes == nil) {
 		return nil, errors.New("safety: give both the target client and the Nodes informer, or neither")
+	}
+	if drv != nil && (inf.Classes == nil || inf.Secrets == nil) {
+		return nil, errors.New("safety: a driver needs the Classes and Secrets informers")
 	}
 	o, err := opts.complete()
 	if err != nil {
@@ -201,6 +238,24 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	informers := []cache.SharedIndexInformer{inf.MachineSets.Informer(), inf.Deployments.Informer(), inf.Machines.Informer()}
 	if inf.Nodes != nil {
 		informers = append(informers, inf.Nodes.Informer())
+	}
+	c.orphansDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "mcm_safety_orphan_vms_deleted_total",
+		Help: "VMs the safety controller deleted because no machine claimed them."})
+	if drv != nil {
+		c.driver, c.classes, c.secrets = drv, inf.Classes.Lister(), inf.Secrets.Lister()
+		informers = append(informers, inf.Classes.Informer(), inf.Secrets.Informer())
+		for _, i := range []cache.SharedIndexInformer{inf.Classes.Informer(), inf.Secrets.Informer()} {
+			reg, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{})
+			if err != nil {
+				return nil, fmt.Errorf("safety: adding event handler: %w", err)
+			}
+			c.synced = append(c.synced, reg.HasSynced)
+		}
+		if o.Registerer != nil {
+			if c.orphansDeleted, err = promreg.Register(o.Registerer, c.orphansDeleted); err != nil {
+				return nil, fmt.Errorf("safety: registering metric: %w", err)
+			}
+		}
 	}
 	if err := cachetransform.SetOn(informers...); err != nil {
 		return nil, fmt.Errorf("safety: %w", err)
@@ -299,6 +354,9 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	wg.Go(func() { c.watchAPIServers(ctx) })
 	if !workqueue.WaitForCaches(ctx, c.synced...) {
 		return nil
+	}
+	if c.driver != nil {
+		wg.Go(func() { c.watchOrphans(ctx) })
 	}
 	queues := []*workqueue.Queue[string]{c.overshoot}
 	if c.unmanaged != nil {

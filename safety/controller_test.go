@@ -39,7 +39,7 @@ func TestOvershootFreezesAndUnfreezes(t *testing.T) {
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		Machines:    f.Machine().V1alpha1().Machines(),
-	}, Options{})
+	}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -133,7 +133,7 @@ func TestUnmanagedNodesAreMarked(t *testing.T) {
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		Machines:    f.Machine().V1alpha1().Machines(),
 		Nodes:       kf.Core().V1().Nodes(),
-	}, Options{})
+	}, nil, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,8 +1,23 @@
 // Package safety holds the policies that keep the machine controllers from
 // doing damage in bulk: the replacement budget, and the safety controller.
 // The controller runs the overshoot check, marks nodes no machine claims,
-// and freezes creation during API-server outages; collecting orphan VMs
-// will join it.
+// freezes creation during API-server outages and collects orphan VMs.
+//
+// # Orphan VMs
+//
+// With a driver, at start and every OrphanVMsPeriod (MCM's 15 minutes), the
+// driver lists each MachineClass's VMs (exactly that class's, by the driver
+// contract). A VM is an orphan when no machine claims it: none has its
+// machine name in the class's namespace with the same, or still no,
+// provider ID (a machine being created claims its VM by name), and none has
+// its provider ID. An orphan is deleted through the driver only after it
+// has looked orphaned across checks for OrphanGracePeriod and an uncached
+// read confirms that no machine of its name claims it; never while frozen,
+// never before the caches synced, and not within one period after an
+// outage ended, so that a cache that is briefly wrong after a restart or an
+// outage (MCM #657) cannot delete a healthy VM. Each deletion is logged
+// with the VM, recorded as an event on its class and counted in
+// mcm_safety_orphan_vms_deleted_total.
 //
 // # API-server outages
 //

@@ -124,7 +124,9 @@ func Start(t *testing.T, opts Options) *Stack {
 			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
 			Machines:    mf.Machine().V1alpha1().Machines(),
 			Nodes:       tf.Core().V1().Nodes(),
-		}, opts.SafetyOptions)
+			Classes:     mf.Machine().V1alpha1().MachineClasses(),
+			Secrets:     cf.Core().V1().Secrets(),
+		}, s.Cluster.Cloud.Driver(), opts.SafetyOptions)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -91,6 +91,9 @@ type Config struct {
 	// StatusCheckPeriod and StatusCheckTimeout configure the safety
 	// controller's API-server reachability check.
 	StatusCheckPeriod, StatusCheckTimeout time.Duration
+	// OrphanVMsPeriod is how often the safety controller looks for orphan
+	// VMs.
+	OrphanVMsPeriod time.Duration
 
 	LeaderElect    bool
 	LeaseDuration  time.Duration
@@ -136,6 +139,7 @@ func DefaultConfig() Config {
 		OvershootPeriod:    safety.DefaultOvershootPeriod,
 		StatusCheckPeriod:  safety.DefaultStatusCheckPeriod,
 		StatusCheckTimeout: safety.DefaultStatusCheckTimeout,
+		OrphanVMsPeriod:    safety.DefaultOrphanVMsPeriod,
 		LeaderElect:        true,
 		LeaseDuration:      DefaultLeaseDuration,
 		RenewDeadline:      DefaultRenewDeadline,
@@ -193,6 +197,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SafetyUp, "safety-up", c.SafetyUp, "machines above a set's most (deployment replicas + maxSurge, or twice its replicas) at which it is frozen")
 	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
+	fs.DurationVar(&c.OrphanVMsPeriod, "machine-safety-orphan-vms-period", c.OrphanVMsPeriod, "how often the VMs of every class are checked for orphans")
 	fs.DurationVar(&c.StatusCheckPeriod, "machine-safety-apiserver-statuscheck-period", c.StatusCheckPeriod, "how often the API servers' reachability is checked")
 	fs.DurationVar(&c.StatusCheckTimeout, "machine-safety-apiserver-statuscheck-timeout", c.StatusCheckTimeout,
 		"how long an API server may be out of reach before machine creation and health timeouts freeze")
@@ -347,9 +352,9 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	if c.SafetyUp < 1 || c.SafetyDown < 1 {
 		add("--safety-up and --safety-down must be at least 1, got %d and %d", c.SafetyUp, c.SafetyDown)
 	}
-	if c.OvershootPeriod <= 0 || c.StatusCheckPeriod <= 0 || c.StatusCheckTimeout <= 0 {
-		add("--machine-safety-overshooting-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v and %v",
-			c.OvershootPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
+	if c.OvershootPeriod <= 0 || c.OrphanVMsPeriod <= 0 || c.StatusCheckPeriod <= 0 || c.StatusCheckTimeout <= 0 {
+		add("--machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v, %v and %v",
+			c.OvershootPeriod, c.OrphanVMsPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
 	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
 		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {

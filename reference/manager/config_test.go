@@ -101,7 +101,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"sim state file without the sim driver", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset", "--sim-state-file=/tmp/x"},
 			`--sim-state-file is for --driver=sim, not ""`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
-			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 1m0s and 30s"},
+			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 15m0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},
 		{"bad qps", append(ok, "--kube-api-qps=0", "--kube-api-burst=0"), "--kube-api-qps must be positive, got 0; --kube-api-burst must be at least 1, got 0"},
 		{"lease shorter than renew deadline", append(ok, "--leader-elect-lease-duration=5s"),

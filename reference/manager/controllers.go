@@ -183,16 +183,20 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
+		Secrets:     cc.ControlInformers.Core().V1().Secrets(),
 	}
 	var target kubernetes.Interface
 	if cc.TargetCore != nil {
 		target = cc.TargetCore
 		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
 	}
-	ctrl, err := safety.NewController(cc.Machines, target, inf, safety.Options{
+	// Without a driver (none selected) there are no VMs to collect.
+	ctrl, err := safety.NewController(cc.Machines, target, inf, cc.Driver, safety.Options{
 		SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
 		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
-		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+		OrphanVMsPeriod: c.OrphanVMsPeriod,
+		Logger:          cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("safety controller: %w", err)
 	}
