@@ -8,6 +8,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/record"
 
@@ -112,10 +113,9 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 		Classes:  cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
 		Secrets:  cc.ControlInformers.Core().V1().Secrets(),
 	}
-	var target kubernetes.Interface
-	if cc.TargetCore != nil {
-		target = cc.TargetCore
-		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
+	target, nodes := cc.targetNodes()
+	if target != nil {
+		inf.Nodes = nodes
 		// The drain reads pods, budgets and volumes from these caches.
 		inf.Target = cc.TargetInformers
 	}
@@ -161,11 +161,8 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 	}
-	var target kubernetes.Interface
-	if cc.TargetCore != nil {
-		target = cc.TargetCore
-		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
-	}
+	target, nodes := cc.targetNodes()
+	inf.Nodes = nodes
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
 		SafetyGate:                            cc.safetyGate(),
@@ -186,11 +183,8 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
 		Secrets:     cc.ControlInformers.Core().V1().Secrets(),
 	}
-	var target kubernetes.Interface
-	if cc.TargetCore != nil {
-		target = cc.TargetCore
-		inf.Nodes = cc.TargetInformers.Core().V1().Nodes()
-	}
+	target, nodes := cc.targetNodes()
+	inf.Nodes = nodes
 	// Without a driver (none selected) there are no VMs to collect.
 	ctrl, err := safety.NewController(cc.Machines, target, inf, cc.Driver, safety.Options{
 		SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
@@ -213,4 +207,14 @@ func (cc ControllerContext) safetyGate() SafetyGate {
 		return nil
 	}
 	return cc.Gates.Safety
+}
+
+// targetNodes returns the target cluster's client and node informer, or
+// two nil interfaces (not interfaces holding nil pointers) without a
+// target cluster.
+func (cc ControllerContext) targetNodes() (kubernetes.Interface, coreinformers.NodeInformer) {
+	if cc.TargetCore == nil {
+		return nil, nil
+	}
+	return cc.TargetCore, cc.TargetInformers.Core().V1().Nodes()
 }
