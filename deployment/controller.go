@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
@@ -49,6 +50,7 @@ type Controller struct {
 	sets        machinelisters.MachineSetLister
 	machines    machinelisters.MachineLister
 	nodes       corelisters.NodeLister // nil with no target cluster
+	machineIdx  cache.Indexer          // machines by node; nil with no target cluster
 	synced      []cache.InformerSynced
 
 	queue *workqueue.Queue[string]
@@ -140,11 +142,51 @@ func (c *Controller) register(inf Informers) error {
 	if inf.Nodes == nil {
 		return nil
 	}
-	// Nodes only matter for the marks of a rollout, which the machines'
-	// events already bring the deployment to; the cache just has to be
-	// there when the sync reads it.
-	c.synced = append(c.synced, inf.Nodes.Informer().HasSynced)
-	return nil
+	// A change of a node's rollout marks syncs its deployment: a sync that
+	// read the node before the cache showed the controller's own mark
+	// would otherwise leave it in place once the rollout completed.
+	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: func(obj any) ([]string, error) {
+		if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
+			return []string{m.Labels[v1alpha1.NodeLabelKey]}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return fmt.Errorf("adding the machine index: %w", err)
+	}
+	c.machineIdx = inf.Machines.Informer().GetIndexer()
+	return add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNodeUpdate})
+}
+
+// indexMachineByNode indexes machines by their node label; the
+// controller's own name, so that it can share the informer with others'
+// indexes of the same kind.
+const indexMachineByNode = "mcmkit.io/deployment-machine-by-node"
+
+// onNodeUpdate queues the deployment of a node whose rollout marks
+// changed.
+func (c *Controller) onNodeUpdate(oldObj, obj any) {
+	old, ok1 := oldObj.(*corev1.Node)
+	n, ok2 := obj.(*corev1.Node)
+	if !ok1 || !ok2 || !rolloutMarksChanged(old, n) {
+		return
+	}
+	machines, err := c.machineIdx.ByIndex(indexMachineByNode, n.Name)
+	if err != nil {
+		return
+	}
+	for _, o := range machines {
+		c.onMachine(o)
+	}
+}
+
+// rolloutMarksChanged tells whether the marks this controller puts on nodes
+// during a rollout differ between old and n.
+func rolloutMarksChanged(old, n *corev1.Node) bool {
+	tainted := func(n *corev1.Node) bool {
+		return slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.PreferNoScheduleTaintKey })
+	}
+	return old.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] != n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] ||
+		tainted(old) != tainted(n)
 }
 
 // Run waits for the caches, then reconciles with workers workers until ctx

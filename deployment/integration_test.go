@@ -244,7 +244,7 @@ func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
 		total, inflight = max(total, live), max(inflight, booting)
 	})
 	growth := w.countSetGrowth()
-	marks := w.watchNodeMarks()
+	marks := w.watchNodeMarks(w.kubeletIdentity())
 	start := time.Now()
 	w.patch("web", `{"spec":{"template":{"spec":{"class":{"name":"sim2"}}}}}`)
 	w.complete("web", 30, "sim2")
@@ -264,12 +264,16 @@ func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
 	if !tainted || !disabled {
 		t.Errorf("during the rollout: PreferNoSchedule taint seen %v, scale-down-disabled seen %v; want both", tainted, disabled)
 	}
+	identity := w.kubeletIdentity()
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		nodes, err := w.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		for _, n := range nodes.Items {
+			if n.Annotations[sim.AnnotationSimulated] != identity {
+				continue // another test's node
+			}
 			if _, ok := n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation]; ok {
 				return false, "node " + n.Name + " still has scale-down disabled"
 			}
@@ -370,10 +374,26 @@ func (w *rolloutWorld) countSetGrowth() func() int {
 	}
 }
 
-// watchNodeMarks reports, from a watch on the nodes, whether any node
-// carried the rollout's PreferNoSchedule taint, and whether any carried
-// the scale-down-disabled annotation this controller sets, since the call.
-func (w *rolloutWorld) watchNodeMarks() func() (tainted, disabled bool) {
+// kubeletIdentity is the identity the stack's simulated kubelet marks its
+// nodes with, read off the node of one of the namespace's machines: the
+// control plane also holds other tests' nodes.
+func (w *rolloutWorld) kubeletIdentity() string {
+	w.t.Helper()
+	for _, m := range w.live(context.Background()) {
+		n, err := w.Core.CoreV1().Nodes().Get(context.Background(), m.Labels[v1alpha1.NodeLabelKey], metav1.GetOptions{})
+		if err == nil && n.Annotations[sim.AnnotationSimulated] != "" {
+			return n.Annotations[sim.AnnotationSimulated]
+		}
+	}
+	w.t.Fatal("no node of this test's machines carries the simulated kubelet's identity")
+	return ""
+}
+
+// watchNodeMarks reports, from a watch on the nodes of the kubelet with
+// identity, whether any carried the rollout's PreferNoSchedule taint, and
+// whether any carried the scale-down-disabled annotation this controller
+// sets, since the call.
+func (w *rolloutWorld) watchNodeMarks(identity string) func() (tainted, disabled bool) {
 	w.t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	watcher, err := w.Core.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{})
@@ -388,7 +408,7 @@ func (w *rolloutWorld) watchNodeMarks() func() (tainted, disabled bool) {
 		defer watcher.Stop()
 		for ev := range watcher.ResultChan() {
 			n, ok := ev.Object.(*corev1.Node)
-			if !ok {
+			if !ok || n.Annotations[sim.AnnotationSimulated] != identity {
 				continue
 			}
 			mu.Lock()
