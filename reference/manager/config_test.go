@@ -188,6 +188,8 @@ func TestReadiness(t *testing.T) {
 		{"no leader election", &state{leading: true, synced: true, skipped: []string{"machineset"}}, true,
 			"running without leader election; caches synced; skipped controllers: machineset"},
 		{"stopping", &state{leaderElect: true, leading: true, synced: true, stopping: true}, false, "shutting down"},
+		{"frozen", &state{leaderElect: true, leading: true, synced: true, gate: machineGateFunc(func(context.Context) bool { return true })}, true,
+			"leader; caches synced; frozen: an API server is out of reach, no machine is created or replaced"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

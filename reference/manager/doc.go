@@ -70,6 +70,8 @@
 // Otherwise it is 503 with the reason: waiting for an API server or the
 // CRDs, a new leader whose caches are syncing, or shutting down. Later API
 // server outages do not flip readiness; the informers retry by themselves.
+// While the safety controller is frozen by such an outage, /readyz stays
+// 200 and says so.
 //
 // # Metrics
 //

@@ -446,6 +446,8 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 		runs[i] = r
 	}
 
+	m.state.update(func(s *state) { s.gate = cc.Gates.Safety })
+	defer m.state.update(func(s *state) { s.gate = nil })
 	runCtx, cancel := context.WithCancelCause(ctx)
 	cc.MachineInformers.Start(runCtx.Done())
 	cc.ControlInformers.Start(runCtx.Done())

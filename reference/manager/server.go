@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"net/http/pprof"
@@ -37,6 +38,9 @@ type state struct {
 	synced      bool
 	skipped     []string // controllers skipped for missing CRDs
 	stopping    bool
+	// gate is the running safety controller's gate, nil when none runs;
+	// /readyz says when it is frozen.
+	gate SafetyGate
 }
 
 func (s *state) setWaiting(why string) {
@@ -76,6 +80,11 @@ func (s *state) readiness() (bool, string) {
 		role := "leader"
 		if !s.leaderElect {
 			role = "running without leader election"
+		}
+		// Frozen is not unready: the manager works, deletions go on, and
+		// it thaws by itself; a restart would help nothing.
+		if s.gate != nil && s.gate.Frozen(context.Background()) {
+			note += "; frozen: an API server is out of reach, no machine is created or replaced"
 		}
 		return true, role + "; caches synced" + note
 	}
