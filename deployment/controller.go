@@ -21,6 +21,7 @@ import (
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/dedup"
+	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -145,12 +146,7 @@ func (c *Controller) register(inf Informers) error {
 	// A change of a node's rollout marks syncs its deployment: a sync that
 	// read the node before the cache showed the controller's own mark
 	// would otherwise leave it in place once the rollout completed.
-	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: func(obj any) ([]string, error) {
-		if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
-			return []string{m.Labels[v1alpha1.NodeLabelKey]}, nil
-		}
-		return nil, nil
-	}}); err != nil {
+	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: machineindex.ByNode}); err != nil {
 		return fmt.Errorf("adding the machine index: %w", err)
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()

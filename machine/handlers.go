@@ -12,6 +12,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/machineindex"
 )
 
 // Index names the controller adds to the informers.
@@ -68,13 +69,7 @@ func (c *Controller) register(inf Informers) error {
 			}
 			return []string{classKeyOf(m)}, nil
 		},
-		indexMachineByNode: func(obj any) ([]string, error) {
-			m, ok := obj.(*v1alpha1.Machine)
-			if !ok || nodeNameOf(m) == "" {
-				return nil, nil
-			}
-			return []string{nodeNameOf(m)}, nil
-		},
+		indexMachineByNode: machineindex.ByNode,
 		indexMachineByBlockingBudget: func(obj any) ([]string, error) {
 			m, ok := obj.(*v1alpha1.Machine)
 			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {

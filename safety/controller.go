@@ -26,6 +26,7 @@ import (
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/internal/promreg"
 	"github.com/mcmkit/mcm/workqueue"
@@ -327,12 +328,7 @@ func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
 		return err
 	}
 	c.nodes = inf.Nodes.Lister()
-	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: func(obj any) ([]string, error) {
-		if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
-			return []string{m.Labels[v1alpha1.NodeLabelKey]}, nil
-		}
-		return nil, nil
-	}}); err != nil {
+	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: machineindex.ByNode}); err != nil {
 		return fmt.Errorf("adding the machine index: %w", err)
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
