@@ -15,6 +15,7 @@ import (
 	"github.com/mcmkit/mcm/internal/inplace"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // errCollision: the new set's name is taken by a set with another
@@ -118,7 +119,7 @@ func (c *Controller) patchSet(ctx context.Context, d *v1alpha1.MachineDeployment
 	if err != nil {
 		return fmt.Errorf("updating machine set %s: %w", s.Name, err)
 	}
-	c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
 	if want.Spec.Replicas != s.Spec.Replicas {
 		c.event(d, corev1.EventTypeNormal, ReasonScaled,
 			fmt.Sprintf("Scaled machine set %s from %d to %d", s.Name, s.Spec.Replicas, want.Spec.Replicas))
@@ -168,7 +169,7 @@ func (c *Controller) createNewSet(ctx context.Context, d *v1alpha1.MachineDeploy
 	sets := c.client.MachineV1alpha1().MachineSets(d.Namespace)
 	created, err := sets.Create(ctx, s, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
 	if err == nil {
-		c.writes.Wrote(keyOf(created), created.ResourceVersion)
+		c.writes.Wrote(workqueue.KeyOf(created), created.ResourceVersion)
 		c.event(d, corev1.EventTypeNormal, ReasonCreatedSet, fmt.Sprintf("Created machine set %s with %d replicas", created.Name, replicas))
 		return created, nil
 	}
@@ -219,7 +220,7 @@ func (c *Controller) recordRevision(ctx context.Context, d *v1alpha1.MachineDepl
 	if err != nil {
 		return d, fmt.Errorf("recording revision of machine deployment %s: %w", d.Name, err)
 	}
-	c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
 	return updated, nil
 }
 
@@ -299,6 +300,6 @@ func (c *Controller) setOwners(ctx context.Context, s *v1alpha1.MachineSet, refs
 	if err != nil {
 		return nil, fmt.Errorf("setting owners of machine set %s: %w", s.Name, err)
 	}
-	c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
 	return updated, nil
 }

@@ -122,7 +122,7 @@ func (c *Controller) register(inf Informers) error {
 	if err := add(inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: func(obj any) { c.writes.Forget(keyOf(obj)); c.toldFrozen.Forget(keyOf(obj)) },
+		DeleteFunc: func(obj any) { c.writes.Forget(workqueue.KeyOf(obj)); c.toldFrozen.Forget(workqueue.KeyOf(obj)) },
 	}); err != nil {
 		return err
 	}
@@ -191,10 +191,8 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machinedeployment", c.synced...)
 }
 
-func keyOf(obj any) string { return workqueue.KeyOf(obj) }
-
 func (c *Controller) enqueue(obj any) {
-	if key := keyOf(obj); key != "" {
+	if key := workqueue.KeyOf(obj); key != "" {
 		c.queue.Add(key)
 	}
 }
@@ -233,14 +231,12 @@ func (c *Controller) onSetUpdate(oldObj, obj any) {
 }
 
 func (c *Controller) onSetDelete(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = workqueue.ObjectOf(obj)
 	s, ok := obj.(*v1alpha1.MachineSet)
 	if !ok {
 		return
 	}
-	c.writes.Forget(keyOf(s))
+	c.writes.Forget(workqueue.KeyOf(s))
 	if key := deploymentOf(s); key != "" {
 		c.queue.Add(key)
 	}
@@ -249,9 +245,7 @@ func (c *Controller) onSetDelete(obj any) {
 // onMachine queues the deployment of the machine's set: machines make the
 // deployment's status and decide when a rollout may go on.
 func (c *Controller) onMachine(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = workqueue.ObjectOf(obj)
 	m, ok := obj.(*v1alpha1.Machine)
 	if !ok {
 		return
@@ -278,7 +272,7 @@ func (c *Controller) enqueueSelecting(s *v1alpha1.MachineSet) {
 	}
 	for _, d := range ds {
 		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(s.Labels)) {
-			c.queue.Add(keyOf(d))
+			c.queue.Add(workqueue.KeyOf(d))
 		}
 	}
 }

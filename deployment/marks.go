@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // markForAutoscaler carries out the cluster-autoscaler's request in the
@@ -45,7 +46,7 @@ func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineD
 			var updated *v1alpha1.MachineDeployment
 			updated, err = patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
 			if err == nil {
-				c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+				c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
 				d = updated
 			}
 		}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // rollbackRequest returns the revision a rollback asks for and whether one
@@ -89,7 +90,7 @@ func (c *Controller) rollback(ctx context.Context, d *v1alpha1.MachineDeployment
 	if err != nil {
 		return fmt.Errorf("rolling back machine deployment %s: %w", d.Name, err)
 	}
-	c.writes.Wrote(keyOf(updated), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
 	typ := corev1.EventTypeNormal
 	if plan.Template == nil {
 		typ = corev1.EventTypeWarning

@@ -96,7 +96,7 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 	if step.Unsupported != "" && !reported(d, v1alpha1.MachineDeploymentProgressing, step.Unsupported) {
 		c.warn(d, ReasonUnsupported, step.Unsupported)
 	}
-	key := keyOf(d)
+	key := workqueue.KeyOf(d)
 	switch {
 	case !step.HeldBack:
 		c.toldFrozen.Forget(key)
@@ -189,7 +189,7 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment,
 		return observed{}, false, err
 	}
 	for _, s := range owned {
-		if !c.writes.Observed(keyOf(s), s.ResourceVersion) {
+		if !c.writes.Observed(workqueue.KeyOf(s), s.ResourceVersion) {
 			return observed{}, true, nil
 		}
 	}
@@ -270,7 +270,7 @@ func (c *Controller) setFinalizer(ctx context.Context, d *v1alpha1.MachineDeploy
 	if err != nil {
 		return d, fmt.Errorf("updating finalizer of machine deployment %s: %w", d.Name, err)
 	}
-	c.writes.Wrote(keyOf(d), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(d), updated.ResourceVersion)
 	return updated, nil
 }
 
@@ -285,6 +285,6 @@ func (c *Controller) writeStatus(ctx context.Context, d *v1alpha1.MachineDeploym
 	if err != nil {
 		return d, fmt.Errorf("writing status of machine deployment %s: %w", d.Name, err)
 	}
-	c.writes.Wrote(keyOf(d), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(d), updated.ResourceVersion)
 	return updated, nil
 }

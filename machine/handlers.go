@@ -13,6 +13,7 @@ import (
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // Index names the controller adds to the informers.
@@ -30,21 +31,6 @@ func objectKey(namespace, name string) string { return cache.NewObjectName(names
 
 // classKeyOf is the key of the machine's class.
 func classKeyOf(m *v1alpha1.Machine) string { return objectKey(m.Namespace, m.Spec.Class.Name) }
-
-func keyOf(obj any) string {
-	key, err := cache.DeletionHandlingMetaNamespaceKeyFunc(obj)
-	if err != nil {
-		return ""
-	}
-	return key
-}
-
-func unwrapTombstone(obj any) any {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return t.Obj
-	}
-	return obj
-}
 
 // register adds transforms, indexes and event handlers to the informers.
 func (c *Controller) register(inf Informers) error {
@@ -142,9 +128,9 @@ func (c *Controller) onBudget(obj any) {
 	if !ok || pdb.Status.DisruptionsAllowed <= 0 {
 		return
 	}
-	objs, _ := c.machineIdx.ByIndex(indexMachineByBlockingBudget, keyOf(pdb))
+	objs, _ := c.machineIdx.ByIndex(indexMachineByBlockingBudget, workqueue.KeyOf(pdb))
 	for _, o := range objs {
-		c.machineQueue.Add(keyOf(o))
+		c.machineQueue.Add(workqueue.KeyOf(o))
 	}
 }
 
@@ -153,7 +139,7 @@ func (c *Controller) onMachine(oldObj, obj any) {
 	if !ok {
 		return
 	}
-	c.machineQueue.Add(keyOf(m))
+	c.machineQueue.Add(workqueue.KeyOf(m))
 	c.classQueue.Add(classKeyOf(m))
 	if old, ok := oldObj.(*v1alpha1.Machine); ok && old.Spec.Class.Name != m.Spec.Class.Name {
 		c.classQueue.Add(classKeyOf(old))
@@ -161,22 +147,22 @@ func (c *Controller) onMachine(oldObj, obj any) {
 }
 
 func (c *Controller) onMachineDelete(obj any) {
-	m, ok := unwrapTombstone(obj).(*v1alpha1.Machine)
+	m, ok := workqueue.ObjectOf(obj).(*v1alpha1.Machine)
 	if !ok {
 		return
 	}
-	key := keyOf(m)
+	key := workqueue.KeyOf(m)
 	c.writes.Forget(key)
 	c.failures.reset(key)
 	c.classQueue.Add(classKeyOf(m))
 }
 
 func (c *Controller) onClass(oldObj, obj any) {
-	class, ok := unwrapTombstone(obj).(*v1alpha1.MachineClass)
+	class, ok := workqueue.ObjectOf(obj).(*v1alpha1.MachineClass)
 	if !ok {
 		return
 	}
-	c.classQueue.Add(keyOf(class))
+	c.classQueue.Add(workqueue.KeyOf(class))
 	for _, cl := range []*v1alpha1.MachineClass{class, asClass(oldObj)} {
 		if cl == nil {
 			continue
@@ -185,7 +171,7 @@ func (c *Controller) onClass(oldObj, obj any) {
 			c.secretQueue.Add(ref)
 		}
 	}
-	c.enqueueMachinesOfClass(keyOf(class))
+	c.enqueueMachinesOfClass(workqueue.KeyOf(class))
 }
 
 func asClass(obj any) *v1alpha1.MachineClass {
@@ -196,29 +182,29 @@ func asClass(obj any) *v1alpha1.MachineClass {
 func (c *Controller) enqueueMachinesOfClass(classKey string) {
 	objs, _ := c.machineIdx.ByIndex(indexMachineByClass, classKey)
 	for _, o := range objs {
-		c.machineQueue.Add(keyOf(o))
+		c.machineQueue.Add(workqueue.KeyOf(o))
 	}
 }
 
 func (c *Controller) onSecret(obj any) {
-	s, ok := unwrapTombstone(obj).(*corev1.Secret)
+	s, ok := workqueue.ObjectOf(obj).(*corev1.Secret)
 	if !ok {
 		return
 	}
-	key := keyOf(s)
+	key := workqueue.KeyOf(s)
 	c.secretQueue.Add(key)
 	// Machines waiting for a fixed secret retry now rather than after
 	// their backoff.
 	classes, _ := c.classes.MachineClasses(s.Namespace).List(everything)
 	for _, cl := range classes {
 		if slices.Contains(classSecretRefs(cl), key) {
-			c.enqueueMachinesOfClass(keyOf(cl))
+			c.enqueueMachinesOfClass(workqueue.KeyOf(cl))
 		}
 	}
 }
 
 func (c *Controller) onNode(oldObj, obj any) {
-	n, ok := unwrapTombstone(obj).(*corev1.Node)
+	n, ok := workqueue.ObjectOf(obj).(*corev1.Node)
 	if !ok {
 		return
 	}

@@ -96,7 +96,7 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	for _, o := range objs {
 		m := o.(*v1alpha1.Machine)
 		if !gone || m.DeletionTimestamp != nil {
-			c.machineQueue.Add(keyOf(m))
+			c.machineQueue.Add(workqueue.KeyOf(m))
 			continue
 		}
 		// Only a node that was there can go: a machine still waiting for
@@ -104,16 +104,16 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 		switch m.Status.CurrentStatus.Phase {
 		case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed:
 		default:
-			c.machineQueue.Add(keyOf(m))
+			c.machineQueue.Add(workqueue.KeyOf(m))
 			continue
 		}
 		uid := m.UID
 		err := c.control.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
-			return workqueue.Result{}, fmt.Errorf("deleting machine %s of deleted node %s: %w", keyOf(m), name, err)
+			return workqueue.Result{}, fmt.Errorf("deleting machine %s of deleted node %s: %w", workqueue.KeyOf(m), name, err)
 		}
-		logr.FromContextOrDiscard(ctx).Info("Node deleted; deleting its machine", "node", name, "machine", keyOf(m))
+		logr.FromContextOrDiscard(ctx).Info("Node deleted; deleting its machine", "node", name, "machine", workqueue.KeyOf(m))
 	}
 	return workqueue.Result{}, nil
 }

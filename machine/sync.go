@@ -51,7 +51,7 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 
 // syncMachine handles a machine that is not being deleted.
 func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) (workqueue.Result, error) {
-	key := keyOf(cached)
+	key := workqueue.KeyOf(cached)
 	obs, secret := c.observe(ctx, cached)
 	p := planMachine(obs, &c.opts)
 	if p.MarkedFailed {

@@ -49,7 +49,7 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 		if stepErr != nil || !out.Done {
 			return workqueue.Result{RequeueAfter: out.RequeueAfter}, stepErr
 		}
-		c.failures.reset(keyOf(cur))
+		c.failures.reset(workqueue.KeyOf(cur))
 		cur = written
 	}
 	return workqueue.Result{RequeueAfter: time.Second}, nil
@@ -147,7 +147,7 @@ func (c *Controller) waitStep(m *v1alpha1.Machine, d deletionDecision) stepOutco
 	return stepOutcome{
 		Failed:       true,
 		Event:        &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleteFailed, Message: d.Description},
-		RequeueAfter: c.opts.retryDelay(retryMedium, c.failures.inc(keyOf(m))),
+		RequeueAfter: c.opts.retryDelay(retryMedium, c.failures.inc(workqueue.KeyOf(m))),
 	}
 }
 
@@ -206,7 +206,7 @@ func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, cred
 		return stepOutcome{
 			Failed: true, ErrorCode: code.String(), Description: msg,
 			Event:        &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleteFailed, Message: msg},
-			RequeueAfter: c.opts.retryDelay(retryClassOf(code), c.failures.inc(keyOf(m))),
+			RequeueAfter: c.opts.retryDelay(retryClassOf(code), c.failures.inc(workqueue.KeyOf(m))),
 		}, fmt.Errorf("deleting VM %s: %w", m.Spec.ProviderID, err)
 	}
 }
@@ -261,9 +261,9 @@ func (c *Controller) removeFinalizer(ctx context.Context, m *v1alpha1.Machine, n
 		return err
 	}
 	if _, err := patch.Send(ctx, c.control.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer of machine %s: %w", keyOf(m), err)
+		return fmt.Errorf("removing finalizer of machine %s: %w", workqueue.KeyOf(m), err)
 	}
-	c.failures.reset(keyOf(m))
+	c.failures.reset(workqueue.KeyOf(m))
 	logr.FromContextOrDiscard(ctx).Info("Machine deleted")
 	return nil
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // The fields the controller owns on a Machine, and on a Node.
@@ -42,7 +43,7 @@ func machineStatusPatch(cur, desired *v1alpha1.Machine) ([]byte, error) {
 // next sync waits for the cache to show it.
 func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Machine) (*v1alpha1.Machine, error) {
 	client := c.control.MachineV1alpha1().Machines(cur.Namespace)
-	key := keyOf(cur)
+	key := workqueue.KeyOf(cur)
 	data, err := patch.Diff(machineMetaFields(cur), machineMetaFields(desired), cur.ResourceVersion)
 	if err != nil {
 		return cur, fmt.Errorf("patching machine %s: %w", key, err)

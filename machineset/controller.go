@@ -130,16 +130,14 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machineset", c.synced...)
 }
 
-func keyOf(obj any) string { return workqueue.KeyOf(obj) }
-
 func (c *Controller) enqueue(obj any) {
-	if key := keyOf(obj); key != "" {
+	if key := workqueue.KeyOf(obj); key != "" {
 		c.queue.Add(key)
 	}
 }
 
 func (c *Controller) onSetDelete(obj any) {
-	key := keyOf(obj)
+	key := workqueue.KeyOf(obj)
 	c.exp.Delete(key)
 	c.writes.Forget(key)
 	c.toldFrozen.Forget(key)
@@ -188,9 +186,7 @@ func (c *Controller) onMachineUpdate(oldObj, obj any) {
 }
 
 func (c *Controller) onMachineDelete(obj any) {
-	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = t.Obj
-	}
+	obj = workqueue.ObjectOf(obj)
 	m, ok := obj.(*v1alpha1.Machine)
 	if !ok {
 		return
@@ -214,7 +210,7 @@ func (c *Controller) onClassAdd(obj any) {
 	}
 	for _, s := range sets {
 		if s.Spec.Template.Spec.Class.Name == class.Name {
-			c.queue.Add(keyOf(s))
+			c.queue.Add(workqueue.KeyOf(s))
 		}
 	}
 }
@@ -227,7 +223,7 @@ func (c *Controller) enqueueSelecting(m *v1alpha1.Machine) {
 	}
 	for _, s := range sets {
 		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labelsOf(m)) {
-			c.queue.Add(keyOf(s))
+			c.queue.Add(workqueue.KeyOf(s))
 		}
 	}
 }

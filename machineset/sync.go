@@ -391,7 +391,7 @@ func (c *Controller) setFinalizer(ctx context.Context, set *v1alpha1.MachineSet,
 	if err != nil {
 		return set, fmt.Errorf("updating finalizer of machine set %s: %w", set.Name, err)
 	}
-	c.writes.Wrote(keyOf(set), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
 	return updated, nil
 }
 
@@ -406,7 +406,7 @@ func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, 
 	if err != nil {
 		return fmt.Errorf("writing status of machine set %s: %w", set.Name, err)
 	}
-	c.writes.Wrote(keyOf(set), updated.ResourceVersion)
+	c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
 	return nil
 }
 

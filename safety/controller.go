@@ -262,10 +262,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		return nil, fmt.Errorf("safety: %w", err)
 	}
 	namespaceOf := func(obj any) {
-		if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-			obj = t.Obj
-		}
-		if m, ok := obj.(interface{ GetNamespace() string }); ok {
+		if m, ok := workqueue.ObjectOf(obj).(interface{ GetNamespace() string }); ok {
 			c.overshoot.Add(m.GetNamespace())
 		}
 	}
@@ -286,10 +283,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 			return nil, fmt.Errorf("safety: %w", err)
 		}
 		nodeOfMachine := func(obj any) {
-			if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-				obj = t.Obj
-			}
-			if m, ok := obj.(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
+			if m, ok := workqueue.ObjectOf(obj).(*v1alpha1.Machine); ok && m.Labels[v1alpha1.NodeLabelKey] != "" {
 				c.unmanaged.Add(m.Labels[v1alpha1.NodeLabelKey])
 			}
 		}

@@ -72,6 +72,15 @@ func (q *Queue[K]) RunSynced(ctx context.Context, workers int, fallback logr.Log
 	return q.Run(ctx, workers)
 }
 
+// ObjectOf is the object of an informer event: for a deletion the informer
+// missed (a tombstone), the object's last known state.
+func ObjectOf(obj any) any {
+	if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return t.Obj
+	}
+	return obj
+}
+
 // KeyOf is the "namespace/name" key of an informer's object, tombstones
 // included; "" for anything else.
 func KeyOf(obj any) string {

@@ -8,6 +8,9 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 )
 
 func TestWaitForCaches(t *testing.T) {
@@ -42,5 +45,16 @@ func TestControllerContextNamesTheLogger(t *testing.T) {
 	logr.FromContextOrDiscard(ctx).Info("x")
 	if got != "mine/machineset" {
 		t.Errorf("logger name %q, want the context's, mine/machineset", got)
+	}
+}
+
+func TestObjectOfAndKeyOf(t *testing.T) {
+	pod := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "p", Namespace: "ns"}}
+	tomb := cache.DeletedFinalStateUnknown{Key: "ns/p", Obj: pod}
+	if ObjectOf(tomb) != pod || ObjectOf(pod) != pod {
+		t.Error("ObjectOf does not give the object of an event or of a tombstone")
+	}
+	if KeyOf(pod) != "ns/p" || KeyOf(tomb) != "ns/p" || KeyOf("not an object") != "" {
+		t.Errorf("KeyOf: %q, %q, %q", KeyOf(pod), KeyOf(tomb), KeyOf("not an object"))
 	}
 }

@@ -3,9 +3,8 @@ package main
 import (
 	"sync"
 
-	"k8s.io/client-go/tools/cache"
-
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // floorCheck counts the available machines on every event of the demo's
@@ -28,10 +27,7 @@ func newFloorCheck(done v1alpha1.MachinePhase) *floorCheck {
 
 // observe records one event; gone is true for a deletion.
 func (f *floorCheck) observe(obj any, gone bool) {
-	if tomb, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		obj = tomb.Obj
-	}
-	m, ok := obj.(*v1alpha1.Machine)
+	m, ok := workqueue.ObjectOf(obj).(*v1alpha1.Machine)
 	if !ok {
 		return
 	}
