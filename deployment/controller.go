@@ -22,6 +22,7 @@ import (
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/dedup"
 	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -199,11 +200,7 @@ func (c *Controller) enqueue(obj any) {
 
 // deploymentOf returns the key of the deployment that controls obj, or "".
 func deploymentOf(obj metav1.Object) string {
-	ref := metav1.GetControllerOfNoCopy(obj)
-	if ref == nil || ref.Kind != "MachineDeployment" || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
-		return ""
-	}
-	return cache.NewObjectName(obj.GetNamespace(), ref.Name).String()
+	return ownership.ControllerKey(obj, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment"))
 }
 
 func (c *Controller) onSet(obj any) {

@@ -15,6 +15,7 @@ import (
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/dedup"
+	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -145,11 +146,7 @@ func (c *Controller) onSetDelete(obj any) {
 
 // ownerKey returns the key of the set that controls m, or "".
 func ownerKey(m *v1alpha1.Machine) string {
-	ref := metav1.GetControllerOf(m)
-	if ref == nil || ref.Kind != "MachineSet" || ref.APIVersion != v1alpha1.SchemeGroupVersion.String() {
-		return ""
-	}
-	return cache.NewObjectName(m.Namespace, ref.Name).String()
+	return ownership.ControllerKey(m, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))
 }
 
 func (c *Controller) onMachineAdd(obj any) {

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/tools/cache"
 )
 
 // Plan sorts the objects of a namespace for one owner.
@@ -57,6 +58,17 @@ func Decide[T metav1.Object](owner metav1.Object, selector labels.Selector, objs
 // controls: controller, and blocking the owner's foreground deletion.
 func ControllerRef(owner metav1.Object, gvk schema.GroupVersionKind) metav1.OwnerReference {
 	return *metav1.NewControllerRef(owner, gvk)
+}
+
+// ControllerKey returns the "namespace/name" key of obj's controller when
+// it is of kind gvk, API version included; "" otherwise. Informer handlers
+// use it to queue the owner of a changed object.
+func ControllerKey(obj metav1.Object, gvk schema.GroupVersionKind) string {
+	ref := metav1.GetControllerOfNoCopy(obj)
+	if ref == nil || ref.Kind != gvk.Kind || ref.APIVersion != gvk.GroupVersion().String() {
+		return ""
+	}
+	return cache.NewObjectName(obj.GetNamespace(), ref.Name).String()
 }
 
 // With returns refs with ref added, replacing any reference to the same

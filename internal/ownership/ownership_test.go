@@ -85,3 +85,19 @@ func TestWithAndWithout(t *testing.T) {
 		t.Errorf("Without (-want +got):\n%s", diff)
 	}
 }
+
+func TestControllerKey(t *testing.T) {
+	set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Name: "pool", UID: "set-uid"}}
+	gvk := v1alpha1.SchemeGroupVersion.WithKind("MachineSet")
+	owned := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns",
+		OwnerReferences: []metav1.OwnerReference{ControllerRef(set, gvk)}}}
+	if got := ControllerKey(owned, gvk); got != "ns/pool" {
+		t.Errorf("ControllerKey = %q, want ns/pool", got)
+	}
+	if got := ControllerKey(owned, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment")); got != "" {
+		t.Errorf("ControllerKey of another kind = %q, want none", got)
+	}
+	if got := ControllerKey(&v1alpha1.Machine{}, gvk); got != "" {
+		t.Errorf("ControllerKey of an orphan = %q, want none", got)
+	}
+}
