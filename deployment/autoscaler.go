@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // The cluster-autoscaler's MCM provider picks the machines it removes by
@@ -145,7 +146,7 @@ func planTriggerDeletion(d *v1alpha1.MachineDeployment, machines map[string]*v1a
 	var plan triggerPlan
 	for _, e := range parseTriggerDeletion(stored, now) {
 		m := machines[e.Machine]
-		if m == nil || beingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		if m == nil || machinestate.BeingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 			continue
 		}
 		kept = append(kept, e)

@@ -11,6 +11,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // trgAt is epoch plus minutes, the time of an entry in these tests.
@@ -336,7 +337,7 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 		for _, e := range parseTriggerDeletion(plan.Annotation, now) {
 			kept[e.Machine] = e.At
 			m := machines[e.Machine]
-			if m == nil || beingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+			if m == nil || machinestate.BeingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 				t.Fatalf("annotation %q names %s, which is missing, being deleted or failed", plan.Annotation, e.Machine)
 			}
 			if at, ok := named[e.Machine]; !ok || !at.Equal(e.At) {
@@ -344,7 +345,7 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 			}
 		}
 		for name, m := range machines {
-			if _, ok := named[name]; ok && !beingDeleted(m) && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
+			if _, ok := named[name]; ok && !machinestate.BeingDeleted(m) && m.Status.CurrentStatus.Phase != v1alpha1.MachineFailed {
 				if _, ok := kept[name]; !ok {
 					t.Fatalf("annotation %q lost %s, which is alive", plan.Annotation, name)
 				}

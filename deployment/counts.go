@@ -4,6 +4,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // machineCounts is what the planners know about the machines of one set.
@@ -17,39 +18,14 @@ type machineCounts struct {
 	Deleting int32
 	// Ready counts the machines in phase Running that are not being deleted.
 	Ready int32
-	// Available counts the machines that are available (see isAvailable).
+	// Available counts the machines that are available
+	// (machinestate.Available with the deployment's minReadySeconds).
 	Available int32
 	// AvailableAt is the earliest time a machine that is Running or
 	// Available but has not been so for minReadySeconds becomes available;
 	// zero when no machine is waiting for that. The controller syncs again
 	// then, because no event will tell it.
 	AvailableAt time.Time
-}
-
-// beingDeleted tells whether a machine is on its way out. A machine in phase
-// Terminating counts as gone even before its deletionTimestamp is seen, as
-// MCM and the MachineSet controller count it (MCM #1086).
-func beingDeleted(m *v1alpha1.Machine) bool {
-	return m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineTerminating
-}
-
-// readySince returns when a machine became usable (phase Running, or
-// Available when there is no target cluster) and whether it is usable at all.
-func readySince(m *v1alpha1.Machine) (time.Time, bool) {
-	switch m.Status.CurrentStatus.Phase {
-	case v1alpha1.MachineRunning, v1alpha1.MachineAvailable:
-		return m.Status.CurrentStatus.LastUpdateTime.Time, !beingDeleted(m)
-	}
-	return time.Time{}, false
-}
-
-// isAvailable tells whether a machine counts as available at now: usable for
-// at least minReadySeconds. Everything else (pending, unknown, failed,
-// updating in place, being deleted) is unavailable, and unavailable machines
-// are what rollouts remove first.
-func isAvailable(m *v1alpha1.Machine, minReadySeconds int32, now time.Time) bool {
-	since, ok := readySince(m)
-	return ok && !now.Before(since.Add(minReady(minReadySeconds)))
 }
 
 // minReady is minReadySeconds as a duration; negative values count as 0.
@@ -61,7 +37,7 @@ func minReady(minReadySeconds int32) time.Duration {
 func countMachines(machines []*v1alpha1.Machine, minReadySeconds int32, now time.Time) machineCounts {
 	var c machineCounts
 	for _, m := range machines {
-		if beingDeleted(m) {
+		if machinestate.BeingDeleted(m) {
 			c.Deleting++
 			continue
 		}
@@ -69,11 +45,11 @@ func countMachines(machines []*v1alpha1.Machine, minReadySeconds int32, now time
 		if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
 			c.Ready++
 		}
-		if isAvailable(m, minReadySeconds, now) {
+		if machinestate.Available(m, minReady(minReadySeconds), now) {
 			c.Available++
 			continue
 		}
-		if since, ok := readySince(m); ok {
+		if since, ok := machinestate.ReadySince(m); ok {
 			if at := since.Add(minReady(minReadySeconds)); c.AvailableAt.IsZero() || at.Before(c.AvailableAt) {
 				c.AvailableAt = at
 			}

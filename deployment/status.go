@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // statusInput is what a deployment's status is computed from.
@@ -124,7 +125,7 @@ func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1
 	var failed []*v1alpha1.MachineSummary
 	for _, s := range sets {
 		for _, m := range machines[s.Name] {
-			if beingDeleted(m) || m.Status.LastOperation.State != v1alpha1.MachineStateFailed {
+			if machinestate.BeingDeleted(m) || m.Status.LastOperation.State != v1alpha1.MachineStateFailed {
 				continue
 			}
 			failed = append(failed, &v1alpha1.MachineSummary{

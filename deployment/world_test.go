@@ -14,6 +14,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // The simulated world of TestRolloutWorld: one deployment, its sets and
@@ -182,7 +183,9 @@ func (w *rolloutWorld) act(t *rapid.T, action string) {
 			w.syncSet(drawWorldObject(t, "set", w.sets))
 		}
 	case "boot":
-		if pending := w.machinesWhere(func(m *v1alpha1.Machine) bool { return !beingDeleted(m) && worldPhase(m) == v1alpha1.MachinePending }); len(pending) > 0 {
+		if pending := w.machinesWhere(func(m *v1alpha1.Machine) bool {
+			return !machinestate.BeingDeleted(m) && worldPhase(m) == v1alpha1.MachinePending
+		}); len(pending) > 0 {
 			m := drawWorldObject(t, "booting", pending)
 			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
 		}
@@ -190,11 +193,13 @@ func (w *rolloutWorld) act(t *rapid.T, action string) {
 		seconds := rapid.IntRange(1, 2*int(w.d.Spec.MinReadySeconds)+1).Draw(t, "seconds")
 		w.now = w.now.Add(time.Duration(seconds) * time.Second)
 	case "vanish":
-		if deleting := w.machinesWhere(beingDeleted); len(deleting) > 0 {
+		if deleting := w.machinesWhere(machinestate.BeingDeleted); len(deleting) > 0 {
 			w.remove(drawWorldObject(t, "vanishing", deleting))
 		}
 	case "fail":
-		if alive := w.machinesWhere(func(m *v1alpha1.Machine) bool { return !beingDeleted(m) && worldPhase(m) != v1alpha1.MachineFailed }); len(alive) > 0 {
+		if alive := w.machinesWhere(func(m *v1alpha1.Machine) bool {
+			return !machinestate.BeingDeleted(m) && worldPhase(m) != v1alpha1.MachineFailed
+		}); len(alive) > 0 {
 			m := drawWorldObject(t, "failing", alive)
 			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineFailed, LastUpdateTime: metav1.NewTime(w.now)}
 			w.availabilityBound = false
@@ -385,7 +390,7 @@ func (w *rolloutWorld) settle(t *rapid.T) {
 			w.syncSet(s)
 		}
 		w.check(t, "settle: sync sets")
-		for _, m := range w.machinesWhere(beingDeleted) {
+		for _, m := range w.machinesWhere(machinestate.BeingDeleted) {
 			w.remove(m)
 		}
 		for _, s := range slices.Clone(w.sets) {
@@ -492,7 +497,7 @@ func (w *rolloutWorld) check(t *rapid.T, after string) {
 func (w *rolloutWorld) syncSet(s *v1alpha1.MachineSet) {
 	var alive []*v1alpha1.Machine
 	for _, m := range w.machines[s.Name] {
-		if !beingDeleted(m) {
+		if !machinestate.BeingDeleted(m) {
 			alive = append(alive, m)
 		}
 	}
@@ -524,7 +529,7 @@ func (w *rolloutWorld) deletionOrder(a, b *v1alpha1.Machine) int {
 			return 0
 		case worldPhase(m) == v1alpha1.MachinePending:
 			return 1
-		case !isAvailable(m, w.d.Spec.MinReadySeconds, w.now):
+		case !machinestate.Available(m, minReady(w.d.Spec.MinReadySeconds), w.now):
 			return 2
 		default:
 			return 3
@@ -648,7 +653,7 @@ func (w *rolloutWorld) footprints() int64 {
 	for _, s := range w.sets {
 		var alive int64
 		for _, m := range w.machines[s.Name] {
-			if !beingDeleted(m) {
+			if !machinestate.BeingDeleted(m) {
 				alive++
 			}
 		}
@@ -695,7 +700,7 @@ func (w *rolloutWorld) available() int64 {
 func (w *rolloutWorld) availableIn(s *v1alpha1.MachineSet) int64 {
 	var n int64
 	for _, m := range w.machines[s.Name] {
-		if !beingDeleted(m) && worldPhase(m) == v1alpha1.MachineRunning &&
+		if !machinestate.BeingDeleted(m) && worldPhase(m) == v1alpha1.MachineRunning &&
 			!w.now.Before(m.Status.CurrentStatus.LastUpdateTime.Add(minReady(w.d.Spec.MinReadySeconds))) {
 			n++
 		}
@@ -735,9 +740,9 @@ func (w *rolloutWorld) String() string {
 		for _, m := range w.machines[s.Name] {
 			state := string(worldPhase(m))
 			switch {
-			case beingDeleted(m):
+			case machinestate.BeingDeleted(m):
 				state += ", being deleted"
-			case isAvailable(m, w.d.Spec.MinReadySeconds, w.now):
+			case machinestate.Available(m, minReady(w.d.Spec.MinReadySeconds), w.now):
 				state += ", available"
 			}
 			out += fmt.Sprintf("    %s created +%s, %s since +%s\n", m.Name, m.CreationTimestamp.Sub(epoch),

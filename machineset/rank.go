@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // DeletionPolicy orders machines within one rung of the deletion ladder.
@@ -85,11 +86,8 @@ func ladderOf(set *v1alpha1.MachineSet, policy DeletionPolicy, now time.Time) la
 // warmingUp tells whether m is Running or Available for less than
 // MinReady.
 func (l ladder) warmingUp(m *v1alpha1.Machine) bool {
-	switch m.Status.CurrentStatus.Phase {
-	case v1alpha1.MachineRunning, v1alpha1.MachineAvailable:
-		return l.MinReady > 0 && l.Now.Before(m.Status.CurrentStatus.LastUpdateTime.Add(l.MinReady))
-	}
-	return false
+	_, usable := machinestate.ReadySince(m)
+	return usable && !machinestate.Available(m, l.MinReady, l.Now)
 }
 
 // rung is where a machine stands on the deletion ladder, before the policy
@@ -133,7 +131,7 @@ func compareBool(a, b bool) int {
 
 // rungOf places a machine on the ladder.
 func rungOf(m *v1alpha1.Machine, l ladder) rung {
-	r := rung{notDeleting: !beingDeleted(m), priority: priorityOf(m), unmarked: true}
+	r := rung{notDeleting: !machinestate.BeingDeleted(m), priority: priorityOf(m), unmarked: true}
 	if t, ok := markedForDeletionAt(m); ok {
 		r.unmarked, r.markedAt = false, t
 	}
@@ -142,14 +140,6 @@ func rungOf(m *v1alpha1.Machine, l ladder) rung {
 		r.phase = rankWarmingUp
 	}
 	return r
-}
-
-// beingDeleted tells whether a machine is on its way out: it has a
-// deletionTimestamp, or its phase says Terminating. MCM counts machines in
-// phase Terminating as gone (#1086); agreeing with it keeps the count the
-// same when objects move between MCM and this controller.
-func beingDeleted(m *v1alpha1.Machine) bool {
-	return m.DeletionTimestamp != nil || m.Status.CurrentStatus.Phase == v1alpha1.MachineTerminating
 }
 
 // priorityOf is the machine's machinepriority annotation, or the default
@@ -297,7 +287,7 @@ func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surpl
 		if limit > 0 && len(out) == limit {
 			break
 		}
-		if beingDeleted(m) {
+		if machinestate.BeingDeleted(m) {
 			continue
 		}
 		// The ranking is walked in order, so the machines taken for the

@@ -2,6 +2,7 @@ package machineset
 
 import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // replicaPlan is what one sync does about a set's number of machines.
@@ -29,7 +30,7 @@ type replicaPlan struct {
 func planReplicas(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, frozen bool, burst int, l ladder) replicaPlan {
 	active := 0
 	for _, m := range machines {
-		if !beingDeleted(m) {
+		if !machinestate.BeingDeleted(m) {
 			active++
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // statusInput is what the status of a set is computed from.
@@ -37,21 +38,18 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	minReady := time.Duration(set.Spec.MinReadySeconds) * time.Second
 	var failed []v1alpha1.MachineSummary
 	for _, m := range in.Machines {
-		if beingDeleted(m) {
+		if machinestate.BeingDeleted(m) {
 			continue
 		}
 		st.Replicas++
 		if templateLabels.Matches(labels.Set(m.Labels)) {
 			st.FullyLabeledReplicas++
 		}
-		switch phase := m.Status.CurrentStatus.Phase; phase {
-		case v1alpha1.MachineRunning, v1alpha1.MachineAvailable:
-			if phase == v1alpha1.MachineRunning {
-				st.ReadyReplicas++
-			}
-			if since := m.Status.CurrentStatus.LastUpdateTime.Time; minReady == 0 || !in.Now.Before(since.Add(minReady)) {
-				st.AvailableReplicas++
-			}
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			st.ReadyReplicas++
+		}
+		if machinestate.Available(m, minReady, in.Now) {
+			st.AvailableReplicas++
 		}
 		if m.Status.LastOperation.State == v1alpha1.MachineStateFailed {
 			failed = append(failed, v1alpha1.MachineSummary{Name: m.Name, ProviderID: m.Spec.ProviderID,

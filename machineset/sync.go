@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/internal/inplace"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -364,7 +365,7 @@ func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, ma
 	for _, m := range machines {
 		// Every machine event syncs the set: compare cheaply first, and
 		// build a patch only for a machine that lags behind.
-		if beingDeleted(m) || inplace.Equal(&m.Spec, want) {
+		if machinestate.BeingDeleted(m) || inplace.Equal(&m.Spec, want) {
 			continue
 		}
 		data, err := patch.Diff(inplace.Fields(&m.Spec, "spec"), inplace.Fields(want, "spec"), m.ResourceVersion)
