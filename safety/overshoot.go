@@ -8,9 +8,11 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // Reasons of the Frozen condition the overshoot check writes, MCM's.
@@ -73,12 +75,13 @@ func planOvershoot(sets []*v1alpha1.MachineSet, deployments []*v1alpha1.MachineD
 	for _, d := range deployments {
 		byName[d.Name] = d
 	}
+	grouped := groupMachines(machines)
 	var changes []freezeChange
 	frozenSets := map[string]bool{} // deployment name → one of its sets is frozen after this pass
 	for _, s := range sortedSets(sets) {
 		d := deploymentOfSet(s, byName)
 		frozen := isFrozen(s.Labels)
-		switch count, high := machinesOf(s, machines), overshootLimit(s, d, o); {
+		switch count, high := grouped.count(s), overshootLimit(s, d, o); {
 		case hasUnfreeze(s.Annotations) || (d != nil && hasUnfreeze(d.Annotations)):
 			if frozen || hasUnfreeze(s.Annotations) {
 				changes = append(changes, freezeChange{Kind: "MachineSet", Name: s.Name, Reason: "Unfrozen",
@@ -145,26 +148,48 @@ func maxSurge(d *v1alpha1.MachineDeployment) int {
 	return n
 }
 
-// machinesOf counts the set's machines: those it controls and those it
+// machinesBySet groups the machines of a namespace once per check: the
+// ones not being deleted by the UID of their controller, and the orphans
+// among them apart, so that counting a set looks only at its own.
+type machinesBySet struct {
+	owned   map[types.UID][]*v1alpha1.Machine
+	orphans []*v1alpha1.Machine
+}
+
+func groupMachines(machines []*v1alpha1.Machine) machinesBySet {
+	g := machinesBySet{owned: map[types.UID][]*v1alpha1.Machine{}}
+	for _, m := range machines {
+		if machinestate.BeingDeleted(m) {
+			continue
+		}
+		if ref := metav1.GetControllerOfNoCopy(m); ref != nil {
+			g.owned[ref.UID] = append(g.owned[ref.UID], m)
+		} else {
+			g.orphans = append(g.orphans, m)
+		}
+	}
+	return g
+}
+
+// count is the set's machine count: the machines it controls and those it
 // would adopt (orphans its selector matches), carrying its template's
 // labels and not being deleted. Orphans count because the set adopts them
 // at its next sync: a machine created by hand into a set's selector is as
 // much an overshoot as one the set created too many.
-func machinesOf(s *v1alpha1.MachineSet, machines []*v1alpha1.Machine) int {
+func (g machinesBySet) count(s *v1alpha1.MachineSet) int {
 	template := labels.SelectorFromSet(s.Spec.Template.Labels)
 	selector, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
 	if err != nil || selector.Empty() {
 		selector = labels.Nothing() // a set that selects nothing adopts nothing
 	}
 	n := 0
-	for _, m := range machines {
-		if m.DeletionTimestamp != nil || !template.Matches(labels.Set(m.Labels)) {
-			continue
-		}
-		switch ref := metav1.GetControllerOfNoCopy(m); {
-		case ref != nil && ref.UID == s.UID:
+	for _, m := range g.owned[s.UID] {
+		if template.Matches(labels.Set(m.Labels)) {
 			n++
-		case ref == nil && selector.Matches(labels.Set(m.Labels)):
+		}
+	}
+	for _, m := range g.orphans {
+		if template.Matches(labels.Set(m.Labels)) && selector.Matches(labels.Set(m.Labels)) {
 			n++
 		}
 	}
