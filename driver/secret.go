@@ -1,6 +1,13 @@
 package driver
 
-import corev1 "k8s.io/api/core/v1"
+import (
+	"fmt"
+
+	corev1 "k8s.io/api/core/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
 
 // MergeSecrets returns the Secret a driver receives for a MachineClass: the
 // data of secret (from the class's secretRef) merged with the data of
@@ -28,4 +35,38 @@ func MergeSecrets(secret, credentials *corev1.Secret) *corev1.Secret {
 		}
 	}
 	return &corev1.Secret{Data: data}
+}
+
+// SecretNamespace is the namespace of a class's secret reference: the
+// class's own unless the reference names one.
+func SecretNamespace(ref *corev1.SecretReference, class *v1alpha1.MachineClass) string {
+	if ref.Namespace != "" {
+		return ref.Namespace
+	}
+	return class.Namespace
+}
+
+// ReadClassSecret reads the secrets class references (secretRef and
+// credentialsSecretRef) from secrets and merges them (MergeSecrets) into
+// the Secret a driver receives for the class. It fails, naming the secret,
+// when the class references none or a referenced one cannot be read. It
+// does not check the user data: deleting and listing VMs need only the
+// credentials.
+func ReadClassSecret(secrets corelisters.SecretLister, class *v1alpha1.MachineClass) (*corev1.Secret, error) {
+	if class.SecretRef == nil && class.CredentialsSecretRef == nil {
+		return nil, fmt.Errorf("MachineClass %q references no secret", class.Name)
+	}
+	var found [2]*corev1.Secret
+	for i, ref := range []*corev1.SecretReference{class.SecretRef, class.CredentialsSecretRef} {
+		if ref == nil {
+			continue
+		}
+		ns := SecretNamespace(ref, class)
+		s, err := secrets.Secrets(ns).Get(ref.Name)
+		if err != nil {
+			return nil, fmt.Errorf("Secret %s/%s referenced by MachineClass %q not found", ns, ref.Name, class.Name)
+		}
+		found[i] = s
+	}
+	return MergeSecrets(found[0], found[1]), nil
 }

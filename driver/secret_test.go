@@ -6,7 +6,10 @@ import (
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	"k8s.io/client-go/tools/cache"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 )
 
@@ -54,5 +57,33 @@ func TestMergeSecretsCopiesValues(t *testing.T) {
 	out.Data["new"] = nil
 	if diff := cmp.Diff(map[string][]byte{"userData": []byte("abc")}, in.Data); diff != "" {
 		t.Errorf("input changed through the merged secret (-want +got):\n%s", diff)
+	}
+}
+
+func TestReadClassSecret(t *testing.T) {
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	_ = indexer.Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "ud", Namespace: "ns"}, Data: map[string][]byte{"userData": []byte("x")}})
+	_ = indexer.Add(&corev1.Secret{ObjectMeta: metav1.ObjectMeta{Name: "creds", Namespace: "shared"}, Data: map[string][]byte{"token": []byte("t")}})
+	lister := corelisters.NewSecretLister(indexer)
+	class := func(refs ...*corev1.SecretReference) *v1alpha1.MachineClass {
+		c := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
+		if len(refs) > 0 {
+			c.SecretRef = refs[0]
+		}
+		if len(refs) > 1 {
+			c.CredentialsSecretRef = refs[1]
+		}
+		return c
+	}
+	got, err := driver.ReadClassSecret(lister, class(&corev1.SecretReference{Name: "ud"}, &corev1.SecretReference{Name: "creds", Namespace: "shared"}))
+	if err != nil || string(got.Data["userData"]) != "x" || string(got.Data["token"]) != "t" {
+		t.Errorf("merged %v, %v; want both secrets' data (the first in the class's namespace)", got, err)
+	}
+	if _, err := driver.ReadClassSecret(lister, class()); err == nil || err.Error() != `MachineClass "c" references no secret` {
+		t.Errorf("no references: %v", err)
+	}
+	if _, err := driver.ReadClassSecret(lister, class(&corev1.SecretReference{Name: "gone"})); err == nil ||
+		err.Error() != `Secret ns/gone referenced by MachineClass "c" not found` {
+		t.Errorf("missing secret: %v", err)
 	}
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/workqueue"
@@ -230,16 +231,7 @@ func classSecretRefs(cl *v1alpha1.MachineClass) []string {
 		if ref == nil || ref.Name == "" {
 			continue
 		}
-		out = append(out, objectKey(secretNamespace(ref, cl), ref.Name))
+		out = append(out, objectKey(driver.SecretNamespace(ref, cl), ref.Name))
 	}
 	return out
-}
-
-// secretNamespace is the namespace of a class's secret reference: the
-// class's own unless the reference names one.
-func secretNamespace(ref *corev1.SecretReference, cl *v1alpha1.MachineClass) string {
-	if ref.Namespace != "" {
-		return ref.Namespace
-	}
-	return cl.Namespace
 }

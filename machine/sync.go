@@ -160,29 +160,10 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 // description (and its event reason) when a secret is missing or lacks
 // userData.
 func (c *Controller) resolveSecret(class *v1alpha1.MachineClass) (*corev1.Secret, string, string) {
-	get := func(ref *corev1.SecretReference) (*corev1.Secret, string) {
-		if ref == nil {
-			return nil, ""
-		}
-		ns := secretNamespace(ref, class)
-		s, err := c.secrets.Secrets(ns).Get(ref.Name)
-		if err != nil {
-			return nil, fmt.Sprintf("Secret %s/%s referenced by MachineClass %q not found", ns, ref.Name, class.Name)
-		}
-		return s, ""
+	merged, err := driver.ReadClassSecret(c.secrets, class)
+	if err != nil {
+		return nil, ReasonSecretNotFound, err.Error()
 	}
-	if class.SecretRef == nil && class.CredentialsSecretRef == nil {
-		return nil, ReasonSecretNotFound, fmt.Sprintf("MachineClass %q references no secret", class.Name)
-	}
-	userData, problem := get(class.SecretRef)
-	if problem != "" {
-		return nil, ReasonSecretNotFound, problem
-	}
-	creds, problem := get(class.CredentialsSecretRef)
-	if problem != "" {
-		return nil, ReasonSecretNotFound, problem
-	}
-	merged := driver.MergeSecrets(userData, creds)
 	if len(merged.Data[v1alpha1.UserDataKey]) == 0 {
 		return nil, ReasonSecretInvalid, fmt.Sprintf("Secret data of MachineClass %q has no %s", class.Name, v1alpha1.UserDataKey)
 	}

@@ -88,37 +88,14 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, creden
 		in.ClassProblem = fmt.Sprintf("MachineClass %q not found", m.Spec.Class.Name)
 		return in, credentials{}
 	}
-	secret, _, problem := c.resolveSecret(class)
-	if secret == nil && problem != "" && class.SecretRef == nil && class.CredentialsSecretRef == nil {
-		in.ClassProblem = problem
+	// Deleting needs credentials, not user data.
+	secret, err := driver.ReadClassSecret(c.secrets, class)
+	if err != nil {
+		in.ClassProblem = err.Error()
 		return in, credentials{}
-	}
-	if secret == nil {
-		// Deleting needs credentials, not user data: merge what exists.
-		if secret = c.mergeExisting(class); secret == nil {
-			in.ClassProblem = problem
-			return in, credentials{}
-		}
 	}
 	in.ClassFound = true
 	return in, credentials{class: class, secret: secret}
-}
-
-// mergeExisting merges whichever of the class's secrets exist; nil if none.
-func (c *Controller) mergeExisting(class *v1alpha1.MachineClass) *corev1.Secret {
-	var found []*corev1.Secret
-	for _, ref := range []*corev1.SecretReference{class.SecretRef, class.CredentialsSecretRef} {
-		if ref == nil {
-			found = append(found, nil)
-			continue
-		}
-		s, err := c.secrets.Secrets(secretNamespace(ref, class)).Get(ref.Name)
-		if err != nil {
-			return nil
-		}
-		found = append(found, s)
-	}
-	return driver.MergeSecrets(found[0], found[1])
 }
 
 // runDeletionStep does the work of the decided step.

@@ -110,7 +110,11 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 	seen := map[string]bool{}
 	var errs []error
 	for _, class := range classes {
-		secret := c.classSecret(class)
+		secret, err := driver.ReadClassSecret(c.secrets, class)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("listing the VMs of class %s/%s: %w", class.Namespace, class.Name, err))
+			continue
+		}
 		resp, err := c.driver.ListMachines(ctx, &driver.ListMachinesRequest{MachineClass: class, Secret: secret})
 		if driver.CodeOf(err) == driver.Unimplemented {
 			continue // the driver cannot list: nothing is collected for it
@@ -155,26 +159,6 @@ func (c *Controller) deleteOrphan(ctx context.Context, class *v1alpha1.MachineCl
 			"Deleted VM %s (machine name %s): no machine claimed it for %v", vm.ProviderID, vm.MachineName, c.opts.OrphanGracePeriod)
 	}
 	return nil
-}
-
-// classSecret is the merged secret the driver gets for class; nil parts
-// are left out (the driver says what it misses).
-func (c *Controller) classSecret(class *v1alpha1.MachineClass) *corev1.Secret {
-	get := func(ref *corev1.SecretReference) *corev1.Secret {
-		if ref == nil || ref.Name == "" {
-			return nil
-		}
-		ns := ref.Namespace
-		if ns == "" {
-			ns = class.Namespace
-		}
-		s, err := c.secrets.Secrets(ns).Get(ref.Name)
-		if err != nil {
-			return nil
-		}
-		return s
-	}
-	return driver.MergeSecrets(get(class.SecretRef), get(class.CredentialsSecretRef))
 }
 
 // watchOrphans collects orphans at start and every OrphanVMsPeriod until
