@@ -24,6 +24,9 @@ import (
 // or a MachineSet could see the lower replicas before the marks and remove
 // other machines than the named ones.
 func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineDeployment, obs observed, now time.Time) (*v1alpha1.MachineDeployment, bool, error) {
+	if _, asked := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]; !asked {
+		return d, false, nil // the usual case: no need to index every machine by name
+	}
 	machines := map[string]*v1alpha1.Machine{}
 	for _, ms := range obs.machines {
 		for _, m := range ms {
