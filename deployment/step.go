@@ -27,18 +27,23 @@ type step struct {
 // planStep decides one sync's step from what the sync observed. It is pure.
 //
 //   - A scaling event (isScalingEvent), and any sync of a paused
-//     deployment, sizes the sets with planScale: a paused deployment is
-//     scaled but does not roll.
+//     deployment or of one whose strategy this controller does not roll
+//     out (InPlaceUpdate), sizes the sets with planScale: such a
+//     deployment is scaled but does not roll, and the step says why.
 //   - Otherwise the strategy rolls: planRolling for RollingUpdate,
-//     planRecreate for Recreate. InPlaceUpdate is not rolled out by this
-//     controller; it says so and only scales.
+//     planRecreate for Recreate.
 //   - A frozen deployment drops every increase (creating the new set
 //     included); decreases go ahead.
 func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, error) {
 	var st step
 	var plan rolloutPlan
+	rolls := strategyType(d) == v1alpha1.RecreateMachineDeploymentStrategyType ||
+		strategyType(d) == v1alpha1.RollingUpdateMachineDeploymentStrategyType
+	if !rolls {
+		st.Unsupported = fmt.Sprintf("strategy %s is not rolled out by this controller; the deployment is only scaled", strategyType(d))
+	}
 	switch {
-	case d.Spec.Paused || isScalingEvent(d, obs.newSet, obs.old):
+	case d.Spec.Paused || !rolls || isScalingEvent(d, obs.newSet, obs.old):
 		sizes, err := planScale(d, obs.newSet, obs.old, obs.counts)
 		if err != nil {
 			return step{}, err
@@ -50,13 +55,11 @@ func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, e
 		}
 	case strategyType(d) == v1alpha1.RecreateMachineDeploymentStrategyType:
 		plan = planRecreate(d, obs.newSet, obs.old, obs.counts)
-	case strategyType(d) == v1alpha1.RollingUpdateMachineDeploymentStrategyType:
+	default:
 		var err error
 		if plan, err = planRolling(d, obs.newSet, obs.old, obs.counts); err != nil {
 			return step{}, err
 		}
-	default:
-		st.Unsupported = fmt.Sprintf("strategy %s is not rolled out by this controller; the deployment is only scaled", strategyType(d))
 	}
 	if plan.New != nil {
 		if obs.newSet == nil {

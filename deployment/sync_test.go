@@ -491,3 +491,66 @@ func TestRollbackToByField(t *testing.T) {
 	})
 	w.eventually(w.settled(2))
 }
+
+// TestNameCollisionRaisesCollisionCount: a set that already holds the new
+// set's name with another template (not the deployment's) makes the
+// controller raise status.collisionCount and create its set under the next
+// name; the stranger is left alone.
+func TestNameCollisionRaisesCollisionCount(t *testing.T) {
+	d := testDeployment(2)
+	stranger := &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool-" + templateHash(&d.Spec.Template, nil), Namespace: "ns",
+			Labels: map[string]string{"other": "x"}},
+		Spec: v1alpha1.MachineSetSpec{Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"other": "x"}},
+			Template: v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"other": "x"}},
+				Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "theirs"}}}},
+	}
+	w := startFakeWorld(t, Options{}, d, stranger)
+	w.eventually(w.settled(2))
+	got := w.deployment()
+	if got.Status.CollisionCount == nil || *got.Status.CollisionCount != 1 {
+		t.Errorf("collisionCount %v, want 1", got.Status.CollisionCount)
+	}
+	want := "pool-" + templateHash(&d.Spec.Template, got.Status.CollisionCount)
+	var names []string
+	for _, s := range w.sets() {
+		names = append(names, s.Name)
+		if s.Name == stranger.Name && (metav1.GetControllerOf(&s) != nil || s.Spec.Replicas != 0) {
+			t.Errorf("the stranger set was taken over: %+v", s.ObjectMeta)
+		}
+	}
+	if !slices.Contains(names, want) {
+		t.Errorf("sets %v, want the new set %s", names, want)
+	}
+}
+
+// TestInPlaceUpdateIsScaledNotRolled: this controller does not roll out the
+// InPlaceUpdate strategy; it says so on Progressing and still scales.
+func TestInPlaceUpdateIsScaledNotRolled(t *testing.T) {
+	d := testDeployment(2)
+	w := startFakeWorld(t, Options{}, d)
+	w.eventually(w.settled(2))
+	one := intstr.FromInt32(1)
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.InPlaceUpdateMachineDeploymentStrategyType,
+			InPlaceUpdate: &v1alpha1.InPlaceUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxUnavailable: &one}}}
+		d.Spec.Template.Spec.Class.Name = "big"
+	})
+	w.eventually(func() (bool, string) {
+		c, _ := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentProgressing)
+		return c.Reason == ReasonUnsupported && c.Status == v1alpha1.ConditionFalse, fmt.Sprintf("Progressing %+v", c)
+	})
+	if n := w.events.count(ReasonUnsupported); n != 1 {
+		t.Errorf("%d %s events, want 1", n, ReasonUnsupported)
+	}
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 3 })
+	w.eventually(func() (bool, string) {
+		n := len(w.machines())
+		return n == 3, fmt.Sprintf("%d machines, want 3", n)
+	})
+	for _, m := range w.machines() {
+		if m.Spec.Class.Name != "small" {
+			t.Errorf("machine %s rolled to class %s", m.Name, m.Spec.Class.Name)
+		}
+	}
+}
