@@ -34,35 +34,11 @@ type fakeWorld struct {
 	t      testing.TB
 	client *fake.Clientset
 	ctrl   *Controller
-	events *eventLog
+	events *fakeapi.Events
 
 	names atomic.Int32
 	// pending makes new machines Pending instead of Running.
 	pending atomic.Bool
-}
-
-// eventLog keeps the reasons of recorded events.
-type eventLog struct {
-	mu      sync.Mutex
-	reasons []string
-}
-
-func (l *eventLog) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.reasons = append(l.reasons, reason)
-}
-
-func (l *eventLog) count(reason string) int {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	n := 0
-	for _, r := range l.reasons {
-		if r == reason {
-			n++
-		}
-	}
-	return n
 }
 
 func testDeployment(replicas int32) *v1alpha1.MachineDeployment {
@@ -87,7 +63,7 @@ func ptrTo[T any](v T) *T { return &v }
 
 func startFakeWorld(t testing.TB, opts Options, objs ...runtime.Object) *fakeWorld {
 	t.Helper()
-	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &eventLog{}}
+	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &fakeapi.Events{}}
 	fakeapi.VersionWrites(&w.client.Fake, w.client.Tracker())
 	w.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.Machine)
@@ -303,14 +279,14 @@ func TestRollbackByAnnotation(t *testing.T) {
 	if got := w.deployment().Annotations[v1alpha1.RevisionAnnotation]; got != "3" {
 		t.Errorf("revision %q after the rollback, want 3", got)
 	}
-	if n := w.events.count(ReasonRollbackDone); n != 1 {
+	if n := w.events.Count(ReasonRollbackDone); n != 1 {
 		t.Errorf("%d %s events", n, ReasonRollbackDone)
 	}
 	// Rolling back to a revision that does not exist says so and changes
 	// nothing.
 	w.update(func(d *v1alpha1.MachineDeployment) { d.Annotations[RollbackAnnotation] = "9" })
 	w.eventually(func() (bool, string) {
-		return w.events.count(ReasonRollbackRevisionNotFound) == 1 && w.deployment().Annotations[RollbackAnnotation] == "", "no RevisionNotFound"
+		return w.events.Count(ReasonRollbackRevisionNotFound) == 1 && w.deployment().Annotations[RollbackAnnotation] == "", "no RevisionNotFound"
 	})
 }
 
@@ -352,7 +328,7 @@ func TestFrozenDeploymentOnlyScalesDown(t *testing.T) {
 		d.Spec.Replicas = 5
 	})
 	w.eventually(func() (bool, string) {
-		return w.events.count(ReasonFrozen) == 1, "no Frozen event"
+		return w.events.Count(ReasonFrozen) == 1, "no Frozen event"
 	})
 	time.Sleep(100 * time.Millisecond)
 	if n := len(w.machines()); n != 3 {
@@ -404,7 +380,7 @@ func TestInvalidDeploymentIsReportedOnce(t *testing.T) {
 		return ok, "no ReplicaFailure condition"
 	})
 	time.Sleep(200 * time.Millisecond)
-	if n := w.events.count(ReasonInvalid); n != 1 {
+	if n := w.events.Count(ReasonInvalid); n != 1 {
 		t.Errorf("%d %s events, want 1", n, ReasonInvalid)
 	}
 	if n := len(w.sets()); n != 0 {
@@ -482,7 +458,7 @@ func TestRollbackToByField(t *testing.T) {
 	w.eventually(w.settled(2))
 	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.RollbackTo = &v1alpha1.RollbackConfig{Revision: 2} })
 	w.eventually(func() (bool, string) {
-		return w.events.count(ReasonRollbackTemplateUnchanged) == 1 && w.deployment().Spec.RollbackTo == nil, "rollbackTo not handled"
+		return w.events.Count(ReasonRollbackTemplateUnchanged) == 1 && w.deployment().Spec.RollbackTo == nil, "rollbackTo not handled"
 	})
 	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.RollbackTo = &v1alpha1.RollbackConfig{} })
 	w.eventually(func() (bool, string) {
@@ -540,7 +516,7 @@ func TestInPlaceUpdateIsScaledNotRolled(t *testing.T) {
 		c, _ := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentProgressing)
 		return c.Reason == ReasonUnsupported && c.Status == v1alpha1.ConditionFalse, fmt.Sprintf("Progressing %+v", c)
 	})
-	if n := w.events.count(ReasonUnsupported); n != 1 {
+	if n := w.events.Count(ReasonUnsupported); n != 1 {
 		t.Errorf("%d %s events, want 1", n, ReasonUnsupported)
 	}
 	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Replicas = 3 })

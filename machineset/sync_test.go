@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +18,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/internal/fakeapi"
 )
 
 func testSet(replicas int32) *v1alpha1.MachineSet {
@@ -231,37 +231,13 @@ func (h *harness) failUntilReported(t *testing.T) *v1alpha1.MachineSet {
 	return got
 }
 
-// recorder counts events by reason.
-type recorder struct {
-	mu      sync.Mutex
-	reasons []string
-}
-
-func (r *recorder) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.reasons = append(r.reasons, reason)
-}
-
-func (r *recorder) count(reason string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	n := 0
-	for _, got := range r.reasons {
-		if got == reason {
-			n++
-		}
-	}
-	return n
-}
-
 // TestFrozenIsToldOnce: a frozen set reports the held-back creations by
 // an event when it becomes frozen, not at every sync, and again when it is
 // frozen anew.
 func TestFrozenIsToldOnce(t *testing.T) {
 	set := testSet(3)
 	set.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
-	rec := &recorder{}
+	rec := &fakeapi.Events{}
 	frozen := atomic.Bool{}
 	h := newHarness(t, Options{Recorder: rec, SafetyGate: gateFunc(frozen.Load)}, set)
 	for range 5 {
@@ -269,7 +245,7 @@ func TestFrozenIsToldOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := rec.count(ReasonFrozen); n != 1 {
+	if n := rec.Count(ReasonFrozen); n != 1 {
 		t.Errorf("%d Frozen events, want 1", n)
 	}
 	// The gate freezes too: a new reason, told once more.
@@ -279,7 +255,7 @@ func TestFrozenIsToldOnce(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if n := rec.count(ReasonFrozen); n != 2 {
+	if n := rec.Count(ReasonFrozen); n != 2 {
 		t.Errorf("%d Frozen events after the gate froze too, want 2", n)
 	}
 }
@@ -339,7 +315,7 @@ func TestInvalidSetCreatesNothing(t *testing.T) {
 	set.Spec.Template.Labels = map[string]string{"pool": "b"}
 	mine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "pool-old", Namespace: "ns",
 		Labels: map[string]string{"pool": "a"}, OwnerReferences: []metav1.OwnerReference{controllerRef(set)}}}
-	rec := &recorder{}
+	rec := &fakeapi.Events{}
 	h := newHarness(t, Options{Recorder: rec}, set, mine)
 	got := h.failUntilReported(t)
 	if n := h.creates.Load(); n != 0 {
@@ -348,7 +324,7 @@ func TestInvalidSetCreatesNothing(t *testing.T) {
 	if got.Status.Replicas != 1 {
 		t.Errorf("status replicas %d, want the 1 machine the set controls", got.Status.Replicas)
 	}
-	if n := rec.count(ReasonInvalid); n != 1 {
+	if n := rec.Count(ReasonInvalid); n != 1 {
 		t.Errorf("%d InvalidMachineSet events, want 1", n)
 	}
 }
@@ -392,7 +368,7 @@ func TestAdoptAndRelease(t *testing.T) {
 func TestMissingClassHoldsCreations(t *testing.T) {
 	set := testSet(3)
 	set.Spec.Template.Spec.Class.Name = "absent"
-	rec := &recorder{}
+	rec := &fakeapi.Events{}
 	h := newHarness(t, Options{Recorder: rec}, set)
 	got := h.failUntilReported(t)
 	if n := h.creates.Load(); n != 0 {
@@ -401,7 +377,7 @@ func TestMissingClassHoldsCreations(t *testing.T) {
 	if c := conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure); c == nil || !strings.Contains(c.Message, `MachineClass "absent"`) {
 		t.Errorf("ReplicaFailure condition does not name the class: %+v", c)
 	}
-	if n := rec.count(ReasonClassNotFound); n != 1 {
+	if n := rec.Count(ReasonClassNotFound); n != 1 {
 		t.Errorf("%d %s events, want 1", n, ReasonClassNotFound)
 	}
 	class := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "absent", Namespace: "ns"}}

@@ -1,6 +1,7 @@
 // Package fakeapi makes client-go's fake clientsets behave more like an API
 // server where controllers depend on it: every write gets a new
-// resourceVersion. Without one, a controller that waits for its cache to
+// resourceVersion. Events records the reasons of the events a controller
+// under test records. Without one, a controller that waits for its cache to
 // show its own write, or ignores update events whose resourceVersion did
 // not change (resyncs), cannot be tested on a fake clientset.
 //
@@ -12,6 +13,7 @@ package fakeapi
 
 import (
 	"strconv"
+	"sync"
 	"sync/atomic"
 
 	"k8s.io/apimachinery/pkg/api/meta"
@@ -57,4 +59,32 @@ func (t *versioned) Update(gvr schema.GroupVersionResource, obj runtime.Object, 
 func (t *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, ns string, opts ...metav1.PatchOptions) error {
 	t.stamp(obj)
 	return t.ObjectTracker.Patch(gvr, obj, ns, opts...)
+}
+
+// Events is an event recorder for tests: it keeps the reasons of the
+// events recorded through it. The zero value is ready; it is safe for
+// concurrent use.
+type Events struct {
+	mu      sync.Mutex
+	reasons []string
+}
+
+// Eventf records the event's reason.
+func (e *Events) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.reasons = append(e.reasons, reason)
+}
+
+// Count is how many events with reason were recorded.
+func (e *Events) Count(reason string) int {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	n := 0
+	for _, r := range e.reasons {
+		if r == reason {
+			n++
+		}
+	}
+	return n
 }
