@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
@@ -395,4 +396,37 @@ func TestMissingClassHoldsCreations(t *testing.T) {
 		}
 	}
 	t.Errorf("ReplicaFailure left after the class appeared: %+v", got.Status.Conditions)
+}
+
+// TestMetricsUnderMCMNames: the scrape shows MCM's metric names for a set
+// in the cache, and a Failed machine the set deletes counts as stale.
+func TestMetricsUnderMCMNames(t *testing.T) {
+	reg := prometheus.NewRegistry()
+	failed := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "pool-failed", Namespace: "ns", UID: "f1",
+		Labels: map[string]string{"pool": "a"}, OwnerReferences: []metav1.OwnerReference{controllerRef(testSet(1))}}}
+	failed.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
+	failed.Status.LastOperation.State = v1alpha1.MachineStateFailed
+	h := newHarness(t, Options{Registerer: reg}, testSet(1), failed)
+	h.settle(t, 1)
+	want := []string{"mcm_machine_set_items_total", "mcm_machine_set_info", "mcm_machine_set_info_spec_replicas",
+		"mcm_machine_set_status_replicas", "mcm_machine_set_status_available_replicas",
+		"mcm_machine_set_status_fully_labelled_replicas", "mcm_machine_set_status_ready_replicas", "mcm_machine_stale_machines_total"}
+	families, err := reg.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	have := map[string]float64{}
+	for _, f := range families {
+		for _, m := range f.GetMetric() {
+			have[f.GetName()] += m.GetGauge().GetValue() + m.GetCounter().GetValue()
+		}
+	}
+	for _, name := range want {
+		if _, ok := have[name]; !ok {
+			t.Errorf("metric %s missing", name)
+		}
+	}
+	if have["mcm_machine_stale_machines_total"] != 1 {
+		t.Errorf("stale machines %v, want the 1 Failed machine the set deleted", have["mcm_machine_stale_machines_total"])
+	}
 }
