@@ -47,7 +47,7 @@ func (c *Controller) applyStep(ctx context.Context, d *v1alpha1.MachineDeploymen
 		if !resized {
 			size = s.Spec.Replicas
 		}
-		want, err := wantedSet(d, s, s == obs.newSet, size, resized && size != s.Spec.Replicas || st.Scaled[s.Name], revision)
+		want, err := wantedSet(d, s, s == obs.newSet, size, resized && (size != s.Spec.Replicas || st.Scaling), revision)
 		if err != nil {
 			errs = append(errs, err)
 			continue

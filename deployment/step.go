@@ -12,10 +12,11 @@ type step struct {
 	Create *int32
 	// Replicas are the spec.replicas the existing sets get, by name.
 	Replicas map[string]int32
-	// Scaled are the sets a scaling event sized: they get the deployment's
-	// desired-replicas and max-replicas annotations even when their size
+	// Scaling tells that the step sizes the sets for spec.replicas (a
+	// scaling event): every set in Replicas gets the deployment's
+	// desired-replicas and max-replicas annotations, even when its size
 	// stays, so that the next sync sees no scaling event.
-	Scaled map[string]bool
+	Scaling bool
 	// HeldBack tells that the deployment is frozen and the step would have
 	// added machines.
 	HeldBack bool
@@ -48,11 +49,7 @@ func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, e
 		if err != nil {
 			return step{}, err
 		}
-		st.Replicas = sizes
-		st.Scaled = make(map[string]bool, len(sizes))
-		for name := range sizes {
-			st.Scaled[name] = true
-		}
+		st.Replicas, st.Scaling = sizes, true
 	case strategyType(d) == v1alpha1.RecreateMachineDeploymentStrategyType:
 		plan = planRecreate(d, obs.newSet, obs.old, obs.counts)
 	default:
