@@ -231,21 +231,10 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	c.metrics.attachCollector(c)
 	logger.Info("Caches synced; starting workers", "workers", workers, "targetCluster", c.target != nil)
 
-	type runner struct {
-		q *workqueue.Queue[string]
-		n int
-	}
-	runners := []runner{{c.machineQueue, workers}, {c.classQueue, c.opts.ClassWorkers}, {c.secretQueue, c.opts.SecretWorkers}}
+	runs := []func(context.Context) error{c.machineQueue.Runner(workers), c.classQueue.Runner(c.opts.ClassWorkers),
+		c.secretQueue.Runner(c.opts.SecretWorkers)}
 	if c.nodeQueue != nil {
-		runners = append(runners, runner{c.nodeQueue, c.opts.NodeWorkers})
+		runs = append(runs, c.nodeQueue.Runner(c.opts.NodeWorkers))
 	}
-	errs := make(chan error, len(runners))
-	for _, r := range runners {
-		go func() { errs <- r.q.Run(ctx, r.n) }()
-	}
-	var all []error
-	for range runners {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
+	return workqueue.RunAll(ctx, runs...)
 }

@@ -348,19 +348,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if c.driver != nil {
 		wg.Go(func() { c.watchOrphans(ctx) })
 	}
-	queues := []*workqueue.Queue[string]{c.overshoot}
+	runs := []func(context.Context) error{c.overshoot.Runner(workers)}
 	if c.unmanaged != nil {
-		queues = append(queues, c.unmanaged)
+		runs = append(runs, c.unmanaged.Runner(workers))
 	}
-	errs := make(chan error, len(queues))
-	for _, q := range queues {
-		go func() { errs <- q.Run(ctx, workers) }()
-	}
-	var all []error
-	for range queues {
-		all = append(all, <-errs)
-	}
-	return errors.Join(all...)
+	return workqueue.RunAll(ctx, runs...)
 }
 
 // checkOvershoot is one overshoot check of a namespace: observe (caches),

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -89,4 +90,23 @@ func KeyOf(obj any) string {
 		return ""
 	}
 	return key
+}
+
+// Runner is q's Run with workers workers, for RunAll.
+func (q *Queue[K]) Runner(workers int) func(context.Context) error {
+	return func(ctx context.Context) error { return q.Run(ctx, workers) }
+}
+
+// RunAll runs each of runs in its own goroutine, waits until all returned
+// and joins their errors: a controller with several queues runs them so.
+func RunAll(ctx context.Context, runs ...func(context.Context) error) error {
+	errs := make(chan error, len(runs))
+	for _, run := range runs {
+		go func() { errs <- run(ctx) }()
+	}
+	all := make([]error, 0, len(runs))
+	for range runs {
+		all = append(all, <-errs)
+	}
+	return errors.Join(all...)
 }

@@ -2,6 +2,7 @@ package workqueue
 
 import (
 	"context"
+	"errors"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -56,5 +57,16 @@ func TestObjectOfAndKeyOf(t *testing.T) {
 	}
 	if KeyOf(pod) != "ns/p" || KeyOf(tomb) != "ns/p" || KeyOf("not an object") != "" {
 		t.Errorf("KeyOf: %q, %q, %q", KeyOf(pod), KeyOf(tomb), KeyOf("not an object"))
+	}
+}
+
+func TestRunAllJoinsErrors(t *testing.T) {
+	boom := errors.New("boom")
+	var ran atomic.Int32
+	err := RunAll(context.Background(),
+		func(context.Context) error { ran.Add(1); return nil },
+		func(context.Context) error { ran.Add(1); return boom })
+	if ran.Load() != 2 || !errors.Is(err, boom) {
+		t.Errorf("ran %d, err %v; want both run and boom returned", ran.Load(), err)
 	}
 }
