@@ -17,9 +17,11 @@ type statusInput struct {
 	NewSet *v1alpha1.MachineSet
 	// OldSets are the deployment's other sets.
 	OldSets []*v1alpha1.MachineSet
-	// Machines holds the machines each set controls, by set name (see
-	// countSets).
+	// Machines holds the machines each set controls, by set name, and
+	// Counts what countSets counted of them at Now (the sync counted them
+	// already, for its plan).
 	Machines map[string][]*v1alpha1.Machine
+	Counts   map[string]machineCounts
 	// Selector is the deployment's selector as a string, for the scale
 	// subresource.
 	Selector string
@@ -48,7 +50,7 @@ func calculateStatus(in statusInput) (v1alpha1.MachineDeploymentStatus, error) {
 	d := in.Deployment
 	st := *d.Status.DeepCopy()
 	all := withNew(in.NewSet, in.OldSets)
-	counts := countSets(all, in.Machines, d.Spec.MinReadySeconds, in.Now)
+	counts := in.Counts
 
 	st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0, 0
 	for _, s := range all {
@@ -150,7 +152,7 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupport
 		base = d.DeepCopy()
 		base.Status = paused
 	}
-	st, err := calculateStatus(statusInput{Deployment: base, NewSet: obs.newSet, OldSets: obs.old, Machines: obs.machines,
+	st, err := calculateStatus(statusInput{Deployment: base, NewSet: obs.newSet, OldSets: obs.old, Machines: obs.machines, Counts: obs.counts,
 		Selector: selector, Now: now, Synced: synced})
 	if err != nil {
 		return v1alpha1.MachineDeploymentStatus{}, err

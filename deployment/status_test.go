@@ -209,6 +209,7 @@ func TestCalculateStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.in.Deployment.DeepCopy()
+			tt.in.Counts = countSets(withNew(tt.in.NewSet, tt.in.OldSets), tt.in.Machines, tt.in.Deployment.Spec.MinReadySeconds, tt.in.Now)
 			got, err := calculateStatus(tt.in)
 			if err != nil {
 				t.Fatal(err)
