@@ -10,12 +10,14 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
 	"github.com/go-logr/logr"
@@ -413,55 +415,83 @@ func freezeMeta(ch freezeChange, lbls, annotations map[string]string) (have, wan
 }
 
 func (c *Controller) freezeSet(ctx context.Context, namespace string, ch freezeChange) error {
-	s, err := c.sets.MachineSets(namespace).Get(ch.Name)
-	if err != nil {
-		return err
-	}
 	client := c.client.MachineV1alpha1().MachineSets(namespace)
-	have, want := freezeMeta(ch, s.Labels, s.Annotations)
-	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, s.ResourceVersion)
-	if err == nil && data != nil {
-		s, err = patch.Send(ctx, client.Patch, s.Name, data, c.opts.FieldManager)
+	get := func(ctx context.Context) (*v1alpha1.MachineSet, error) {
+		return client.Get(ctx, ch.Name, metav1.GetOptions{})
 	}
-	if err != nil {
+	conditions := func(s *v1alpha1.MachineSet) (patch.Fields, patch.Fields) {
+		return patch.Fields{"status": patch.Fields{"machineSetCondition": s.Status.Conditions}},
+			patch.Fields{"status": patch.Fields{"machineSetCondition": setFrozenCondition(s.Status.Conditions, ch, c.opts.Clock.Now())}}
+	}
+	if err := writeFreeze(ctx, c, ch, get, client.Patch, conditions); err != nil {
 		return fmt.Errorf("freezing machine set %s: %w", ch.Name, err)
 	}
-	st := *s.Status.DeepCopy()
-	st.Conditions = setFrozenCondition(st.Conditions, ch, c.opts.Clock.Now())
-	if data, err = patch.Diff(patch.Fields{"status": patch.Fields{"machineSetCondition": s.Status.Conditions}},
-		patch.Fields{"status": patch.Fields{"machineSetCondition": st.Conditions}}, s.ResourceVersion); err == nil && data != nil {
-		_, err = patch.Send(ctx, client.Patch, s.Name, data, c.opts.FieldManager, "status")
-	}
-	if err != nil {
-		return fmt.Errorf("writing the Frozen condition of machine set %s: %w", ch.Name, err)
-	}
-	c.event(s, ch, ReasonFrozeSet, ReasonUnfrozeSet)
 	return nil
 }
 
 func (c *Controller) freezeDeployment(ctx context.Context, namespace string, ch freezeChange) error {
-	d, err := c.deployments.MachineDeployments(namespace).Get(ch.Name)
+	client := c.client.MachineV1alpha1().MachineDeployments(namespace)
+	get := func(ctx context.Context) (*v1alpha1.MachineDeployment, error) {
+		return client.Get(ctx, ch.Name, metav1.GetOptions{})
+	}
+	conditions := func(d *v1alpha1.MachineDeployment) (patch.Fields, patch.Fields) {
+		return patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
+			patch.Fields{"status": patch.Fields{"conditions": setFrozenDeploymentCondition(d.Status.Conditions, ch, c.opts.Clock.Now())}}
+	}
+	if err := writeFreeze(ctx, c, ch, get, client.Patch, conditions); err != nil {
+		return fmt.Errorf("freezing machine deployment %s: %w", ch.Name, err)
+	}
+	return nil
+}
+
+// frozenObject is a MachineSet or MachineDeployment.
+type frozenObject interface {
+	runtime.Object
+	metav1.Object
+}
+
+// writeFreeze writes one freeze or unfreeze of an object: the label (and
+// the removal of the unfreeze annotation), then the Frozen condition. The
+// label is one key of a merge patch and needs no guard; the conditions are
+// a list the patch replaces whole, so they are written against a fresh
+// read, again on a conflict: the object's own controller writes its status
+// too, and a freeze whose condition was lost to a conflict would be seen,
+// at the next check, as a freeze someone else made.
+func writeFreeze[T frozenObject](ctx context.Context, c *Controller, ch freezeChange,
+	get func(context.Context) (T, error), send patch.Func[T], conditions func(T) (have, want patch.Fields)) error {
+	obj, err := get(ctx)
 	if err != nil {
 		return err
 	}
-	client := c.client.MachineV1alpha1().MachineDeployments(namespace)
-	have, want := freezeMeta(ch, d.Labels, d.Annotations)
-	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, d.ResourceVersion)
+	have, want := freezeMeta(ch, obj.GetLabels(), obj.GetAnnotations())
+	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, "")
 	if err == nil && data != nil {
-		d, err = patch.Send(ctx, client.Patch, d.Name, data, c.opts.FieldManager)
+		_, err = patch.Send(ctx, send, obj.GetName(), data, c.opts.FieldManager)
 	}
 	if err != nil {
-		return fmt.Errorf("freezing machine deployment %s: %w", ch.Name, err)
+		return err
 	}
-	conditions := setFrozenDeploymentCondition(d.Status.Conditions, ch, c.opts.Clock.Now())
-	if data, err = patch.Diff(patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
-		patch.Fields{"status": patch.Fields{"conditions": conditions}}, d.ResourceVersion); err == nil && data != nil {
-		_, err = patch.Send(ctx, client.Patch, d.Name, data, c.opts.FieldManager, "status")
-	}
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		fresh, err := get(ctx)
+		if err != nil {
+			return err
+		}
+		have, want := conditions(fresh)
+		data, err := patch.Diff(have, want, fresh.GetResourceVersion())
+		if err != nil || data == nil {
+			return err
+		}
+		_, err = patch.Send(ctx, send, fresh.GetName(), data, c.opts.FieldManager, "status")
+		return err
+	})
 	if err != nil {
-		return fmt.Errorf("writing the Frozen condition of machine deployment %s: %w", ch.Name, err)
+		return fmt.Errorf("writing the Frozen condition: %w", err)
 	}
-	c.event(d, ch, ReasonFrozeDeployment, ReasonUnfrozeDeployment)
+	froze, unfroze := ReasonFrozeSet, ReasonUnfrozeSet
+	if _, ok := any(obj).(*v1alpha1.MachineDeployment); ok {
+		froze, unfroze = ReasonFrozeDeployment, ReasonUnfrozeDeployment
+	}
+	c.event(obj, ch, froze, unfroze)
 	return nil
 }
 
