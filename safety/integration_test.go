@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/simstack"
 	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/machineset"
 	"github.com/mcmkit/mcm/safety"
 )
 
@@ -31,7 +32,11 @@ func TestMain(m *testing.M) {
 // (seen from a watch), the set removes the surplus, and both are unfrozen.
 // A freeze put by hand is lifted by the unfreeze annotation.
 func TestIntegrationOvershootFreezes(t *testing.T) {
-	s := simstack.Start(t, simstack.Options{Deployments: true, Safety: true})
+	// The set removes one surplus machine per sync (burst 1), so that the
+	// overshoot lasts long enough for a watch to see the freeze: with the
+	// default burst the set adopts and deletes all of them at once, and
+	// whether the check runs in between is a race.
+	s := simstack.Start(t, simstack.Options{Deployments: true, Safety: true, MachineSet: machineset.Options{BurstReplicas: 1}})
 	ctx := context.Background()
 	mc := s.Machines.MachineV1alpha1()
 	surge, unavailable := intstr.FromInt32(1), intstr.FromInt32(0)
@@ -77,11 +82,11 @@ func TestIntegrationOvershootFreezes(t *testing.T) {
 	set := sets.Items[0]
 
 	frozenSeen := watchFreezes(t, s, set.Name, d.Name)
-	// Three machines by hand into the set's selector: 6 machines reach the
+	// Ten machines by hand into the set's selector: 13 machines pass the
 	// limit of 3 replicas + maxSurge 1 + safety-up 2.
-	for i := range 3 {
+	for range 10 {
 		m := &v1alpha1.Machine{
-			ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("by-hand-%d", i), Namespace: s.NS, Labels: set.Spec.Template.Labels},
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "by-hand-", Namespace: s.NS, Labels: set.Spec.Template.Labels},
 			Spec:       set.Spec.Template.Spec,
 		}
 		if _, err := mc.Machines(s.NS).Create(ctx, m, metav1.CreateOptions{}); err != nil {
@@ -176,8 +181,10 @@ func TestIntegrationOrphanVMs(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for i := range 2 {
-		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: fmt.Sprintf("kept-%d", i), Namespace: s.NS},
+	for range 2 {
+		// Generated names: node names follow machine names, and nodes of an
+		// earlier run in the same control plane stay.
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{GenerateName: "kept-", Namespace: s.NS},
 			Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: s.Class}}}
 		if _, err := mc.Machines(s.NS).Create(ctx, m, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
