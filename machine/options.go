@@ -74,6 +74,7 @@ const (
 	ReasonInvalidMachine     = "InvalidMachine"
 	ReasonInvalidClass       = "InvalidMachineClass"
 	ReasonClassNotFound      = "MachineClassNotFound"
+	ReasonClassDeleting      = "MachineClassDeleting"
 	ReasonSecretNotFound     = "SecretNotFound"
 	ReasonSecretInvalid      = "SecretInvalid"
 	ReasonCreateFailed       = "CreateFailed"

@@ -115,6 +115,11 @@ func planMachine(obs observation, o *Options) machinePlan {
 		case obs.Class == nil:
 			return badInput(p, obs.Now, ReasonClassNotFound,
 				fmt.Sprintf("MachineClass %q not found in namespace %q", m.Spec.Class.Name, m.Namespace))
+		case obs.Class.DeletionTimestamp != nil:
+			// Its deletion waits for the machines that use it; a new VM
+			// would be one more, and one its owner means to be rid of.
+			return badInput(p, obs.Now, ReasonClassDeleting,
+				fmt.Sprintf("MachineClass %q is being deleted: no VM is created from it; point the machine at another class or delete the machine", obs.Class.Name))
 		case len(obs.ClassErrors) > 0:
 			return badInput(p, obs.Now, ReasonInvalidClass,
 				fmt.Sprintf("MachineClass %q is invalid: %v", obs.Class.Name, obs.ClassErrors.ToAggregate()))

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"errors"
+	"strings"
 	"testing"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/driver"
 )
 
@@ -93,6 +95,21 @@ func TestPlanMachineKinds(t *testing.T) {
 			o.Class = nil
 			return o
 		}, planBadInput, retryMedium, ReasonClassNotFound, `MachineClass "c" not found in namespace "ns"`},
+		{"class being deleted", func() observation {
+			o := obsFor(baseMachine())
+			o.Class.DeletionTimestamp = &metav1.Time{Time: o.Now}
+			return o
+		}, planBadInput, retryMedium, ReasonClassDeleting,
+			`MachineClass "c" is being deleted: no VM is created from it; point the machine at another class or delete the machine`},
+		{"name too long for a label value", func() observation {
+			m := baseMachine()
+			m.Name = strings.Repeat("m", 64)
+			o := obsFor(m)
+			o.ValidationErrors = validation.ValidateMachine(m)
+			return o
+		}, planBadInput, retryMedium, ReasonInvalidMachine,
+			"Machine validation failed: metadata.name: Invalid value: \"" + strings.Repeat("m", 64) +
+				"\": metadata.name must be at most 63 characters: a machine's name is used as a label value and as its host name"},
 		{"class invalid", func() observation {
 			o := obsFor(baseMachine())
 			o.ClassErrors = field.ErrorList{field.Required(field.NewPath("providerSpec"), "")}

@@ -120,9 +120,18 @@ func (c *Controller) register(inf Informers) error {
 	if err := cachetransform.SetOn(inf.Classes.Informer()); err != nil {
 		return err
 	}
-	// Only a class that appears changes a set's plan; its updates and
-	// deletion are the machine controller's business.
-	return add(inf.Classes.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: c.onClassAdd})
+	// Only a class that appears or starts being deleted changes a set's
+	// plan; its other updates are the machine controller's business.
+	return add(inf.Classes.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc: c.enqueueSetsOfClass,
+		UpdateFunc: func(oldObj, obj any) {
+			old, ok1 := oldObj.(*v1alpha1.MachineClass)
+			class, ok2 := obj.(*v1alpha1.MachineClass)
+			if ok1 && ok2 && old.DeletionTimestamp == nil && class.DeletionTimestamp != nil {
+				c.enqueueSetsOfClass(class)
+			}
+		},
+	})
 }
 
 // Run waits for the caches, then reconciles with workers workers until ctx
@@ -194,9 +203,10 @@ func (c *Controller) onMachineDelete(obj any) {
 	}
 }
 
-// onClassAdd queues the sets whose template names the new class: a set
-// waiting for it can create machines now.
-func (c *Controller) onClassAdd(obj any) {
+// enqueueSetsOfClass queues the sets whose template names the class: one
+// that appears lets a set waiting for it create machines, one whose
+// deletion starts stops the set's creations.
+func (c *Controller) enqueueSetsOfClass(obj any) {
 	class, ok := obj.(*v1alpha1.MachineClass)
 	if !ok {
 		return

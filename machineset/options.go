@@ -38,6 +38,7 @@ const (
 	ReasonDeleteFailed  = "FailedDelete"
 	ReasonInvalid       = "InvalidMachineSet"
 	ReasonClassNotFound = "MachineClassNotFound"
+	ReasonClassDeleting = "MachineClassDeleting"
 	ReasonFrozen        = "Frozen"
 	ReasonAdoptFailed   = "FailedAdopt"
 	ReasonReleaseFailed = "FailedRelease"

@@ -75,7 +75,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 type replicaFailure struct {
 	// Invalid: the set cannot work (it got past admission).
 	Invalid string
-	// NoClass: the template's MachineClass does not exist.
+	// NoClass: the template's MachineClass does not exist or is being deleted.
 	NoClass string
 	// Create and Delete describe creations and deletions that failed.
 	Create, Delete string

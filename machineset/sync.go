@@ -101,7 +101,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	errs = append(errs, c.propagate(ctx, set, own.Owned))
 
 	frozen := frozenReason(ctx, set, c.opts.SafetyGate)
-	noClass, err := c.missingClass(set)
+	classReason, noClass, err := c.unusableClass(set)
 	if err != nil {
 		return workqueue.Result{}, err
 	}
@@ -124,7 +124,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 			c.event(set, corev1.EventTypeWarning, ReasonFrozen, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, frozen))
 		}
 	case !reported(set, v1alpha1.MachineSetReplicaFailure, failure.message()):
-		c.event(set, corev1.EventTypeWarning, ReasonClassNotFound, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, noClass))
+		c.event(set, corev1.EventTypeWarning, classReason, fmt.Sprintf("not creating %d machine(s): %s", plan.HeldBack, noClass))
 	}
 	if set.DeletionTimestamp != nil && len(own.Owned) == 0 && done.failed() == "" {
 		_, err := c.setFinalizer(ctx, set, false)
@@ -152,23 +152,25 @@ func invalid(set *v1alpha1.MachineSet) string {
 	return errs.ToAggregate().Error()
 }
 
-// missingClass says why the set's template cannot make machines because
-// its MachineClass does not exist, or "". Without a class lister it
-// checks nothing.
-func (c *Controller) missingClass(set *v1alpha1.MachineSet) (string, error) {
+// unusableClass says why the set's template cannot make machines because
+// its MachineClass does not exist or is being deleted (with the event
+// reason), or "". Without a class lister it checks nothing.
+func (c *Controller) unusableClass(set *v1alpha1.MachineSet) (reason, problem string, err error) {
 	if c.classes == nil {
-		return "", nil
+		return "", "", nil
 	}
 	name := set.Spec.Template.Spec.Class.Name
-	_, err := c.classes.MachineClasses(set.Namespace).Get(name)
+	class, err := c.classes.MachineClasses(set.Namespace).Get(name)
 	switch {
-	case err == nil:
-		return "", nil
 	case apierrors.IsNotFound(err):
-		return fmt.Sprintf("the template names MachineClass %q, which does not exist in namespace %s; no machine is created until it does", name, set.Namespace), nil
-	default:
-		return "", fmt.Errorf("getting machine class %s: %w", name, err)
+		return ReasonClassNotFound, fmt.Sprintf("the template names MachineClass %q, which does not exist in namespace %s; no machine is created until it does", name, set.Namespace), nil
+	case err != nil:
+		return "", "", fmt.Errorf("getting machine class %s: %w", name, err)
+	case class.DeletionTimestamp != nil:
+		// The machine controller would refuse their VMs anyway.
+		return ReasonClassDeleting, fmt.Sprintf("the template names MachineClass %q, which is being deleted; no machine is created from it", name), nil
 	}
+	return "", "", nil
 }
 
 // joinNonEmpty joins the non-empty problems with "; ".

@@ -398,6 +398,27 @@ func TestMissingClassHoldsCreations(t *testing.T) {
 	t.Errorf("ReplicaFailure left after the class appeared: %+v", got.Status.Conditions)
 }
 
+// TestDeletingClassHoldsCreations: a template naming a class whose deletion
+// has started creates nothing and says why, as for a missing class.
+func TestDeletingClassHoldsCreations(t *testing.T) {
+	set := testSet(2)
+	set.Spec.Template.Spec.Class.Name = "going"
+	going := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "going", Namespace: "ns",
+		Finalizers: []string{v1alpha1.MachineFinalizer}, DeletionTimestamp: &metav1.Time{Time: time.Now()}}}
+	rec := &fakeapi.Events{}
+	h := newHarness(t, Options{Recorder: rec}, set, going)
+	got := h.failUntilReported(t)
+	if n := h.creates.Load(); n != 0 {
+		t.Fatalf("created %d machines from a class being deleted", n)
+	}
+	if c := conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure); c == nil || !strings.Contains(c.Message, `MachineClass "going", which is being deleted`) {
+		t.Errorf("ReplicaFailure condition does not say the class is being deleted: %+v", c)
+	}
+	if n := rec.Count(ReasonClassDeleting); n != 1 {
+		t.Errorf("%d %s events, want 1", n, ReasonClassDeleting)
+	}
+}
+
 // TestMetricsUnderMCMNames: the scrape shows MCM's metric names for a set
 // in the cache, and a Failed machine the set deletes counts as stale.
 func TestMetricsUnderMCMNames(t *testing.T) {

@@ -412,7 +412,9 @@ func TestAdmissionRejectsInvalidObjects(t *testing.T) {
 			if err := yaml.Unmarshal([]byte("apiVersion: machine.sapcloud.io/v1alpha1\n"+tc.Object), &obj.Object); err != nil {
 				t.Fatalf("fixture: %v", err)
 			}
-			obj.SetName(fmt.Sprintf("%s-%d", strings.ToLower(obj.GetKind()), i))
+			if obj.GetName() == "" {
+				obj.SetName(fmt.Sprintf("%s-%d", strings.ToLower(obj.GetKind()), i))
+			}
 			resource := dyn.Resource(resources[obj.GetKind()]).Namespace(ns)
 			status, hasStatus, _ := unstructured.NestedMap(obj.Object, "status")
 			_, err := resource.Create(ctx, obj, metav1.CreateOptions{})

@@ -16,6 +16,7 @@ import (
 // +kubebuilder:printcolumn:name="Last Operation",type=string,JSONPath=`.status.lastOperation.type`,description="Type of the last operation.",priority=1
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastOperation.errorCode`,description="Driver error code of the last operation.",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`
+// +kubebuilder:validation:XValidation:rule="self.metadata.name.size() <= 63",message="metadata.name must be at most 63 characters: a machine's name is used as a label value and as its host name"
 
 // Machine is one physical or virtual machine of a cluster: a VM created
 // through a driver from a MachineClass, joined to the target cluster as a Node.
@@ -83,11 +84,19 @@ type NodeTemplateSpec struct {
 
 // MachineConfiguration holds per-machine overrides of controller settings.
 // Unset fields take the controller's value.
+//
+// Each duration is bounded at 10000h: a typed client cannot decode a
+// duration that overflows Go's time.Duration (about 2.5 million hours), and
+// one such object used to make every list of its kind fail. The second
+// pattern of the bound admits at most as many digits per unit as 10000h
+// needs in that unit, so duration() is only asked to parse values that
+// cannot overflow; anything longer is over the bound anyway.
 type MachineConfiguration struct {
 	// DrainTimeout bounds the drain before remaining pods are force-deleted.
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="drainTimeout must be a non-negative duration such as 90s, 20m or 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') && duration(self) <= duration('10000h'))",message="drainTimeout must be at most 10000h"
 	// +optional
 	MachineDrainTimeout *metav1.Duration `json:"drainTimeout,omitempty"`
 
@@ -95,6 +104,8 @@ type MachineConfiguration struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="healthTimeout must be a non-negative duration such as 90s, 20m or 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') && duration(self) <= duration('10000h'))",message="healthTimeout must be at most 10000h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') || duration(self) > duration('0s')",message="healthTimeout must be greater than 0s"
 	// +optional
 	MachineHealthTimeout *metav1.Duration `json:"healthTimeout,omitempty"`
 
@@ -102,6 +113,8 @@ type MachineConfiguration struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="creationTimeout must be a non-negative duration such as 90s, 20m or 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') && duration(self) <= duration('10000h'))",message="creationTimeout must be at most 10000h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') || duration(self) > duration('0s')",message="creationTimeout must be greater than 0s"
 	// +optional
 	MachineCreationTimeout *metav1.Duration `json:"creationTimeout,omitempty"`
 
@@ -109,6 +122,7 @@ type MachineConfiguration struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="inPlaceUpdateTimeout must be a non-negative duration such as 90s, 20m or 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') && duration(self) <= duration('10000h'))",message="inPlaceUpdateTimeout must be at most 10000h"
 	// +optional
 	MachineInPlaceUpdateTimeout *metav1.Duration `json:"inPlaceUpdateTimeout,omitempty"`
 
@@ -116,6 +130,7 @@ type MachineConfiguration struct {
 	// +kubebuilder:validation:Type=string
 	// +kubebuilder:validation:MaxLength=64
 	// +kubebuilder:validation:XValidation:rule="self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$')",message="machinePreserveTimeout must be a non-negative duration such as 90s, 20m or 2h"
+	// +kubebuilder:validation:XValidation:rule="!self.matches('^([0-9]+(\\\\.[0-9]+)?(ns|us|ms|s|m|h))+$') || (self.matches('^([0-9]{1,5}(\\\\.[0-9]+)?h|[0-9]{1,7}(\\\\.[0-9]+)?m|[0-9]{1,9}(\\\\.[0-9]+)?s|[0-9]{1,12}(\\\\.[0-9]+)?ms|[0-9]{1,15}(\\\\.[0-9]+)?us|[0-9]{1,18}(\\\\.[0-9]+)?ns)+$') && duration(self) <= duration('10000h'))",message="machinePreserveTimeout must be at most 10000h"
 	// +optional
 	MachinePreserveTimeout *metav1.Duration `json:"machinePreserveTimeout,omitempty"`
 

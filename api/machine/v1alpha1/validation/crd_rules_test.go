@@ -46,8 +46,15 @@ func rejectedObjects(t *testing.T) []rejectedObject {
 	return objs
 }
 
-// fixtureHeader completes the rejected objects, which leave it out.
-const fixtureHeader = "apiVersion: machine.sapcloud.io/v1alpha1\nmetadata: {name: fixture}\n"
+// withHeader completes a rejected object with what it leaves out: the
+// apiVersion, and metadata unless the object is rejected for its metadata.
+func withHeader(object string) string {
+	header := "apiVersion: machine.sapcloud.io/v1alpha1\n"
+	if !strings.HasPrefix(object, "metadata:") && !strings.Contains(object, "\nmetadata:") {
+		header += "metadata: {name: fixture}\n"
+	}
+	return header + object
+}
 
 // decode reads a YAML object the way a typed client does.
 func decode(t *testing.T, document string) (runtime.Object, error) {
@@ -83,7 +90,7 @@ func rejectionMessages(t *testing.T) []string {
 	var messages []string
 	for _, tc := range rejectedObjects(t) {
 		t.Run(tc.Name, func(t *testing.T) {
-			obj, err := decode(t, fixtureHeader+tc.Object)
+			obj, err := decode(t, withHeader(tc.Object))
 			if tc.Undecodable {
 				if err == nil {
 					t.Fatalf("decoded an object a typed client cannot read: %#v", obj)

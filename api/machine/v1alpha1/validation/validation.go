@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/validate/content"
@@ -37,12 +38,27 @@ const (
 	msgInPlaceUpdateRequired  = "strategy.type InPlaceUpdate needs strategy.inPlaceUpdate"
 	msgSurgeAndUnavailable    = "maxSurge and maxUnavailable must not both be 0 (an unset maxUnavailable is 0): the rollout could never make progress"
 	msgCapacity               = "nodeTemplate.capacity must contain cpu and memory: autoscalers size new nodes from it"
+	msgMachineNameLength      = "metadata.name must be at most 63 characters: a machine's name is used as a label value and as its host name"
 )
+
+// MaxDuration bounds every duration of a MachineConfiguration: longer than
+// anyone waits for a machine, far from overflowing time.Duration.
+const MaxDuration = 10000 * time.Hour
+
+// maxMachineNameLength is the longest label value, which a machine's name
+// becomes (node.gardener.cloud/machine-name on its Node).
+const maxMachineNameLength = 63
 
 // msgDuration is the CEL message of the duration fields, for the field's JSON name.
 func msgDuration(name string) string {
 	return name + " must be a non-negative duration such as 90s, 20m or 2h"
 }
+
+// msgDurationBound is the CEL message of a duration over MaxDuration.
+func msgDurationBound(name string) string { return name + " must be at most 10000h" }
+
+// msgDurationPositive is the CEL message of a zero timeout that must not be.
+func msgDurationPositive(name string) string { return name + " must be greater than 0s" }
 
 // msgIntOrPercent is the CEL message of maxSurge and maxUnavailable.
 func msgIntOrPercent(name string) string {
@@ -109,7 +125,11 @@ var (
 // template the machine's Node is kept in sync with, and the configuration
 // overrides.
 func ValidateMachine(machine *v1alpha1.Machine) field.ErrorList {
-	return validateMachineSpec(&machine.Spec, field.NewPath("spec"))
+	var errs field.ErrorList
+	if len(machine.Name) > maxMachineNameLength {
+		errs = append(errs, field.Invalid(field.NewPath("metadata", "name"), machine.Name, msgMachineNameLength))
+	}
+	return append(errs, validateMachineSpec(&machine.Spec, field.NewPath("spec"))...)
 }
 
 // ValidateMachineStatus checks the enumerated fields of machine's status:
@@ -214,21 +234,31 @@ func validateNodeTemplateSpec(template *v1alpha1.NodeTemplateSpec, path *field.P
 
 func validateMachineConfiguration(config *v1alpha1.MachineConfiguration, path *field.Path) field.ErrorList {
 	durations := []struct {
-		name  string
-		value *metav1.Duration
+		name     string
+		value    *metav1.Duration
+		positive bool // zero would make no sense: it would fail every machine at once
 	}{
-		{"drainTimeout", config.MachineDrainTimeout},
-		{"healthTimeout", config.MachineHealthTimeout},
-		{"creationTimeout", config.MachineCreationTimeout},
-		{"inPlaceUpdateTimeout", config.MachineInPlaceUpdateTimeout},
-		{"machinePreserveTimeout", config.MachinePreserveTimeout},
+		{"drainTimeout", config.MachineDrainTimeout, false},
+		{"healthTimeout", config.MachineHealthTimeout, true},
+		{"creationTimeout", config.MachineCreationTimeout, true},
+		{"inPlaceUpdateTimeout", config.MachineInPlaceUpdateTimeout, false},
+		{"machinePreserveTimeout", config.MachinePreserveTimeout, false},
 	}
 	var errs field.ErrorList
 	for _, d := range durations {
-		// A stored duration the CEL pattern rejects does not decode at all;
-		// what decodes can only be wrong by being negative.
-		if d.value != nil && d.value.Duration < 0 {
-			errs = append(errs, field.Invalid(path.Child(d.name), d.value.Duration.String(), msgDuration(d.name)))
+		// A stored duration the CEL pattern rejects, or one that overflows,
+		// does not decode at all; what decodes can be negative, zero or over
+		// the bound.
+		if d.value == nil {
+			continue
+		}
+		switch v, p := d.value.Duration, path.Child(d.name); {
+		case v < 0:
+			errs = append(errs, field.Invalid(p, v.String(), msgDuration(d.name)))
+		case v == 0 && d.positive:
+			errs = append(errs, field.Invalid(p, v.String(), msgDurationPositive(d.name)))
+		case v > MaxDuration:
+			errs = append(errs, field.Invalid(p, v.String(), msgDurationBound(d.name)))
 		}
 	}
 	errs = append(errs, validateOptionalMinimum(config.MaxEvictRetries, 0, path.Child("maxEvictRetries"))...)
