@@ -17,6 +17,11 @@
 //   - an error with Result.RequeueAfter > 0: the worker logs and counts the
 //     error, and the key comes back after RequeueAfter, the reconciler's own
 //     retry policy, instead of the backoff; it is never given up;
+//   - an error saying the API server is out of reach (connection refused,
+//     reset or timed out; 503, 504, 429): the key comes back within
+//     Options.UnreachableMaxDelay (5s by default) and is never given up, so
+//     an outage neither drops keys nor leaves them waiting on a backoff
+//     grown while the server was down;
 //   - a panic: recovered and handled like an error, with the panic value in
 //     the error and the stack trace in the log. The worker survives.
 //

@@ -26,6 +26,9 @@ const (
 	DefaultBaseDelay = 5 * time.Millisecond
 	// DefaultMaxDelay caps the per-key backoff.
 	DefaultMaxDelay = 1000 * time.Second
+	// DefaultUnreachableMaxDelay caps the backoff of a key whose last
+	// failure was an unreachable API server.
+	DefaultUnreachableMaxDelay = 5 * time.Second
 )
 
 // The overall token bucket of the default rate limiter, as in client-go's
@@ -103,6 +106,17 @@ type Options struct {
 	BaseDelay time.Duration
 	MaxDelay  time.Duration
 
+	// UnreachableMaxDelay caps the backoff of failures that say the API
+	// server could not be reached or could not answer for now (connection
+	// refused, reset or timed out; 503, 504, 429). They have a backoff of
+	// their own, from BaseDelay up to this cap, outside the token bucket,
+	// and do not count towards MaxRetries: the key is not at fault, it is
+	// never given up on during an outage, and it is retried within this
+	// delay once the server is back instead of after a backoff grown over
+	// the whole outage. The client's own rate limit still paces the
+	// attempts. Zero means DefaultUnreachableMaxDelay.
+	UnreachableMaxDelay time.Duration
+
 	// Registerer receives the queue's metrics (see the package
 	// documentation). Nil means no metrics.
 	Registerer prometheus.Registerer
@@ -139,6 +153,10 @@ type Queue[K comparable] struct {
 	newQueue func() kworkqueue.TypedRateLimitingInterface[K]
 	once     sync.Once
 	q        kworkqueue.TypedRateLimitingInterface[K]
+
+	// unreachable is the backoff of failures that say the API server is out
+	// of reach (see Options.UnreachableMaxDelay).
+	unreachable kworkqueue.TypedRateLimiter[K]
 }
 
 // New returns a Queue that feeds the keys added to it to r.
@@ -179,6 +197,11 @@ func New[K comparable](name string, r Reconciler[K], opts Options) (*Queue[K], e
 	}
 	// The same composition as client-go's DefaultTypedControllerRateLimiter,
 	// with the per-key part configurable and the bucket on the queue's clock.
+	unreachableMax := opts.UnreachableMaxDelay
+	if unreachableMax <= 0 {
+		unreachableMax = DefaultUnreachableMaxDelay
+	}
+	q.unreachable = kworkqueue.NewTypedItemExponentialFailureRateLimiter[K](baseDelay, max(unreachableMax, baseDelay))
 	limiter := kworkqueue.NewTypedMaxOfRateLimiter(
 		kworkqueue.NewTypedItemExponentialFailureRateLimiter[K](baseDelay, maxDelay),
 		newBucketLimiter[K](clk, bucketQPS, bucketBurst),
@@ -225,7 +248,7 @@ func (q *Queue[K]) AddRateLimited(key K) { q.queue().AddRateLimited(key) }
 // Forget resets key's backoff and retry count. The workers do this
 // themselves; callers need it only for keys they requeued with
 // AddRateLimited on their own.
-func (q *Queue[K]) Forget(key K) { q.queue().Forget(key) }
+func (q *Queue[K]) Forget(key K) { q.forget(key) }
 
 // Len returns the number of keys waiting to be processed, not counting keys
 // being processed or waiting for a delay. It is meant for tests and
@@ -306,7 +329,7 @@ func (q *Queue[K]) reconcile(ctx context.Context, key K) {
 	case res.RequeueAfter > 0:
 		q.metrics.reconciled(resultRequeue)
 		// A fixed delay is progress, not failure: reset the backoff.
-		q.queue().Forget(key)
+		q.forget(key)
 		q.queue().AddAfter(key, res.RequeueAfter)
 		logger.V(4).Info("Requeuing after delay", "after", res.RequeueAfter)
 	case res.Requeue:
@@ -315,7 +338,7 @@ func (q *Queue[K]) reconcile(ctx context.Context, key K) {
 		logger.V(4).Info("Requeuing with backoff")
 	default:
 		q.metrics.reconciled(resultSuccess)
-		q.queue().Forget(key)
+		q.forget(key)
 	}
 }
 
@@ -341,7 +364,13 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 	}
 	if after > 0 {
 		logger.Error(err, "Reconcile failed; requeuing after the reconciler's delay", append(kvs, "after", after)...)
-		q.queue().Forget(key)
+		q.forget(key)
+		q.queue().AddAfter(key, after)
+		return
+	}
+	if apiUnreachable(err) {
+		after := q.unreachable.When(key)
+		logger.Error(err, "Reconcile failed: the API server is out of reach; retrying without growing the key's backoff", append(kvs, "after", after)...)
 		q.queue().AddAfter(key, after)
 		return
 	}
@@ -352,7 +381,13 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 	}
 	logger.Error(err, "Reconcile failed too often; giving up on key until it is added again", kvs...)
 	q.metrics.gaveUp()
+	q.forget(key)
+}
+
+// forget resets both of key's backoffs.
+func (q *Queue[K]) forget(key K) {
 	q.queue().Forget(key)
+	q.unreachable.Forget(key)
 }
 
 // panicError is what a panicking Reconcile turns into, so that it takes the

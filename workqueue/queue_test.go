@@ -4,10 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
+	"net/url"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -623,4 +627,38 @@ func TestNewStartsNothing(t *testing.T) {
 	if err := <-done; err != nil {
 		t.Fatal(err)
 	}
+}
+
+// TestUnreachableFailuresKeepBackoffShort: failures that say the API server
+// is out of reach back off at most UnreachableMaxDelay and do not count
+// towards MaxRetries, so a key outlives an outage of any length and is
+// retried soon after it ends.
+func TestUnreachableFailuresKeepBackoffShort(t *testing.T) {
+	const maxDelay = 4 * time.Second
+	refused := fmt.Errorf("patching machine m: %w", &url.Error{Op: "Patch", URL: "https://api:6443",
+		Err: &net.OpError{Op: "dial", Net: "tcp", Err: os.NewSyscallError("connect", syscall.ECONNREFUSED)}})
+	clk := clocktesting.NewFakeClock(time.Date(2025, 1, 1, 0, 0, 0, 0, time.UTC))
+	calls := make(chan int, 20)
+	var n int // only touched by the single worker
+	const outage = 12
+	r := workqueue.ReconcilerFunc[string](func(context.Context, string) (workqueue.Result, error) {
+		n++
+		calls <- n
+		if n <= outage {
+			return workqueue.Result{}, refused
+		}
+		return workqueue.Result{}, nil
+	})
+	q := newQueue(t, "unreachable", r, workqueue.Options{Clock: clk, BaseDelay: time.Second, UnreachableMaxDelay: maxDelay, MaxRetries: 2})
+	q.Add("m")
+	stop := startRun(t, context.Background(), q, 1)
+	receive(t, "first reconcile", calls)
+	for i := 2; i <= outage+1; i++ {
+		eventually(t, "the retry timer", func() bool { return clk.Waiters() == 2 })
+		clk.Step(maxDelay)
+		if got := receive(t, "a retry within UnreachableMaxDelay", calls); got != i {
+			t.Fatalf("reconcile %d, want %d", got, i)
+		}
+	}
+	stop()
 }
