@@ -52,6 +52,13 @@ func SecretNamespace(ref *corev1.SecretReference, class *v1alpha1.MachineClass) 
 // when the class references none or a referenced one cannot be read. It
 // does not check the user data: deleting and listing VMs need only the
 // credentials.
+//
+// A reference into another namespace than the class's is allowed, but a
+// manager that watches one namespace (the reference manager's --namespace)
+// has only that namespace's Secrets in its lister, so such a secret is
+// never found there even though it exists. The error then says so instead
+// of a bare "not found", which would send the user looking for a Secret
+// that is in place.
 func ReadClassSecret(secrets corelisters.SecretLister, class *v1alpha1.MachineClass) (*corev1.Secret, error) {
 	if class.SecretRef == nil && class.CredentialsSecretRef == nil {
 		return nil, fmt.Errorf("MachineClass %q references no secret", class.Name)
@@ -64,9 +71,20 @@ func ReadClassSecret(secrets corelisters.SecretLister, class *v1alpha1.MachineCl
 		ns := SecretNamespace(ref, class)
 		s, err := secrets.Secrets(ns).Get(ref.Name)
 		if err != nil {
-			return nil, fmt.Errorf("Secret %s/%s referenced by MachineClass %q not found", ns, ref.Name, class.Name)
+			return nil, secretNotFound(ns, ref.Name, class)
 		}
 		found[i] = s
 	}
 	return MergeSecrets(found[0], found[1]), nil
+}
+
+// secretNotFound is the error for a referenced secret missing from the
+// lister, with the likely cause when it is in another namespace.
+func secretNotFound(ns, name string, class *v1alpha1.MachineClass) error {
+	if ns == class.Namespace {
+		return fmt.Errorf("Secret %s/%s referenced by MachineClass %q not found", ns, name, class.Name)
+	}
+	return fmt.Errorf("Secret %s/%s referenced by MachineClass %q not found: namespace %q is outside the MachineClass's namespace %q, "+
+		"and a manager restricted to one namespace reads Secrets only there; put the Secret in %q",
+		ns, name, class.Name, ns, class.Namespace, class.Namespace)
 }

@@ -82,8 +82,24 @@ func TestReadClassSecret(t *testing.T) {
 	if _, err := driver.ReadClassSecret(lister, class()); err == nil || err.Error() != `MachineClass "c" references no secret` {
 		t.Errorf("no references: %v", err)
 	}
-	if _, err := driver.ReadClassSecret(lister, class(&corev1.SecretReference{Name: "gone"})); err == nil ||
-		err.Error() != `Secret ns/gone referenced by MachineClass "c" not found` {
-		t.Errorf("missing secret: %v", err)
+	for _, tt := range []struct {
+		name string
+		refs []*corev1.SecretReference
+		want string
+	}{
+		{"missing in the class's namespace", []*corev1.SecretReference{{Name: "gone"}},
+			`Secret ns/gone referenced by MachineClass "c" not found`},
+		{"missing, namespace named as the class's", []*corev1.SecretReference{{Name: "gone", Namespace: "ns"}},
+			`Secret ns/gone referenced by MachineClass "c" not found`},
+		{"missing in another namespace", []*corev1.SecretReference{{Name: "ud"}, {Name: "creds", Namespace: "elsewhere"}},
+			`Secret elsewhere/creds referenced by MachineClass "c" not found: namespace "elsewhere" is outside the MachineClass's namespace "ns", ` +
+				`and a manager restricted to one namespace reads Secrets only there; put the Secret in "ns"`},
+		{"secretRef in another namespace", []*corev1.SecretReference{{Name: "ud", Namespace: "shared"}},
+			`Secret shared/ud referenced by MachineClass "c" not found: namespace "shared" is outside the MachineClass's namespace "ns", ` +
+				`and a manager restricted to one namespace reads Secrets only there; put the Secret in "ns"`},
+	} {
+		if _, err := driver.ReadClassSecret(lister, class(tt.refs...)); err == nil || err.Error() != tt.want {
+			t.Errorf("%s: error %v\nwant %s", tt.name, err, tt.want)
+		}
 	}
 }
