@@ -14,6 +14,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -22,9 +23,12 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -349,33 +353,122 @@ func waitPhase(t *testing.T, mc versioned.Interface, ns, name string, phase v1al
 
 // TestDeployManifestsGrantEnough applies reference/deploy (the Deployment
 // only as a server-side dry run: it needs an image) and runs the binary as
-// the manifests' ServiceAccount, impersonated: with exactly the RBAC the
-// manifests grant, a machine reaches Running. A rule missing from the
-// manifests fails this test instead of a user's installation.
+// the manifests' ServiceAccount, impersonated, with exactly the RBAC the
+// manifests grant. With the opt-in rbac-sim.yaml, a machine reaches Running
+// and is deleted again without a single denial. Without it, the manager's
+// own controllers still meet none: only the sim driver's simulated kubelet
+// is denied, so the machine gets its VM but no Node. A rule missing from
+// the manifests fails this test instead of a user's installation, and so
+// does a kubelet right creeping back into the manager's own manifests.
 func TestDeployManifestsGrantEnough(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
 	const ns, account = "mcm-system", "machine-controller-manager"
-	for _, f := range []string{"namespace.yaml", "rbac-control.yaml", "rbac-target.yaml"} {
-		if out, err := env.Kubectl(ctx, "apply", "-f", filepath.Join("deploy", f)); err != nil {
-			t.Fatalf("%v\n%s", err, out)
+	apply := func(t *testing.T, files ...string) {
+		t.Helper()
+		for _, f := range files {
+			if out, err := env.Kubectl(ctx, "apply", "-f", filepath.Join("deploy", f)); err != nil {
+				t.Fatalf("%v\n%s", err, out)
+			}
 		}
 	}
-	t.Cleanup(func() {
-		for _, f := range []string{"rbac-target.yaml", "rbac-control.yaml", "namespace.yaml"} {
-			_, _ = env.Kubectl(context.Background(), "delete", "--wait=false", "--ignore-not-found", "-f", filepath.Join("deploy", f))
+	// Deleted in reverse, the namespace last and waited for, so that a
+	// next run (-count) does not meet it still terminating.
+	remove := func(t *testing.T, files ...string) {
+		for _, f := range slices.Backward(files) {
+			if out, err := env.Kubectl(context.Background(), "delete", "--ignore-not-found", "--timeout=1m", "-f", filepath.Join("deploy", f)); err != nil {
+				t.Logf("deleting %s: %v\n%s", f, err, out)
+			}
 		}
-	})
+	}
+	base := []string{"namespace.yaml", "rbac-control.yaml", "rbac-target.yaml"}
+	apply(t, base...)
+	t.Cleanup(func() { remove(t, base...) })
 	if out, err := env.Kubectl(ctx, "apply", "--dry-run=server", "-f", filepath.Join("deploy", "deployment.yaml")); err != nil {
 		t.Fatalf("deployment.yaml: %v\n%s", err, out)
 	}
-
+	bin := binary(t)
+	kubeconfig := impersonating(t, env, ns, account)
 	mc := versioned.NewForConfigOrDie(env.Config())
-	createMachineObjects(t, env, mc, ns)
-	name := "rbac-" + randomSuffix(t)
-	createMachine(t, mc, ns, name)
+	// run creates the machine objects and starts the binary. The returned
+	// stop ends it with SIGTERM, releasing its lease for the next subtest's
+	// instance; it also runs on cleanup, when a failure skipped it.
+	run := func(t *testing.T) (in *instance, machine string, stop func()) {
+		t.Helper()
+		// Registered before start, so it runs after the binary has ended:
+		// what a failed run left behind must not hold up the namespace.
+		t.Cleanup(func() { forceDeleteMachineObjects(t, env, mc, ns) })
+		createMachineObjects(t, env, mc, ns)
+		machine = "rbac-" + randomSuffix(t)
+		createMachine(t, mc, ns, machine)
+		in = start(t, bin, "sa", "--control-kubeconfig", kubeconfig, "--target-kubeconfig", kubeconfig,
+			"--namespace", ns, "--driver", "sim", "--concurrent-syncs", "5", "-v", "1")
+		stop = sync.OnceFunc(func() { terminate(t, in) })
+		t.Cleanup(stop)
+		return in, machine, stop
+	}
 
-	// The admin kubeconfig, impersonating the ServiceAccount.
+	t.Run("with rbac-sim.yaml", func(t *testing.T) {
+		apply(t, "rbac-sim.yaml")
+		t.Cleanup(func() { remove(t, "rbac-sim.yaml") })
+		in, name, stop := run(t)
+		waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
+		// A pod on the machine's node: the simulated kubelet runs it, the
+		// drain evicts it and the kubelet ends its termination.
+		pod := runPod(t, env, mc, ns, name)
+		deleteMachineObjects(t, env, mc, ns, name)
+		testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+			_, err := env.Client().CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+			return apierrors.IsNotFound(err), fmt.Sprintf("pod %s/%s still there after the drain (%v)", pod.Namespace, pod.Name, err)
+		})
+		stop()
+		if denied := forbiddenLines(in); len(denied) > 0 {
+			t.Errorf("the manager hit RBAC denials as %s:\n%s", account, strings.Join(denied, "\n"))
+		}
+	})
+
+	t.Run("without rbac-sim.yaml", func(t *testing.T) {
+		in, name, stop := run(t)
+		// The machine controller created the VM and says so; no Node can
+		// join.
+		testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+			m, err := mc.MachineV1alpha1().Machines(ns).Get(ctx, name, metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			op := m.Status.LastOperation
+			return m.Spec.ProviderID != "" && m.Status.CurrentStatus.Phase == v1alpha1.MachinePending &&
+					op.Type == v1alpha1.MachineOperationCreate && op.Description == "Creating machine on cloud provider",
+				fmt.Sprintf("machine %s: providerID %q, phase %q, last operation %s %q, want a VM and Pending",
+					name, m.Spec.ProviderID, m.Status.CurrentStatus.Phase, op.Type, op.Description)
+		})
+		// The simulated kubelet is denied registering the VM's Node.
+		testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+			for _, line := range forbiddenLines(in) {
+				if fromDriver(line) && strings.Contains(line, `cannot create resource \"nodes\"`) {
+					return true, ""
+				}
+			}
+			return false, "no denial of the simulated kubelet's node registration logged"
+		})
+		deleteMachineObjects(t, env, mc, ns, name)
+		stop()
+		var denied []string
+		for _, line := range forbiddenLines(in) {
+			if !fromDriver(line) {
+				denied = append(denied, line)
+			}
+		}
+		if len(denied) > 0 {
+			t.Errorf("the manager's controllers hit RBAC denials as %s:\n%s", account, strings.Join(denied, "\n"))
+		}
+	})
+}
+
+// impersonating writes a kubeconfig that is the admin kubeconfig of env,
+// impersonating the ServiceAccount ns/account.
+func impersonating(t *testing.T, env *testenv.Env, ns, account string) string {
+	t.Helper()
 	kubeconfig, err := clientcmd.LoadFromFile(env.Kubeconfig())
 	if err != nil {
 		t.Fatal(err)
@@ -388,14 +481,135 @@ func TestDeployManifestsGrantEnough(t *testing.T) {
 	if err := clientcmd.WriteToFile(*kubeconfig, path); err != nil {
 		t.Fatal(err)
 	}
-	in := start(t, binary(t), "sa",
-		"--control-kubeconfig", path, "--target-kubeconfig", path,
-		"--namespace", ns, "--driver", "sim", "--concurrent-syncs", "5", "-v", "1")
-	waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
+	return path
+}
+
+// runPod creates a pod bound to the node of the machine and waits until
+// it runs.
+func runPod(t *testing.T, env *testenv.Env, mc versioned.Interface, ns, machine string) *corev1.Pod {
+	t.Helper()
+	ctx := context.Background()
+	m, err := mc.MachineV1alpha1().Machines(ns).Get(ctx, machine, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "workload", Namespace: env.Namespace(t)},
+		Spec: corev1.PodSpec{
+			NodeName:                      m.Labels[v1alpha1.NodeLabelKey],
+			TerminationGracePeriodSeconds: ptr.To[int64](1),
+			Containers:                    []corev1.Container{{Name: "c", Image: "sim"}},
+		},
+	}
+	if pod, err = env.Client().CoreV1().Pods(pod.Namespace).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		p, err := env.Client().CoreV1().Pods(pod.Namespace).Get(ctx, pod.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return p.Status.Phase == corev1.PodRunning, fmt.Sprintf("pod %s/%s on node %s: phase %q, want Running", p.Namespace, p.Name, p.Spec.NodeName, p.Status.Phase)
+	})
+	return pod
+}
+
+// terminate ends the instance with SIGTERM, so that it releases its lease
+// for the next instance, and waits for it to exit.
+func terminate(t *testing.T, in *instance) {
+	t.Helper()
+	_ = in.cmd.Process.Signal(syscall.SIGTERM) // fails only if it exited already, which done tells
+	select {
+	case err := <-in.done:
+		in.done <- err // for the cleanup of start
+		if err != nil {
+			t.Errorf("exit after SIGTERM: %v, want 0", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Errorf("%s still running 10s after SIGTERM", in.name)
+	}
+}
+
+// forbiddenLines are the lines of the instance's log that report an RBAC
+// denial. An entry is one line: the logger quotes line breaks.
+func forbiddenLines(in *instance) []string {
 	in.mu.Lock()
 	log := in.log.String()
 	in.mu.Unlock()
-	if strings.Contains(log, "forbidden") {
-		t.Errorf("the manager hit RBAC denials as %s:\n%s", account, log)
+	var lines []string
+	for line := range strings.Lines(log) {
+		if strings.Contains(line, "forbidden") {
+			lines = append(lines, strings.TrimSuffix(line, "\n"))
+		}
+	}
+	return lines
+}
+
+// fromDriver reports whether a log line comes from the driver's background
+// work (the manager's logger "driver" and its children, such as the sim
+// driver's driver/sim-kubelet), not from a controller.
+func fromDriver(line string) bool {
+	name, _, ok := strings.Cut(line, ": ")
+	return ok && (name == "driver" || strings.HasPrefix(name, "driver/"))
+}
+
+// deleteMachineObjects deletes the machine and then the class and the
+// secret of createMachineObjects, waiting for each to be gone (the running
+// manager removes their finalizers): the deletion flow, too, runs with the
+// manifests' RBAC.
+func deleteMachineObjects(t *testing.T, env *testenv.Env, mc versioned.Interface, ns, machine string) {
+	t.Helper()
+	ctx := context.Background()
+	machines, classes, secrets := mc.MachineV1alpha1().Machines(ns), mc.MachineV1alpha1().MachineClasses(ns), env.Client().CoreV1().Secrets(ns)
+	for _, o := range []struct {
+		kind   string
+		name   string
+		delete func(context.Context, string, metav1.DeleteOptions) error
+		get    func(context.Context, string) error
+	}{
+		{"machine", machine, machines.Delete, func(ctx context.Context, name string) error {
+			_, err := machines.Get(ctx, name, metav1.GetOptions{})
+			return err
+		}},
+		{"machine class", "sim", classes.Delete, func(ctx context.Context, name string) error {
+			_, err := classes.Get(ctx, name, metav1.GetOptions{})
+			return err
+		}},
+		{"secret", "cloud", secrets.Delete, func(ctx context.Context, name string) error {
+			_, err := secrets.Get(ctx, name, metav1.GetOptions{})
+			return err
+		}},
+	} {
+		if err := o.delete(ctx, o.name, metav1.DeleteOptions{}); err != nil {
+			t.Fatalf("deleting %s %s: %v", o.kind, o.name, err)
+		}
+		testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+			err := o.get(ctx, o.name)
+			return apierrors.IsNotFound(err), fmt.Sprintf("%s %s still there (%v)", o.kind, o.name, err)
+		})
+	}
+}
+
+// forceDeleteMachineObjects removes what is left in ns of the machine
+// objects of createMachineObjects and createMachine, finalizers and all,
+// once no manager runs to remove them.
+func forceDeleteMachineObjects(t *testing.T, env *testenv.Env, mc versioned.Interface, ns string) {
+	ctx := context.Background()
+	unfinalize := []byte(`{"metadata":{"finalizers":null}}`)
+	var errs []error
+	if list, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		for _, m := range list.Items {
+			_, err := mc.MachineV1alpha1().Machines(ns).Patch(ctx, m.Name, types.MergePatchType, unfinalize, metav1.PatchOptions{})
+			errs = append(errs, err, mc.MachineV1alpha1().Machines(ns).Delete(ctx, m.Name, metav1.DeleteOptions{}))
+		}
+	}
+	_, err := mc.MachineV1alpha1().MachineClasses(ns).Patch(ctx, "sim", types.MergePatchType, unfinalize, metav1.PatchOptions{})
+	errs = append(errs, err, mc.MachineV1alpha1().MachineClasses(ns).Delete(ctx, "sim", metav1.DeleteOptions{}))
+	_, err = env.Client().CoreV1().Secrets(ns).Patch(ctx, "cloud", types.MergePatchType, unfinalize, metav1.PatchOptions{})
+	errs = append(errs, err, env.Client().CoreV1().Secrets(ns).Delete(ctx, "cloud", metav1.DeleteOptions{}))
+	for _, err := range errs {
+		if err != nil && !apierrors.IsNotFound(err) {
+			t.Logf("cleaning up %s: %v", ns, err)
+		}
 	}
 }
