@@ -22,7 +22,10 @@
 //     api/machine/v1alpha1/validation checks objects that got past admission.
 //   - api/crds: the CustomResourceDefinitions (with CEL admission rules) and
 //     an installer.
-//   - client: the generated clientset, listers and informers.
+//   - client: the generated clientset, listers and informers; tolerant:
+//     the same informer factory, except that a stored machine object that
+//     cannot be decoded is reported and left out instead of keeping every
+//     informer of its kind from syncing.
 //   - driver: the interface a cloud provider implements, with typed error
 //     codes; driver/sim is a simulated cloud and kubelet for tests and demos.
 //   - drain: an embeddable node drain with ordering, PodDisruptionBudget

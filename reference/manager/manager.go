@@ -37,7 +37,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/tolerant"
 )
 
 // ErrLeadershipLost is returned by Run when the lease could not be renewed
@@ -74,6 +74,8 @@ type Manager struct {
 	leader   prometheus.Gauge
 	watchdog *leaderelection.HealthzAdaptor
 	ran      atomic.Bool
+	// listWatch observes the controllers' clients for /readyz.
+	listWatch *listWatchHealth
 }
 
 // New validates cfg against the tables of opts and returns a Manager.
@@ -103,9 +105,10 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	if err := reg.Register(leader); err != nil {
 		return nil, fmt.Errorf("registering metrics: %w", err)
 	}
+	health := newListWatchHealth()
 	m := &Manager{
-		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader,
-		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect},
+		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, listWatch: health,
+		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect, listWatch: health},
 	}
 	if cfg.LeaderElect {
 		m.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
@@ -286,6 +289,10 @@ func (m *Manager) runnableControllers(served []string) (runnable []string, skipp
 // event broadcaster.
 func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
 	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log}
+	controlCfg = m.listWatch.watch(controlCfg, "control")
+	if targetCfg != nil {
+		targetCfg = m.listWatch.watch(targetCfg, "target")
+	}
 	var err error
 	if cc.Machines, err = versioned.NewForConfig(controlCfg); err != nil {
 		return cc, nil, fmt.Errorf("control cluster client: %w", err)
@@ -417,7 +424,15 @@ func (m *Manager) runLeaderElection(ctx context.Context, cc ControllerContext, n
 // them and returns once they have stopped.
 func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, names []string) error {
 	ns := m.cfg.Namespace
-	cc.MachineInformers = externalversions.NewSharedInformerFactoryWithOptions(cc.Machines, 0, externalversions.WithNamespace(ns))
+	// One stored object that cannot be decoded must not keep every informer
+	// of its kind from syncing: it is reported and left out.
+	var err error
+	cc.MachineInformers, err = tolerant.NewSharedInformerFactory(cc.Machines, ns, 0, tolerant.Options{
+		Recorder: cc.Recorder, Registerer: m.reg, Logger: m.log.WithName("informers"),
+	})
+	if err != nil {
+		return fmt.Errorf("machine informers: %w", err)
+	}
 	cc.ControlInformers = informers.NewSharedInformerFactoryWithOptions(cc.ControlCore, 0, informers.WithNamespace(ns))
 	if cc.TargetCore != nil {
 		cc.TargetInformers = informers.NewSharedInformerFactory(cc.TargetCore, 0)

@@ -27,8 +27,10 @@ import (
 //
 // So a leader is not ready between acquiring the lease and its caches
 // syncing, and nobody is ready while the control cluster is unreachable at
-// startup. Later API server outages do not flip readiness: the informers
-// retry on their own and a restart would not help.
+// startup. A leader whose informers cannot list or watch (an API server
+// out of reach, a CRD gone, RBAC that no longer allows it) is not ready
+// until they can again; it says which, and why. A restart would not help,
+// so /healthz stays ok.
 type state struct {
 	mu          sync.Mutex
 	waiting     string // startup phase still in progress; "" once done
@@ -41,6 +43,9 @@ type state struct {
 	// gate is the running safety controller's gate, nil when none runs;
 	// /readyz says when it is frozen.
 	gate SafetyGate
+	// listWatch tells which informers cannot list or watch; nil in tests
+	// of the state alone.
+	listWatch *listWatchHealth
 }
 
 func (s *state) setWaiting(why string) {
@@ -75,7 +80,11 @@ func (s *state) readiness() (bool, string) {
 		}
 		return true, "standby; lease held by " + holder + note
 	case !s.synced:
-		return false, "leading; waiting for informer caches to sync"
+		return false, "leading; waiting for informer caches to sync" + s.listWatchFailures()
+	case s.listWatchFailures() != "":
+		// A cache that cannot list or watch no longer follows its cluster:
+		// what the controllers decide from it may be stale.
+		return false, "leading" + s.listWatchFailures()
 	default:
 		role := "leader"
 		if !s.leaderElect {
@@ -88,6 +97,17 @@ func (s *state) readiness() (bool, string) {
 		}
 		return true, role + "; caches synced" + note
 	}
+}
+
+// listWatchFailures says which informers cannot list or watch, or "".
+func (s *state) listWatchFailures() string {
+	if s.listWatch == nil {
+		return ""
+	}
+	if failing := s.listWatch.failures(); len(failing) > 0 {
+		return "; informers cannot list or watch: " + strings.Join(failing, "; ")
+	}
+	return ""
 }
 
 // newMux serves /metrics from reg, /healthz, /readyz and, with profiling,

@@ -1,0 +1,74 @@
+package manager
+
+import (
+	"errors"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+)
+
+func TestCollectionOf(t *testing.T) {
+	tests := []struct {
+		method, path, want string
+	}{
+		{"GET", "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot/machines", "machines"},
+		{"GET", "/apis/machine.sapcloud.io/v1alpha1/machines", "machines"},
+		{"GET", "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot/machines/m1", ""},
+		{"GET", "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot/machines/m1/status", ""},
+		{"PATCH", "/apis/machine.sapcloud.io/v1alpha1/namespaces/shoot/machines/m1", ""},
+		{"POST", "/api/v1/namespaces/shoot/events", ""},
+		{"GET", "/api/v1/nodes", "nodes"},
+		{"GET", "/api/v1/nodes/n1", ""},
+		{"GET", "/api/v1/namespaces/shoot/secrets", "secrets"},
+		{"GET", "/api/v1/namespaces", "namespaces"},
+		{"GET", "/api/v1/namespaces/shoot", ""},
+		{"GET", "/apis/machine.sapcloud.io/v1alpha1", ""},
+		{"GET", "/readyz", ""},
+	}
+	for _, tc := range tests {
+		req := &http.Request{Method: tc.method, URL: &url.URL{Path: tc.path}}
+		if got := collectionOf(req); got != tc.want {
+			t.Errorf("%s %s: %q, want %q", tc.method, tc.path, got, tc.want)
+		}
+	}
+}
+
+func TestListWatchHealth(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	h := newListWatchHealth()
+	h.now = func() time.Time { return now }
+	st := &state{leaderElect: false, synced: true, listWatch: h}
+	ready := func() (bool, string) { return st.readiness() }
+
+	h.observe("machines (control)", nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"))
+	now = now.Add(10 * time.Second)
+	h.observe("machines (control)", nil, errors.New("dial tcp 127.0.0.1:6443: connect: connection refused"))
+	h.observe("nodes (target)", &http.Response{StatusCode: 403, Status: "403 Forbidden"}, nil)
+	h.observe("pods (target)", &http.Response{StatusCode: 410, Status: "410 Gone"}, nil)
+	h.observe("secrets (control)", &http.Response{StatusCode: 429, Status: "429 Too Many Requests"}, nil)
+	want := []string{
+		"machines (control): dial tcp 127.0.0.1:6443: connect: connection refused since 12:00:00",
+		"nodes (target): 403 Forbidden since 12:00:10",
+	}
+	if diff := cmp.Diff(want, h.failures()); diff != "" {
+		t.Errorf("failures (-want +got):\n%s", diff)
+	}
+	if ok, why := ready(); ok || !strings.Contains(why, "informers cannot list or watch: machines (control)") {
+		t.Errorf("readiness %v %q, want not ready naming the failing informers", ok, why)
+	}
+
+	// A success clears its resource; a failure not repeated for long is
+	// forgotten.
+	h.observe("machines (control)", &http.Response{StatusCode: 200}, nil)
+	now = now.Add(failureMemory + time.Second)
+	if got := h.failures(); len(got) != 0 {
+		t.Errorf("failures %v, want none", got)
+	}
+	if ok, why := ready(); !ok {
+		t.Errorf("not ready after recovery: %q", why)
+	}
+}
