@@ -169,6 +169,23 @@ func (c *Cloud) VMs() []VM {
 	return out
 }
 
+// sharedVMs is VMs for this package's Kubelet: the VMs' maps and slices
+// are the cloud's own instead of copies (a VM's never change once it
+// exists), UserData is left out and the order is any. Copying thousands of
+// VMs would be most of the cost of a kubelet sync while machines come and
+// go. Callers must not modify what it returns.
+func (c *Cloud) sharedVMs() []VM {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.clock.Now()
+	c.pruneLocked(now)
+	out := make([]VM, 0, len(c.vms))
+	for _, v := range c.vms {
+		out = append(out, v.sharedSnapshot(now))
+	}
+	return out
+}
+
 // VM returns a snapshot of the VM with the provider ID.
 func (c *Cloud) VM(providerID string) (VM, bool) {
 	c.mu.Lock()

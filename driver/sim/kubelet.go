@@ -4,15 +4,15 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"maps"
 	"math/rand/v2"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	storagev1 "k8s.io/api/storage/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -25,9 +25,12 @@ import (
 
 // Defaults for the zero values of KubeletOptions.
 const (
-	DefaultSyncPeriod          = 250 * time.Millisecond
-	DefaultLeaseDuration       = 40 * time.Second
-	DefaultStatusReportPeriod  = time.Minute
+	DefaultSyncPeriod    = 250 * time.Millisecond
+	DefaultLeaseDuration = 40 * time.Second
+	// DefaultStatusReportPeriod is the kubelet's nodeStatusReportFrequency:
+	// with node leases, an unchanged status is only written this often.
+	DefaultStatusReportPeriod  = 5 * time.Minute
+	DefaultParallelism         = 16
 	DefaultTerminationFraction = 0.1
 	DefaultAttachDelay         = 500 * time.Millisecond
 	DefaultDetachDelay         = 2 * time.Second
@@ -37,6 +40,12 @@ const (
 )
 
 // VMSource is what the simulated kubelet watches; *Cloud implements it.
+//
+// A source that also has a method Changed() <-chan struct{}, closed at its
+// next change, as *Cloud has, is read again only after a change, when a
+// VM's state ends by itself (VM.StateUntil) or every vmRereadPeriod, rather
+// than at every sync: a snapshot of thousands of VMs is the costliest part
+// of a sync in which nothing else happens.
 type VMSource interface {
 	// VMs returns a snapshot of every VM, in any order.
 	VMs() []VM
@@ -47,12 +56,29 @@ type KubeletOptions struct {
 	// SyncPeriod is how often VMs, Nodes, Pods and VolumeAttachments are
 	// compared and brought in line. Zero means DefaultSyncPeriod.
 	SyncPeriod time.Duration
-	// LeaseDuration of the node leases; they are renewed every quarter of
-	// it, as the kubelet does. Zero means DefaultLeaseDuration.
+	// LeaseDuration of the node leases (their spec.leaseDurationSeconds,
+	// whole seconds). Zero means DefaultLeaseDuration.
 	LeaseDuration time.Duration
+	// LeaseRenewPeriod is how often a node's lease is renewed. Each renewal
+	// comes up to a tenth of the period early, at random, so that the
+	// renewals of nodes that registered together drift apart instead of
+	// hitting the API server at once. kube-controller-manager marks a node
+	// Unknown when its lease was not renewed for --node-monitor-grace-period,
+	// which must therefore exceed this period with margin (the kubelet's
+	// 10 s against the default 50 s). Zero means a quarter of
+	// LeaseDuration, as the kubelet does.
+	LeaseRenewPeriod time.Duration
 	// StatusReportPeriod is how often an unchanged node status is written
-	// again. Zero means DefaultStatusReportPeriod.
+	// again; a changed one is written at the next sync. The lease, not the
+	// status, tells the control plane that a node is alive. Zero means
+	// DefaultStatusReportPeriod.
 	StatusReportPeriod time.Duration
+	// Parallelism is how many API calls a sync makes at once. Give the
+	// client a rate limit of its own: the kubelet's lease renewals alone
+	// need nodes/LeaseRenewPeriod requests per second, and sharing a
+	// controller's limit starves one or the other. Zero means
+	// DefaultParallelism.
+	Parallelism int
 	// TerminationFraction of a pod's grace period after which its
 	// termination completes and the pod is removed. Zero means
 	// DefaultTerminationFraction; 1 uses the whole grace period.
@@ -96,6 +122,10 @@ type Kubelet struct {
 	leases   *leaseRenewer
 	pods     podRunner
 	attacher csiAttacher
+	view     vmView // used by Run's goroutine only
+	// lateSince is when renewals were first seen late in a row of syncs,
+	// zero while they are on time; used by Run's goroutine only.
+	lateSince time.Time
 
 	mu       sync.Mutex
 	silenced map[string]bool // nodes whose kubelet StopHeartbeats silenced
@@ -112,8 +142,14 @@ func NewKubelet(vms VMSource, client kubernetes.Interface, opts KubeletOptions) 
 	if opts.LeaseDuration <= 0 {
 		opts.LeaseDuration = DefaultLeaseDuration
 	}
+	if opts.LeaseRenewPeriod <= 0 {
+		opts.LeaseRenewPeriod = opts.LeaseDuration / 4
+	}
 	if opts.StatusReportPeriod <= 0 {
 		opts.StatusReportPeriod = DefaultStatusReportPeriod
+	}
+	if opts.Parallelism <= 0 {
+		opts.Parallelism = DefaultParallelism
 	}
 	if opts.TerminationFraction <= 0 || opts.TerminationFraction > 1 {
 		opts.TerminationFraction = DefaultTerminationFraction
@@ -133,12 +169,17 @@ func NewKubelet(vms VMSource, client kubernetes.Interface, opts KubeletOptions) 
 	if opts.Identity == "" {
 		opts.Identity = "kubelet-" + strconv.FormatUint(rand.Uint64(), 36)
 	}
+	// Renewals and reports come up to a tenth of their period early, at
+	// random: periods that started together drift apart.
+	jitter := func(period time.Duration) time.Duration {
+		return period - rand.N(period/10+1)
+	}
 	return &Kubelet{
 		vms:    vms,
 		client: client,
 		opts:   opts,
-		nodes:  newNodeReporter(client, opts.Identity, opts.StatusReportPeriod),
-		leases: newLeaseRenewer(client, opts.LeaseDuration),
+		nodes:  newNodeReporter(client, opts.Identity, opts.StatusReportPeriod, jitter),
+		leases: newLeaseRenewer(client, opts.LeaseDuration, opts.LeaseRenewPeriod, jitter, opts.Clock),
 		pods:   podRunner{client: client, terminationFraction: opts.TerminationFraction},
 		attacher: csiAttacher{
 			client: client, driver: opts.CSIDriver,
@@ -225,6 +266,9 @@ func (k *Kubelet) Run(ctx context.Context) error {
 			return fmt.Errorf("sim kubelet: cache of %v did not sync", typ)
 		}
 	}
+	if err := k.spreadExisting(l, k.opts.Clock.Now()); err != nil {
+		return fmt.Errorf("sim kubelet: %w", err)
+	}
 	close(k.running)
 
 	ticker := k.opts.Clock.NewTicker(k.opts.SyncPeriod)
@@ -241,45 +285,82 @@ func (k *Kubelet) Run(ctx context.Context) error {
 	}
 }
 
-// sync runs one round over all VMs, nodes, pods and volume attachments. It
-// goes on after a failed call so that one bad object does not stall the
-// others, and returns the failures joined.
-func (k *Kubelet) sync(ctx context.Context, l listers) error {
-	now := k.opts.Clock.Now()
-	var errs []error
-
-	// Which nodes have a live kubelet: a Running, initialized VM that is not
-	// silenced. Nodes of VMs that are gone entirely may be deleted.
-	alive := map[string]VM{}
-	known := map[string]bool{} // node names of VMs that still exist
-	for _, vm := range k.vms.VMs() {
-		known[vm.NodeName] = true
-		if vm.State == VMRunning && vm.Initialized && !k.isSilenced(vm.NodeName) {
-			alive[vm.NodeName] = vm
-		}
-	}
-
+// spreadExisting spreads the first renewals and reports of the nodes this
+// kubelet's identity registered before it started (a restarted manager's
+// nodes) over one period each, instead of making them all at the first
+// sync. A node whose status needs a change is still written at once.
+func (k *Kubelet) spreadExisting(l listers, now time.Time) error {
 	nodes, err := l.nodes.List(labels.Everything())
 	if err != nil {
 		return fmt.Errorf("listing nodes: %w", err)
 	}
-	existing := map[string]*corev1.Node{}
 	for _, n := range nodes {
-		existing[n.Name] = n
-		if !k.nodes.owns(n) || known[n.Name] || k.opts.KeepNodesOfGoneVMs {
-			continue
+		if k.nodes.owns(n) {
+			k.leases.spread(n.Name, now)
+			k.nodes.spread(n.Name, now)
 		}
-		if err := k.nodes.deregister(ctx, n); err != nil {
-			errs = append(errs, err)
-			continue
+	}
+	return nil
+}
+
+// sync runs one round over all VMs, nodes, pods and volume attachments: it
+// decides from the caches what is to be done, which at steady state is
+// little (a renewal here and there), and makes those API calls with up to
+// Parallelism at once. It goes on after a failed call so that one bad
+// object does not stall the others, and returns the failures joined.
+func (k *Kubelet) sync(ctx context.Context, l listers) error {
+	now := k.opts.Clock.Now()
+	view := k.view.get(k.vms, now)
+	k.mu.Lock()
+	silenced := len(k.silenced) > 0
+	k.mu.Unlock()
+
+	var work []func(context.Context) error
+
+	// Nodes of VMs that are gone entirely are deleted.
+	if !k.opts.KeepNodesOfGoneVMs {
+		nodes, err := l.nodes.List(labels.Everything())
+		if err != nil {
+			return fmt.Errorf("listing nodes: %w", err)
 		}
-		k.forgetNode(n.Name) // its lease goes with it (owner reference)
+		for _, n := range nodes {
+			if _, known := view.known[n.Name]; known || !k.nodes.owns(n) {
+				continue
+			}
+			work = append(work, func(ctx context.Context) error {
+				if err := k.nodes.deregister(ctx, n); err != nil {
+					return err
+				}
+				k.nodeGone(n.Name) // its lease goes with it (owner reference)
+				return nil
+			})
+		}
 	}
 
-	for _, name := range slices.Sorted(maps.Keys(alive)) {
-		if err := k.syncNode(ctx, alive[name], existing[name], now); err != nil {
-			errs = append(errs, err)
+	// Which nodes have a live kubelet: a Running, initialized VM that is
+	// not silenced.
+	alive := func(node string) bool {
+		if _, ok := view.running[node]; !ok {
+			return false
 		}
+		return !silenced || !k.isSilenced(node)
+	}
+	for _, vm := range view.runningSorted {
+		if !alive(vm.NodeName) {
+			continue
+		}
+		node, err := l.nodes.Get(vm.NodeName)
+		switch {
+		case err != nil && apierrors.IsNotFound(err):
+			node = nil
+		case err != nil:
+			return fmt.Errorf("reading node %s from the cache: %w", vm.NodeName, err)
+		case !k.nodes.owns(node):
+			continue // somebody else's node of the same name
+		case !k.leases.due(node.Name, now) && !k.nodes.due(node, now):
+			continue
+		}
+		work = append(work, k.nodeWork(vm, node, now))
 	}
 
 	pods, err := l.pods.List(labels.Everything())
@@ -287,12 +368,10 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 		return fmt.Errorf("listing pods: %w", err)
 	}
 	for _, pod := range pods {
-		if _, ok := alive[pod.Spec.NodeName]; !ok {
+		if pod.Spec.NodeName == "" || !alive(pod.Spec.NodeName) || !k.pods.due(pod, now) {
 			continue
 		}
-		if err := k.pods.sync(ctx, pod, existing[pod.Spec.NodeName], now); err != nil {
-			errs = append(errs, err)
-		}
+		work = append(work, k.podWork(l, pod, now))
 	}
 
 	attachments, err := l.attachments.List(labels.Everything())
@@ -300,13 +379,86 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 		return fmt.Errorf("listing volume attachments: %w", err)
 	}
 	for _, va := range attachments {
-		if !k.attacher.serves(va) {
+		if !k.attacher.due(va, now) {
 			continue
 		}
-		if err := k.attacher.sync(ctx, va, now); err != nil {
-			errs = append(errs, err)
-		}
+		work = append(work, k.attachmentWork(va, now))
 	}
+	err = runAll(ctx, k.opts.Parallelism, work)
+	k.checkLate(ctx, now, len(view.running))
+	return err
+}
+
+// checkLate logs when lease renewals have been late for a renew period:
+// the first sign that the kubelet cannot keep up with its nodes, long
+// before kube-controller-manager marks them Unknown. It says which knobs
+// help.
+func (k *Kubelet) checkLate(ctx context.Context, now time.Time, nodes int) {
+	late := k.leases.takeLate()
+	if late <= k.opts.LeaseRenewPeriod/4 {
+		k.lateSince = time.Time{}
+		return
+	}
+	if k.lateSince.IsZero() {
+		k.lateSince = now
+		return
+	}
+	if now.Sub(k.lateSince) < k.opts.LeaseRenewPeriod {
+		return
+	}
+	k.lateSince = now // at most once a renew period
+	logr.FromContextOrDiscard(ctx).Info("Node lease renewals are late: the API server or this kubelet's client rate limit does not keep up with renewing every lease each renew period; "+
+		"raise the client's QPS, or the renew period together with kube-controller-manager's --node-monitor-grace-period",
+		"late", late, "renewPeriod", k.opts.LeaseRenewPeriod, "nodes", nodes)
+}
+
+// nodeWork, podWork and attachmentWork are the API calls a sync found
+// due. They are built here rather than in sync's loops, where a closure
+// would move every object the loops look at to the heap, not just those
+// with work due.
+func (k *Kubelet) nodeWork(vm VM, node *corev1.Node, now time.Time) func(context.Context) error {
+	return func(ctx context.Context) error { return k.syncNode(ctx, vm, node, now) }
+}
+
+func (k *Kubelet) podWork(l listers, pod *corev1.Pod, now time.Time) func(context.Context) error {
+	return func(ctx context.Context) error {
+		node, _ := l.nodes.Get(pod.Spec.NodeName) // nil if not cached yet: no host IP
+		return k.pods.sync(ctx, pod, node, now)
+	}
+}
+
+func (k *Kubelet) attachmentWork(va *storagev1.VolumeAttachment, now time.Time) func(context.Context) error {
+	return func(ctx context.Context) error { return k.attacher.sync(ctx, va, now) }
+}
+
+// runAll runs the calls, up to parallelism at once, and returns their
+// errors joined once all have returned.
+func runAll(ctx context.Context, parallelism int, work []func(context.Context) error) error {
+	if len(work) == 0 {
+		return nil
+	}
+	var (
+		mu   sync.Mutex
+		errs []error
+		wg   sync.WaitGroup
+	)
+	next := make(chan func(context.Context) error)
+	for range min(parallelism, len(work)) {
+		wg.Go(func() {
+			for w := range next {
+				if err := w(ctx); err != nil {
+					mu.Lock()
+					errs = append(errs, err)
+					mu.Unlock()
+				}
+			}
+		})
+	}
+	for _, w := range work {
+		next <- w
+	}
+	close(next)
+	wg.Wait()
 	return errors.Join(errs...)
 }
 
@@ -320,10 +472,7 @@ func (k *Kubelet) syncNode(ctx context.Context, vm VM, node *corev1.Node, now ti
 			return err
 		}
 		node = registered
-		k.forgetNode(vm.NodeName)
-	}
-	if !k.nodes.owns(node) {
-		return nil // somebody else's node of the same name
+		k.nodeRegistered(vm.NodeName)
 	}
 	if err := k.leases.renew(ctx, node, now); err != nil {
 		return err
@@ -331,9 +480,16 @@ func (k *Kubelet) syncNode(ctx context.Context, vm VM, node *corev1.Node, now ti
 	return k.nodes.reportStatus(ctx, vm, node, now)
 }
 
-// forgetNode drops what was last written for the node: a new node of that
-// name starts with a fresh lease and status.
-func (k *Kubelet) forgetNode(node string) {
+// nodeRegistered makes a node just registered renew its lease and report
+// its status at once, whatever was known of a node of that name before.
+func (k *Kubelet) nodeRegistered(node string) {
 	k.nodes.reportAtNextSync(node)
+	k.leases.forget(node)
+}
+
+// nodeGone drops all that is known of a deleted node but its condition
+// overrides, which belong to the node name.
+func (k *Kubelet) nodeGone(node string) {
+	k.nodes.forget(node)
 	k.leases.forget(node)
 }

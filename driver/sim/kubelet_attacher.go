@@ -35,6 +35,18 @@ func (a csiAttacher) finalizer() string {
 	return "external-attacher/" + a.driver
 }
 
+// due reports whether sync has anything to do for va at now, without an
+// API call.
+func (a csiAttacher) due(va *storagev1.VolumeAttachment, now time.Time) bool {
+	if !a.serves(va) {
+		return false
+	}
+	if va.DeletionTimestamp != nil {
+		return slices.Contains(va.Finalizers, a.finalizer()) && !now.Before(va.DeletionTimestamp.Add(a.detachDelay))
+	}
+	return !va.Status.Attached && !now.Before(va.CreationTimestamp.Add(a.attachDelay))
+}
+
 // sync brings one attachment forward: a new one is attached after
 // attachDelay; a deleted one is detached detachDelay after its deletion
 // began, and only then released. Attachments to nodes whose VM is stopped

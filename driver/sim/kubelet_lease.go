@@ -3,6 +3,7 @@ package sim
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"sync"
 	"time"
 
@@ -11,6 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 	"k8s.io/utils/ptr"
 )
 
@@ -19,32 +21,56 @@ import (
 // watches for liveness.
 type leaseRenewer struct {
 	client   kubernetes.Interface
-	duration time.Duration // renewals are due every quarter of it
+	duration time.Duration // the leases' spec.leaseDurationSeconds
+	period   time.Duration // how often a lease is renewed
+	// jitter returns the wait until the next renewal, given the period.
+	jitter func(time.Duration) time.Duration
+	clock  clock.PassiveClock // when a renewal was written, for late
 
 	mu      sync.Mutex
-	renewed map[string]time.Time             // last renewal by node
+	next    map[string]time.Time             // next renewal by node; none: due now
 	written map[string]*coordinationv1.Lease // last lease written by node
+	late    time.Duration                    // the latest renewal since takeLate
 }
 
-func newLeaseRenewer(client kubernetes.Interface, duration time.Duration) *leaseRenewer {
+func newLeaseRenewer(client kubernetes.Interface, duration, period time.Duration, jitter func(time.Duration) time.Duration, clk clock.PassiveClock) *leaseRenewer {
 	return &leaseRenewer{
 		client:   client,
 		duration: duration,
-		renewed:  map[string]time.Time{},
+		period:   period,
+		jitter:   jitter,
+		clock:    clk,
+		next:     map[string]time.Time{},
 		written:  map[string]*coordinationv1.Lease{},
 	}
 }
 
-// renew renews the node's lease when a quarter of its duration has passed,
-// as the kubelet does. It renews from the lease it last wrote, also as the
-// kubelet does, and reads the lease only when it has none or the last
-// update failed, so that a steady node costs one write per renewal.
+// due reports whether the node's lease is to be renewed at now.
+func (r *leaseRenewer) due(node string, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	next, ok := r.next[node]
+	return !ok || !now.Before(next)
+}
+
+// spread makes the node's first renewal due at a random time within one
+// period from now, for a node registered before this kubelet started.
+func (r *leaseRenewer) spread(node string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.next[node] = now.Add(rand.N(r.period))
+}
+
+// renew renews the node's lease when due, as the kubelet does. It renews
+// from the lease it last wrote, also as the kubelet does, and reads the
+// lease only when it has none or the last update failed, so that a steady
+// node costs one write per renewal.
 func (r *leaseRenewer) renew(ctx context.Context, node *corev1.Node, now time.Time) error {
 	r.mu.Lock()
-	last, ok := r.renewed[node.Name]
 	lease := r.written[node.Name]
+	dueAt, scheduled := r.next[node.Name]
 	r.mu.Unlock()
-	if ok && now.Sub(last) < r.duration/4 {
+	if scheduled && now.Before(dueAt) {
 		return nil
 	}
 	leases := r.client.CoordinationV1().Leases(corev1.NamespaceNodeLease)
@@ -75,6 +101,7 @@ func (r *leaseRenewer) renew(ctx context.Context, node *corev1.Node, now time.Ti
 	case err == nil:
 		lease = lease.DeepCopy() // the copy kept from the last write stays as written
 		lease.Spec.RenewTime = renew
+		lease.Spec.LeaseDurationSeconds = ptr.To(int32(r.duration / time.Second))
 		written, err = leases.Update(ctx, lease, metav1.UpdateOptions{})
 		gone = apierrors.IsNotFound(err) // deleted since it was read or written
 	}
@@ -89,10 +116,24 @@ func (r *leaseRenewer) renew(ctx context.Context, node *corev1.Node, now time.Ti
 		return fmt.Errorf("renewing lease of node %s: %w", node.Name, err)
 	}
 	r.mu.Lock()
-	r.renewed[node.Name] = now
+	r.next[node.Name] = now.Add(r.jitter(r.period))
 	r.written[node.Name] = written
+	if late := r.clock.Since(dueAt); scheduled && late > r.late {
+		r.late = late
+	}
 	r.mu.Unlock()
 	return nil
+}
+
+// takeLate returns by how much the latest renewal since the last call was
+// written after it was due: the rate limit, the API server or the sync
+// period holding renewals up.
+func (r *leaseRenewer) takeLate() time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	late := r.late
+	r.late = 0
+	return late
 }
 
 // renewAtNextSync makes the node's next renewal due at once, for a node
@@ -100,7 +141,7 @@ func (r *leaseRenewer) renew(ctx context.Context, node *corev1.Node, now time.Ti
 func (r *leaseRenewer) renewAtNextSync(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.renewed, node)
+	delete(r.next, node)
 }
 
 // forget drops all that is known of the node's lease, for a node that was
@@ -109,6 +150,6 @@ func (r *leaseRenewer) renewAtNextSync(node string) {
 func (r *leaseRenewer) forget(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.renewed, node)
+	delete(r.next, node)
 	delete(r.written, node)
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"sync"
 	"time"
@@ -31,24 +32,43 @@ const controllerManagedAttachDetach = "volumes.kubernetes.io/controller-managed-
 // status, as the kubelet's node status manager does. It writes a status
 // when it changed or StatusReportPeriod has passed, not on every sync,
 // because the lease carries liveness and a write per sync and node would
-// load the API server for nothing.
+// load the API server for nothing. Whether a status changed is only worked
+// out again when the node object did, so that a sync of thousands of
+// unchanged nodes costs a map lookup each.
 type nodeReporter struct {
 	client       kubernetes.Interface
 	identity     string        // the value of AnnotationSimulated on its nodes
 	reportPeriod time.Duration // how often an unchanged status is written again
+	// jitter returns the wait until the next report, given the period.
+	jitter func(time.Duration) time.Duration
 
 	mu        sync.Mutex
 	overrides map[string]map[corev1.NodeConditionType]corev1.NodeCondition // by node
-	reported  map[string]time.Time                                         // last status write by node
+	reports   map[string]reportState                                       // by node; none: due now
+	epoch     uint64                                                       // last reportState.epoch handed out
 }
 
-func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod time.Duration) *nodeReporter {
+// reportState is what is known of one node's status.
+type reportState struct {
+	// next is when an unchanged status is to be written again.
+	next time.Time
+	// checked is the resourceVersion of the node object last found to
+	// show the desired status, or written with it: while the cached node
+	// still has it, the status needs no write before next.
+	checked string
+	// epoch tells a state made due at once (by a changed condition, say)
+	// from the one a report in flight started from.
+	epoch uint64
+}
+
+func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod time.Duration, jitter func(time.Duration) time.Duration) *nodeReporter {
 	return &nodeReporter{
 		client:       client,
 		identity:     identity,
 		reportPeriod: reportPeriod,
+		jitter:       jitter,
 		overrides:    map[string]map[corev1.NodeConditionType]corev1.NodeCondition{},
-		reported:     map[string]time.Time{},
+		reports:      map[string]reportState{},
 	}
 }
 
@@ -68,7 +88,7 @@ func (r *nodeReporter) setCondition(node string, cond corev1.NodeCondition) {
 		r.overrides[node] = map[corev1.NodeConditionType]corev1.NodeCondition{}
 	}
 	r.overrides[node][cond.Type] = cond
-	delete(r.reported, node) // write at the next sync
+	r.dueNowLocked(node)
 }
 
 // clearCondition returns the condition of type t to its healthy default,
@@ -77,16 +97,51 @@ func (r *nodeReporter) clearCondition(node string, t corev1.NodeConditionType) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.overrides[node], t)
-	delete(r.reported, node)
+	r.dueNowLocked(node)
 }
 
 // reportAtNextSync makes the node's status due at once, for a node whose
-// kubelet has just come back from silence or that was just registered or
-// deleted. Condition overrides stay: they belong to the node name.
+// kubelet has just come back from silence or that was just registered.
+// Condition overrides stay: they belong to the node name.
 func (r *nodeReporter) reportAtNextSync(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	delete(r.reported, node)
+	r.dueNowLocked(node)
+}
+
+// dueNowLocked makes the node's status due at the next sync, and keeps a
+// report in flight from recording what it found before.
+func (r *nodeReporter) dueNowLocked(node string) {
+	r.epoch++
+	r.reports[node] = reportState{epoch: r.epoch}
+}
+
+// forget drops what is known of a deleted node's status; the node's
+// condition overrides stay with its name.
+func (r *nodeReporter) forget(node string) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	delete(r.reports, node)
+}
+
+// spread makes the node's first unchanged-status report due at a random
+// time within one period from now, for a node registered before this
+// kubelet started. A status that needs a change is still written at the
+// next sync.
+func (r *nodeReporter) spread(node string, now time.Time) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.epoch++
+	r.reports[node] = reportState{next: now.Add(rand.N(r.reportPeriod)), epoch: r.epoch}
+}
+
+// due reports whether the node's status may need a write at now: it is
+// due, or the node object changed since its status was last checked.
+func (r *nodeReporter) due(node *corev1.Node, now time.Time) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	s, ok := r.reports[node.Name]
+	return !ok || s.checked != node.ResourceVersion || !now.Before(s.next)
 }
 
 // register creates the Node of vm. It returns nil and no error if the node
@@ -141,13 +196,17 @@ func (r *nodeReporter) nodeFor(vm VM) *corev1.Node {
 // reportStatus writes the status of vm's node when it changed or is due.
 func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Node, now time.Time) error {
 	r.mu.Lock()
-	last, reported := r.reported[node.Name]
+	state, known := r.reports[node.Name]
 	overrides := maps.Clone(r.overrides[node.Name])
 	r.mu.Unlock()
 
+	due := !known || !now.Before(state.next)
+	if !due && state.checked == node.ResourceVersion {
+		return nil
+	}
 	want := desiredNodeStatus(vm, overrides, node.Status.Conditions, now)
-	due := !reported || now.Sub(last) >= r.reportPeriod
 	if !due && statusEquivalent(node.Status, want) {
+		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
 		return nil
 	}
 	updated := node.DeepCopy()
@@ -156,16 +215,26 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	updated.Status.Addresses = want.Addresses
 	updated.Status.Conditions = want.Conditions
 	updated.Status.NodeInfo = want.NodeInfo
-	if _, err := r.client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{}); err != nil {
+	written, err := r.client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	if err != nil {
 		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
 			return nil // retried at the next sync with a fresh copy
 		}
 		return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
 	}
-	r.mu.Lock()
-	r.reported[node.Name] = now
-	r.mu.Unlock()
+	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch})
 	return nil
+}
+
+// record stores what a report found out, unless the node's state changed
+// since the report read it (a condition was set, or its report made due at
+// once): that change must not be overwritten with what was found before it.
+func (r *nodeReporter) record(node string, known bool, before, after reportState) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if cur, ok := r.reports[node]; ok == known && cur == before {
+		r.reports[node] = after
+	}
 }
 
 // desiredNodeStatus is the status the node's kubelet reports: capacity and

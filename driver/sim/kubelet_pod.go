@@ -23,29 +23,39 @@ type podRunner struct {
 	terminationFraction float64
 }
 
+// due reports whether sync has anything to do for the pod at now, without
+// an API call: most pods are Running, and a sync looks at all of them.
+func (r podRunner) due(pod *corev1.Pod, now time.Time) bool {
+	if pod.DeletionTimestamp != nil {
+		return !now.Before(r.terminated(pod))
+	}
+	return pod.Status.Phase != corev1.PodSucceeded && pod.Status.Phase != corev1.PodFailed && !podRunningAndReady(pod)
+}
+
 // sync brings one pod bound to a live node forward: a new pod becomes
 // Running and Ready; a deleted one is removed after terminationFraction of
 // its grace period.
 func (r podRunner) sync(ctx context.Context, pod *corev1.Pod, node *corev1.Node, now time.Time) error {
-	if pod.DeletionTimestamp != nil {
-		return r.finishTermination(ctx, pod, now)
-	}
-	if pod.Status.Phase == corev1.PodSucceeded || pod.Status.Phase == corev1.PodFailed || podRunningAndReady(pod) {
+	if !r.due(pod, now) {
 		return nil
+	}
+	if pod.DeletionTimestamp != nil {
+		return r.finishTermination(ctx, pod)
 	}
 	return r.start(ctx, pod, node, now)
 }
 
-// finishTermination removes a deleted pod once its simulated containers
-// would have stopped. The grace period is read from the pod, since the API
-// server set its deletion timestamp that far in the future.
-func (r podRunner) finishTermination(ctx context.Context, pod *corev1.Pod, now time.Time) error {
+// terminated is when the simulated containers of a deleted pod have
+// stopped. The grace period is read from the pod, since the API server set
+// its deletion timestamp that far in the future.
+func (r podRunner) terminated(pod *corev1.Pod) time.Time {
 	grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
 	requested := pod.DeletionTimestamp.Add(-grace)
-	done := requested.Add(time.Duration(float64(grace) * r.terminationFraction))
-	if now.Before(done) {
-		return nil
-	}
+	return requested.Add(time.Duration(float64(grace) * r.terminationFraction))
+}
+
+// finishTermination removes a deleted pod whose termination is over.
+func (r podRunner) finishTermination(ctx context.Context, pod *corev1.Pod) error {
 	err := r.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
 		GracePeriodSeconds: ptr.To[int64](0),
 		Preconditions:      &metav1.Preconditions{UID: &pod.UID},

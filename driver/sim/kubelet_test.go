@@ -1,14 +1,22 @@
 package sim
 
 import (
+	"fmt"
+	"slices"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
+	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	storagelisters "k8s.io/client-go/listers/storage/v1"
+	"k8s.io/client-go/tools/cache"
+	clocktesting "k8s.io/utils/clock/testing"
 )
 
 func TestDesiredNodeStatus(t *testing.T) {
@@ -105,6 +113,7 @@ func TestStatusEquivalentIgnoresHeartbeats(t *testing.T) {
 func TestRenewLeaseReadsOnlyWithoutAWrittenCopy(t *testing.T) {
 	client := fake.NewClientset()
 	k := NewKubelet(nil, client, KubeletOptions{LeaseDuration: 40 * time.Second})
+	k.leases.jitter = func(period time.Duration) time.Duration { return period }
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", UID: "uid-1"}}
 	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	renew := func(at time.Time) []string {
@@ -159,5 +168,446 @@ func TestRenewLeaseReadsOnlyWithoutAWrittenCopy(t *testing.T) {
 	}
 	if len(lease.OwnerReferences) != 1 || lease.OwnerReferences[0].UID != node.UID {
 		t.Errorf("lease owners %+v, want the node", lease.OwnerReferences)
+	}
+}
+
+// fakeSource is a VMSource that counts its reads and notifies changes.
+type fakeSource struct {
+	vms     []VM
+	reads   int
+	changed chan struct{}
+}
+
+func (s *fakeSource) VMs() []VM {
+	s.reads++
+	return slices.Clone(s.vms)
+}
+
+func (s *fakeSource) Changed() <-chan struct{} { return s.changed }
+
+func (s *fakeSource) change(vms ...VM) {
+	s.vms = vms
+	close(s.changed)
+	s.changed = make(chan struct{})
+}
+
+// A sync reads the VMs again only when they may have changed: a change was
+// notified, a VM's state ended by itself, or vmRereadPeriod passed.
+func TestVMViewRereadsOnlyWhenTheVMsMayHaveChanged(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	running := VM{NodeName: "a", State: VMRunning, Initialized: true}
+	booting := VM{NodeName: "b", State: VMProvisioning, StateUntil: start.Add(3 * time.Second)}
+	src := &fakeSource{vms: []VM{running, booting}, changed: make(chan struct{})}
+	var view vmView
+
+	steps := []struct {
+		what      string
+		at        time.Duration
+		change    []VM
+		wantReads int
+		wantAlive []string
+	}{
+		{what: "first sync", at: 0, wantReads: 1, wantAlive: []string{"a"}},
+		{what: "nothing changed", at: time.Second, wantReads: 1, wantAlive: []string{"a"}},
+		{what: "a boot completes", at: 3 * time.Second, wantReads: 2, wantAlive: []string{"a"}},
+		{what: "a change is notified", at: 4 * time.Second, change: []VM{running, {NodeName: "b", State: VMRunning, Initialized: true}}, wantReads: 3, wantAlive: []string{"a", "b"}},
+		{what: "nothing changed again", at: 8 * time.Second, wantReads: 3, wantAlive: []string{"a", "b"}},
+		{what: "the reread period passed", at: 9 * time.Second, wantReads: 4, wantAlive: []string{"a", "b"}},
+	}
+	for _, s := range steps {
+		if s.change != nil {
+			src.change(s.change...)
+		}
+		v := view.get(src, start.Add(s.at))
+		var alive []string
+		for _, vm := range v.runningSorted {
+			alive = append(alive, vm.NodeName)
+		}
+		if src.reads != s.wantReads || !slices.Equal(alive, s.wantAlive) {
+			t.Errorf("%s: %d reads, running %v; want %d reads, running %v", s.what, src.reads, alive, s.wantReads, s.wantAlive)
+		}
+	}
+}
+
+// A source without change notification is read at every sync.
+func TestVMViewReadsASourceWithoutNotificationEverySync(t *testing.T) {
+	src := &fakeSource{changed: make(chan struct{})}
+	plain := struct{ VMSource }{src} // hides Changed
+	var view vmView
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for i := range 3 {
+		view.get(plain, now.Add(time.Duration(i)*time.Millisecond))
+	}
+	if src.reads != 3 {
+		t.Errorf("%d reads in 3 syncs, want 3", src.reads)
+	}
+}
+
+func TestKubeletOptionsDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		opts KubeletOptions
+		want KubeletOptions
+	}{
+		{
+			name: "zero",
+			want: KubeletOptions{
+				SyncPeriod: DefaultSyncPeriod, LeaseDuration: DefaultLeaseDuration, LeaseRenewPeriod: DefaultLeaseDuration / 4,
+				StatusReportPeriod: DefaultStatusReportPeriod, Parallelism: DefaultParallelism,
+			},
+		},
+		{
+			name: "renew period follows the lease duration",
+			opts: KubeletOptions{LeaseDuration: 2 * time.Minute},
+			want: KubeletOptions{
+				SyncPeriod: DefaultSyncPeriod, LeaseDuration: 2 * time.Minute, LeaseRenewPeriod: 30 * time.Second,
+				StatusReportPeriod: DefaultStatusReportPeriod, Parallelism: DefaultParallelism,
+			},
+		},
+		{
+			name: "explicit",
+			opts: KubeletOptions{LeaseDuration: time.Minute, LeaseRenewPeriod: 20 * time.Second, StatusReportPeriod: 10 * time.Minute, Parallelism: 4},
+			want: KubeletOptions{
+				SyncPeriod: DefaultSyncPeriod, LeaseDuration: time.Minute, LeaseRenewPeriod: 20 * time.Second,
+				StatusReportPeriod: 10 * time.Minute, Parallelism: 4,
+			},
+		},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			k := NewKubelet(nil, fake.NewClientset(), tc.opts)
+			got := k.opts
+			got.TerminationFraction, got.AttachDelay, got.DetachDelay, got.CSIDriver, got.Identity, got.Clock = 0, 0, 0, "", "", nil
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("options (-want +got):\n%s", diff)
+			}
+			if k.leases.period != tc.want.LeaseRenewPeriod || k.leases.duration != tc.want.LeaseDuration || k.nodes.reportPeriod != tc.want.StatusReportPeriod {
+				t.Errorf("parts got renew period %v, lease duration %v, report period %v", k.leases.period, k.leases.duration, k.nodes.reportPeriod)
+			}
+		})
+	}
+}
+
+// Renewals and reports come up to a tenth of their period early, never
+// late: the grace period is measured against the period.
+func TestJitterIsAtMostATenthEarly(t *testing.T) {
+	k := NewKubelet(nil, fake.NewClientset(), KubeletOptions{})
+	const period = 20 * time.Second
+	seen := map[bool]bool{} // early or not
+	for range 1000 {
+		for _, d := range []time.Duration{k.leases.jitter(period), k.nodes.jitter(period)} {
+			if d > period || d < period-period/10 {
+				t.Fatalf("next renewal or report after %v, want within [%v, %v]", d, period-period/10, period)
+			}
+			seen[d < period-period/20] = true
+		}
+	}
+	if !seen[true] || !seen[false] {
+		t.Errorf("jitter does not spread over the tenth: %v", seen)
+	}
+}
+
+// cachedWorld runs a Kubelet's syncs against a fake clientset, with
+// listers that show what the clientset holds as of the last refresh, as
+// informers would once caught up.
+type cachedWorld struct {
+	t       *testing.T
+	client  *fake.Clientset
+	kubelet *Kubelet
+	src     *fakeSource
+	nodes   cache.Indexer
+	l       listers
+}
+
+func newCachedWorld(t *testing.T, opts KubeletOptions, vms ...VM) *cachedWorld {
+	client := fake.NewClientset()
+	src := &fakeSource{vms: vms, changed: make(chan struct{})}
+	k := NewKubelet(src, client, opts)
+	k.leases.jitter = func(p time.Duration) time.Duration { return p }
+	k.nodes.jitter = func(p time.Duration) time.Duration { return p }
+	nodes := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	return &cachedWorld{
+		t: t, client: client, kubelet: k, src: src, nodes: nodes,
+		l: listers{
+			nodes:       corelisters.NewNodeLister(nodes),
+			pods:        corelisters.NewPodLister(empty),
+			attachments: storagelisters.NewVolumeAttachmentLister(empty),
+		},
+	}
+}
+
+// refresh copies the clientset's nodes into the cache.
+func (w *cachedWorld) refresh() {
+	w.t.Helper()
+	list, err := w.client.CoreV1().Nodes().List(w.t.Context(), metav1.ListOptions{})
+	if err != nil {
+		w.t.Fatal(err)
+	}
+	objs := make([]any, 0, len(list.Items))
+	for i := range list.Items {
+		objs = append(objs, &list.Items[i])
+	}
+	if err := w.nodes.Replace(objs, ""); err != nil {
+		w.t.Fatal(err)
+	}
+}
+
+// sync runs one sync at now and returns its API calls as "verb resource".
+func (w *cachedWorld) sync(now time.Time) []string {
+	w.t.Helper()
+	w.client.ClearActions()
+	w.kubelet.opts.Clock = clocktesting.NewFakeClock(now)
+	if err := w.kubelet.sync(w.t.Context(), w.l); err != nil {
+		w.t.Fatalf("sync at %v: %v", now, err)
+	}
+	var calls []string
+	for _, a := range w.client.Actions() {
+		call := a.GetVerb() + " " + a.GetResource().Resource
+		if a.GetSubresource() != "" {
+			call += "/" + a.GetSubresource()
+		}
+		calls = append(calls, call)
+	}
+	slices.Sort(calls)
+	return calls
+}
+
+// At steady state a sync makes no API calls: a lease renewal every renew
+// period and an unchanged status every report period are all it writes, and
+// a node changed by somebody else costs a status write only if its status
+// is no longer the desired one.
+func TestSyncWritesOnlyWhatIsDue(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vm := VM{Name: "n1", NodeName: "n1", State: VMRunning, Initialized: true, ProviderID: "sim:///zone-a/n1"}
+	w := newCachedWorld(t, KubeletOptions{LeaseDuration: 40 * time.Second, LeaseRenewPeriod: 20 * time.Second, StatusReportPeriod: time.Minute}, vm)
+	nodes := w.client.CoreV1().Nodes()
+
+	steps := []struct {
+		what   string
+		at     time.Duration
+		before func()
+		want   []string
+	}{
+		{what: "registration", at: 0, want: []string{"create leases", "create nodes", "get leases", "update nodes/status"}},
+		{what: "next sync", at: DefaultSyncPeriod, want: nil},
+		{what: "within the renew period", at: 19 * time.Second, want: nil},
+		{what: "renew period", at: 20 * time.Second, want: []string{"update leases"}},
+		{
+			what: "somebody labels the node", at: 21 * time.Second,
+			before: func() {
+				n, err := nodes.Get(t.Context(), "n1", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				n.Labels["team"] = "a"
+				n.ResourceVersion = "labelled"
+				if _, err := nodes.Update(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: nil,
+		},
+		{
+			what: "the node lifecycle controller marks it Unknown", at: 22 * time.Second,
+			before: func() {
+				n, err := nodes.Get(t.Context(), "n1", metav1.GetOptions{})
+				if err != nil {
+					t.Fatal(err)
+				}
+				for i := range n.Status.Conditions {
+					if n.Status.Conditions[i].Type == corev1.NodeReady {
+						n.Status.Conditions[i].Status = corev1.ConditionUnknown
+					}
+				}
+				n.ResourceVersion = "unknown"
+				if _, err := nodes.UpdateStatus(t.Context(), n, metav1.UpdateOptions{}); err != nil {
+					t.Fatal(err)
+				}
+			},
+			want: []string{"update nodes/status"},
+		},
+		{what: "renew period again", at: 40 * time.Second, want: []string{"update leases"}},
+		{what: "report period after the last write", at: 82 * time.Second, want: []string{"update leases", "update nodes/status"}},
+		{
+			what: "a condition is set", at: 83 * time.Second,
+			before: func() {
+				w.kubelet.SetCondition("n1", corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue})
+			},
+			want: []string{"update nodes/status"},
+		},
+		{
+			what: "heartbeats stopped", at: 200 * time.Second,
+			before: func() { w.kubelet.StopHeartbeats("n1") },
+			want:   nil,
+		},
+		{
+			what: "heartbeats resumed", at: 201 * time.Second,
+			before: func() { w.kubelet.ResumeHeartbeats("n1") },
+			want:   []string{"update leases", "update nodes/status"},
+		},
+	}
+	for _, s := range steps {
+		if s.before != nil {
+			s.before()
+		}
+		w.refresh()
+		if diff := cmp.Diff(s.want, w.sync(start.Add(s.at))); diff != "" {
+			t.Errorf("%s: API calls (-want +got):\n%s", s.what, diff)
+		}
+	}
+}
+
+// A restarted kubelet spreads the first renewals and reports of the nodes
+// it registered before over one period, instead of making them all at its
+// first sync.
+func TestRestartedKubeletSpreadsFirstRenewals(t *testing.T) {
+	const nodes = 200
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	var vms []VM
+	for i := range nodes {
+		name := fmt.Sprintf("n%03d", i)
+		vms = append(vms, VM{Name: name, NodeName: name, State: VMRunning, Initialized: true})
+	}
+	opts := KubeletOptions{Identity: "cloud-1", LeaseRenewPeriod: 10 * time.Second, StatusReportPeriod: time.Minute}
+	before := newCachedWorld(t, opts, vms...)
+	before.sync(start) // registers every node
+	before.refresh()
+
+	after := newCachedWorld(t, opts, vms...)
+	after.client = before.client
+	after.kubelet = NewKubelet(after.src, before.client, opts)
+	after.l = before.l
+	restart := start.Add(time.Minute)
+	if err := after.kubelet.spreadExisting(after.l, restart); err != nil {
+		t.Fatal(err)
+	}
+	renewals := func(at time.Time) (n int) {
+		for _, vm := range vms {
+			if after.kubelet.leases.due(vm.NodeName, at) {
+				n++
+			}
+		}
+		return n
+	}
+	if n := renewals(restart); n > nodes/20 {
+		t.Errorf("%d of %d leases due at the restart, want them spread over the renew period", n, nodes)
+	}
+	if n := renewals(restart.Add(5 * time.Second)); n < nodes/4 || n > 3*nodes/4 {
+		t.Errorf("%d of %d leases due half a period after the restart, want about half", n, nodes)
+	}
+	if n := renewals(restart.Add(10 * time.Second)); n != nodes {
+		t.Errorf("%d of %d leases due a period after the restart, want all", n, nodes)
+	}
+	count := func(calls []string, call string) (n int) {
+		for _, c := range calls {
+			if c == call {
+				n++
+			}
+		}
+		return n
+	}
+	// Statuses were reported a minute before the restart, and are due
+	// again at a random time within a minute of it.
+	if n := count(after.sync(restart), "update nodes/status"); n > nodes/20 {
+		t.Errorf("%d status reports at the restart, want them spread over the report period", n)
+	}
+	if n := count(after.sync(restart.Add(30*time.Second)), "update nodes/status"); n < nodes/4 || n > 3*nodes/4 {
+		t.Errorf("%d status reports half a period after the restart, want about half of %d", n, nodes)
+	}
+}
+
+// A report that read a node's state before a condition was set must not
+// record what it found over the change: the condition is written at the
+// next sync.
+func TestReportDoesNotOverwriteAConditionSetMeanwhile(t *testing.T) {
+	r := newNodeReporter(fake.NewClientset(), "me", time.Minute, func(p time.Duration) time.Duration { return p })
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", ResourceVersion: "5"}}
+	r.spread("n1", now)
+	state, known := r.reports["n1"]
+
+	r.setCondition("n1", corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse})
+	r.record("n1", known, state, reportState{next: state.next, checked: "5", epoch: state.epoch})
+	if !r.due(node, now) {
+		t.Error("the condition set during the report is not due")
+	}
+
+	// Without a change meanwhile, the report's finding is recorded.
+	state, known = r.reports["n1"]
+	r.record("n1", known, state, reportState{next: now.Add(time.Minute), checked: "5", epoch: state.epoch})
+	if r.due(node, now) {
+		t.Error("the report's finding was not recorded")
+	}
+}
+
+// BenchmarkSyncSteadyState is one sync of a kubelet with 5000 Ready nodes
+// at a moment when nothing is due: what every sync period costs at that
+// scale between renewals.
+func BenchmarkSyncSteadyState(b *testing.B) {
+	const nodes = 5000
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	src := &fakeSource{changed: make(chan struct{})}
+	k := NewKubelet(src, fake.NewClientset(), KubeletOptions{Identity: "me", LeaseRenewPeriod: time.Hour, StatusReportPeriod: time.Hour})
+	indexer := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{})
+	empty := cache.NewIndexer(cache.MetaNamespaceKeyFunc, cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc})
+	for i := range nodes {
+		vm := VM{
+			Name: fmt.Sprintf("n%04d", i), NodeName: fmt.Sprintf("n%04d", i), State: VMRunning, Initialized: true,
+			Capacity:  corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+			Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}},
+		}
+		src.vms = append(src.vms, vm)
+		node := k.nodes.nodeFor(vm)
+		node.ResourceVersion = "1"
+		node.Status = desiredNodeStatus(vm, nil, nil, start)
+		if err := indexer.Add(node); err != nil {
+			b.Fatal(err)
+		}
+		k.leases.next[vm.NodeName] = start.Add(time.Hour)
+		k.nodes.reports[vm.NodeName] = reportState{next: start.Add(time.Hour), checked: "1"}
+	}
+	l := listers{
+		nodes:       corelisters.NewNodeLister(indexer),
+		pods:        corelisters.NewPodLister(empty),
+		attachments: storagelisters.NewVolumeAttachmentLister(empty),
+	}
+	k.opts.Clock = clocktesting.NewFakeClock(start)
+	b.ReportAllocs()
+	for b.Loop() {
+		if err := k.sync(b.Context(), l); err != nil {
+			b.Fatal(err)
+		}
+	}
+}
+
+// Late renewals are reported once they have been late for a renew period,
+// and then at most once a period, never for a single slow sync.
+func TestLateRenewalsAreLoggedOncePerPeriod(t *testing.T) {
+	k := NewKubelet(nil, fake.NewClientset(), KubeletOptions{LeaseRenewPeriod: 20 * time.Second})
+	var logged []string
+	ctx := logr.NewContext(t.Context(), funcr.New(func(_, args string) { logged = append(logged, args) }, funcr.Options{}))
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	steps := []struct {
+		at, late time.Duration
+		wantLog  bool
+	}{
+		{at: 0, late: 10 * time.Second},                              // late, for the first time
+		{at: time.Second, late: 0},                                   // on time again
+		{at: 2 * time.Second, late: 6 * time.Second},                 // late again: a new row
+		{at: 12 * time.Second, late: 6 * time.Second},                // late for 10 s
+		{at: 22 * time.Second, late: 6 * time.Second, wantLog: true}, // late for a renew period
+		{at: 30 * time.Second, late: 8 * time.Second},                // logged 8 s ago
+		{at: 42 * time.Second, late: 8 * time.Second, wantLog: true},
+		{at: 43 * time.Second, late: 4 * time.Second}, // within a quarter period: on time
+		{at: 64 * time.Second, late: 6 * time.Second},
+	}
+	for _, s := range steps {
+		logged = nil
+		k.leases.late = s.late
+		k.checkLate(ctx, start.Add(s.at), 5000)
+		if got := len(logged) > 0; got != s.wantLog {
+			t.Errorf("at %v, %v late: logged %q, want a log line: %v", s.at, s.late, logged, s.wantLog)
+		}
 	}
 }

@@ -157,3 +157,27 @@ func (v *vm) snapshot(now time.Time) VM {
 		Injected:     v.injected,
 	}
 }
+
+// sharedSnapshot is snapshot without copies of the VM's maps and slices and
+// without UserData; see Cloud.sharedVMs.
+func (v *vm) sharedSnapshot(now time.Time) VM {
+	state, since, until := v.state(now)
+	return VM{
+		ProviderID:   v.id,
+		Name:         v.name,
+		MachineName:  v.machineName,
+		Class:        v.class,
+		Zone:         v.zone,
+		InstanceType: v.instanceType,
+		Capacity:     v.capacity,
+		Labels:       v.labels,
+		NodeName:     v.name,
+		Addresses:    v.addresses,
+		State:        state,
+		StateSince:   since,
+		StateUntil:   until,
+		CreatedAt:    v.createdAt,
+		Initialized:  !v.requireInit || v.initialized,
+		Injected:     v.injected,
+	}
+}

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -43,20 +44,20 @@ type cluster struct {
 // controller manager is doing work. On error everything started is stopped
 // and the returned cluster (non-nil when the temp dir exists) still carries
 // the logs for diagnosis.
-func startCluster(ctx context.Context, name, binDir string) (*cluster, error) {
+func startCluster(ctx context.Context, name, binDir string, cp ControlPlane) (*cluster, error) {
 	dir, err := os.MkdirTemp("", "mcm-testenv-"+name+"-")
 	if err != nil {
 		return nil, fmt.Errorf("creating temp dir: %w", err)
 	}
 	c := &cluster{name: name, dir: dir, logDir: filepath.Join(dir, "logs")}
-	if err := c.start(ctx, binDir); err != nil {
+	if err := c.start(ctx, binDir, cp); err != nil {
 		c.procs.stopAll(5 * time.Second)
 		return c, err
 	}
 	return c, nil
 }
 
-func (c *cluster) start(ctx context.Context, binDir string) error {
+func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) error {
 	for _, d := range []string{c.logDir, filepath.Join(c.dir, "pki"), filepath.Join(c.dir, "etcd")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)
@@ -171,7 +172,7 @@ func (c *cluster) start(ctx context.Context, binDir string) error {
 		// React to node and pod changes at test speed.
 		"--concurrent-gc-syncs=5",
 		"--node-monitor-period=2s",
-		"--node-monitor-grace-period=20s",
+		"--node-monitor-grace-period="+cmp.Or(cp.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod).String(),
 	)...)
 	if err != nil {
 		return err

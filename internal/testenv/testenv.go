@@ -50,6 +50,27 @@ type Options struct {
 	// TargetSetup runs against the separate target cluster when a test asks
 	// for one with GetTarget.
 	TargetSetup []func(context.Context, *rest.Config) error
+	// ControlPlane configures the components of the package's clusters.
+	ControlPlane ControlPlane
+}
+
+// DefaultNodeMonitorGracePeriod is kube-controller-manager's
+// --node-monitor-grace-period in the environment: short, so that tests see
+// a silent node go Unknown quickly, and still twice the 10 s in which a
+// kubelet (and the simulated one, by default) renews its lease.
+const DefaultNodeMonitorGracePeriod = 20 * time.Second
+
+// ControlPlane configures a cluster's components where a test needs other
+// settings than the environment's. The zero value is the default.
+type ControlPlane struct {
+	// NodeMonitorGracePeriod is kube-controller-manager's
+	// --node-monitor-grace-period: how long a node's lease may go
+	// unrenewed before the node is marked Unknown. It must exceed the
+	// lease renew period of the cluster's kubelets with margin, so tests
+	// whose simulated kubelets renew less often (thousands of nodes on a
+	// small machine) need more than the default. Zero means
+	// DefaultNodeMonitorGracePeriod.
+	NodeMonitorGracePeriod time.Duration
 }
 
 // Env is one running cluster: etcd, kube-apiserver, kube-controller-manager
@@ -65,6 +86,7 @@ type Env struct {
 type lazy struct {
 	name  string
 	setup []func(context.Context, *rest.Config) error
+	cp    ControlPlane
 	once  sync.Once
 	env   *Env
 	err   error
@@ -87,8 +109,8 @@ func Main(m *testing.M, opts Options) {
 	flag.Parse()
 	pkg.mu.Lock()
 	pkg.started = true
-	pkg.control = &lazy{name: "control", setup: opts.Setup}
-	pkg.target = &lazy{name: "target", setup: opts.TargetSetup}
+	pkg.control = &lazy{name: "control", setup: opts.Setup, cp: opts.ControlPlane}
+	pkg.target = &lazy{name: "target", setup: opts.TargetSetup, cp: opts.ControlPlane}
 	pkg.mu.Unlock()
 
 	code := m.Run()
@@ -148,7 +170,7 @@ func get(t testing.TB, which func() *lazy) *Env {
 		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
 		defer cancel()
 		var logs string
-		l.env, logs, l.err = start(ctx, l.name, bin, l.setup)
+		l.env, logs, l.err = start(ctx, l.name, bin, l.cp, l.setup)
 		if l.err != nil && logs != "" {
 			// Once, in the first test that needed the cluster.
 			t.Logf("testenv: %s cluster component logs:\n%s", l.name, logs)
@@ -186,7 +208,7 @@ func Start(ctx context.Context, name string, setup ...func(context.Context, *res
 	if err != nil {
 		return nil, err
 	}
-	env, logs, err := start(ctx, name, bin, setup)
+	env, logs, err := start(ctx, name, bin, ControlPlane{}, setup)
 	if err != nil && logs != "" {
 		return nil, fmt.Errorf("%w\n%s", err, logs)
 	}
@@ -224,9 +246,9 @@ func binDir() (dir, missing string) {
 
 // start brings up a cluster and runs setup against it. On failure it also
 // returns the tail of the component logs, since nobody else will print them.
-func start(ctx context.Context, name, bin string, setup []func(context.Context, *rest.Config) error) (*Env, string, error) {
+func start(ctx context.Context, name, bin string, cp ControlPlane, setup []func(context.Context, *rest.Config) error) (*Env, string, error) {
 	keep := os.Getenv(EnvKeep) == "1"
-	c, err := startCluster(ctx, name, bin)
+	c, err := startCluster(ctx, name, bin, cp)
 	if err != nil {
 		if c == nil {
 			return nil, "", err

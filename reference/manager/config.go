@@ -12,6 +12,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/safety"
 )
@@ -49,6 +50,21 @@ const (
 	DefaultResourceExhaustedRe = machine.DefaultLongRetry // machine.Options' ResourceExhaustedRetry default
 )
 
+// Defaults of the sim driver's kubelet flags; see SimDriverOptions. The
+// kubelet renews every lease every 10 s, as the kubelet does, which suits
+// a cluster whose kube-controller-manager waits the default 50 s (the test
+// environment's 20 s) before it marks a node Unknown; its client's rate
+// limit covers that for about 2 500 nodes. Thousands more need a longer
+// renew period and grace period (driver/sim's documentation has the
+// measured figures).
+const (
+	DefaultSimKubeletQPS             = 300
+	DefaultSimKubeletBurst           = 600
+	DefaultSimNodeLeaseDuration      = sim.DefaultLeaseDuration
+	DefaultSimNodeLeaseRenewPeriod   = 0 // a quarter of the lease duration: 10 s
+	DefaultSimNodeStatusReportPeriod = sim.DefaultStatusReportPeriod
+)
+
 // Config is the manager's configuration, one field per flag. Start from
 // DefaultConfig, bind it to a flag.FlagSet with BindFlags or fill it in
 // code, and check it with Validate (New does).
@@ -68,6 +84,16 @@ type Config struct {
 	// SimStateFile, with the sim driver, keeps the simulated cloud in a
 	// file so that a restarted manager finds its VMs (SimDriverOptions).
 	SimStateFile string
+	// SimKubeletQPS and SimKubeletBurst limit the sim driver's simulated
+	// kubelet, which has a client of the target cluster of its own.
+	SimKubeletQPS   float64
+	SimKubeletBurst int
+	// SimNodeLeaseDuration, SimNodeLeaseRenewPeriod (zero: a quarter of the
+	// duration) and SimNodeStatusReportPeriod are the simulated kubelet's
+	// node heartbeats (SimDriverOptions).
+	SimNodeLeaseDuration      time.Duration
+	SimNodeLeaseRenewPeriod   time.Duration
+	SimNodeStatusReportPeriod time.Duration
 
 	ConcurrentSyncs int
 	KubeAPIQPS      float64
@@ -147,6 +173,12 @@ func DefaultConfig() Config {
 		LeaseName:          DefaultLeaseName,
 		Address:            DefaultAddress,
 		Port:               DefaultPort,
+
+		SimKubeletQPS:             DefaultSimKubeletQPS,
+		SimKubeletBurst:           DefaultSimKubeletBurst,
+		SimNodeLeaseDuration:      DefaultSimNodeLeaseDuration,
+		SimNodeLeaseRenewPeriod:   DefaultSimNodeLeaseRenewPeriod,
+		SimNodeStatusReportPeriod: DefaultSimNodeStatusReportPeriod,
 	}
 }
 
@@ -203,6 +235,16 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 		"how long an API server may be out of reach before machine creation and health timeouts freeze")
 	fs.StringVar(&c.SimStateFile, "sim-state-file", c.SimStateFile,
 		"with --driver=sim: keep the simulated cloud's VMs in this file, so that a restarted manager finds them (one process per file)")
+	fs.Float64Var(&c.SimKubeletQPS, "sim-kubelet-qps", c.SimKubeletQPS,
+		"with --driver=sim: queries per second of the simulated kubelet's own target-cluster client; its lease renewals alone need nodes / --sim-node-lease-renew-period")
+	fs.IntVar(&c.SimKubeletBurst, "sim-kubelet-burst", c.SimKubeletBurst, "with --driver=sim: burst of the simulated kubelet's target-cluster client")
+	fs.DurationVar(&c.SimNodeLeaseDuration, "sim-node-lease-duration", c.SimNodeLeaseDuration,
+		"with --driver=sim: duration of the simulated nodes' leases, whole seconds")
+	fs.DurationVar(&c.SimNodeLeaseRenewPeriod, "sim-node-lease-renew-period", c.SimNodeLeaseRenewPeriod,
+		"with --driver=sim: how often a simulated node's lease is renewed (0: a quarter of --sim-node-lease-duration, as the kubelet); "+
+			"kube-controller-manager's --node-monitor-grace-period must exceed it with margin")
+	fs.DurationVar(&c.SimNodeStatusReportPeriod, "sim-node-status-report-period", c.SimNodeStatusReportPeriod,
+		"with --driver=sim: how often a simulated node's unchanged status is written again (a changed one is written at once)")
 	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
 	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")
@@ -262,11 +304,27 @@ func checkExplicit(fs *flag.FlagSet, c Config) error {
 	if c.Port == 0 && set["profiling"] && c.Profiling {
 		return errors.New("--profiling needs the HTTP server, but --port=0 disables it")
 	}
-	if set["sim-state-file"] && c.Driver != "sim" {
-		return fmt.Errorf("--sim-state-file is for --driver=sim, not %q", c.Driver)
+	for _, f := range simFlags {
+		if set[f] && c.Driver != "sim" {
+			return fmt.Errorf("--%s is for --driver=sim, not %q", f, c.Driver)
+		}
+	}
+	for _, f := range simKubeletFlags {
+		if set[f] && c.TargetKubeconfig == NoTarget {
+			return fmt.Errorf("--%s contradicts --target-kubeconfig=%s: without a target cluster there is no simulated kubelet", f, NoTarget)
+		}
 	}
 	return nil
 }
+
+// simKubeletFlags configure the sim driver's simulated kubelet, which runs
+// only with a target cluster.
+var simKubeletFlags = []string{
+	"sim-kubelet-qps", "sim-kubelet-burst", "sim-node-lease-duration", "sim-node-lease-renew-period", "sim-node-status-report-period",
+}
+
+// simFlags are meaningless with another driver than sim.
+var simFlags = append([]string{"sim-state-file"}, simKubeletFlags...)
 
 // Validate checks c against the controller and driver tables and returns
 // every problem, each naming its flag, joined in one line.
@@ -375,6 +433,7 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 			add("--leader-elect-resource-name must not be empty")
 		}
 	}
+	errs = append(errs, c.validateSim()...)
 	if c.Port < 0 || c.Port > 65535 {
 		add("--port must be between 0 and 65535, got %d", c.Port)
 	}
@@ -385,6 +444,37 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		return nil
 	}
 	return errors.New(strings.Join(errs, "; "))
+}
+
+// validateSim checks the sim driver's kubelet flags, whatever the driver:
+// their defaults are valid, and ParseFlags refuses them with another one.
+func (c Config) validateSim() []string {
+	var errs []string
+	add := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	if c.SimKubeletQPS <= 0 {
+		add("--sim-kubelet-qps must be positive, got %v", c.SimKubeletQPS)
+	}
+	if c.SimKubeletBurst < 1 {
+		add("--sim-kubelet-burst must be at least 1, got %d", c.SimKubeletBurst)
+	}
+	switch d := c.SimNodeLeaseDuration; {
+	case d < time.Second:
+		add("--sim-node-lease-duration must be at least 1s, got %v", d)
+	case d%time.Second != 0:
+		add("--sim-node-lease-duration must be whole seconds (a lease holds seconds), got %v", d)
+	}
+	switch p := c.SimNodeLeaseRenewPeriod; {
+	case p < 0:
+		add("--sim-node-lease-renew-period must not be negative, got %v", p)
+	case p > 0 && p < sim.DefaultSyncPeriod:
+		add("--sim-node-lease-renew-period must be at least the simulated kubelet's sync period %v, got %v", sim.DefaultSyncPeriod, p)
+	case p >= c.SimNodeLeaseDuration && c.SimNodeLeaseDuration > 0:
+		add("--sim-node-lease-renew-period (%v) must be shorter than --sim-node-lease-duration (%v), or the leases expire between renewals", p, c.SimNodeLeaseDuration)
+	}
+	if p := c.SimNodeStatusReportPeriod; p < sim.DefaultSyncPeriod {
+		add("--sim-node-status-report-period must be at least the simulated kubelet's sync period %v, got %v", sim.DefaultSyncPeriod, p)
+	}
+	return errs
 }
 
 // selectedControllers resolves --controllers against the table, sorted.

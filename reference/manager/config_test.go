@@ -61,6 +61,15 @@ func TestParseFlagsAccepts(t *testing.T) {
 		{"in-cluster, MCM spelling", []string{"--control-kubeconfig=inClusterConfig", "--target-kubeconfig=in-cluster"},
 			withDefaults(func(c *Config) { c.ControlKubeconfig, c.TargetKubeconfig = "inClusterConfig", InCluster })},
 		{"empty node conditions", []string{"--node-conditions="}, withDefaults(func(c *Config) { c.NodeConditions = "" })},
+		{"sim kubelet", []string{
+			"--sim-kubelet-qps=500", "--sim-kubelet-burst=1000", "--sim-node-lease-duration=1m",
+			"--sim-node-lease-renew-period=20s", "--sim-node-status-report-period=10m",
+		}, withDefaults(func(c *Config) {
+			c.SimKubeletQPS, c.SimKubeletBurst = 500, 1000
+			c.SimNodeLeaseDuration, c.SimNodeLeaseRenewPeriod, c.SimNodeStatusReportPeriod = time.Minute, 20*time.Second, 10*time.Minute
+		})},
+		{"sim kubelet renewing as the kubelet", []string{"--sim-node-lease-duration=20s", "--sim-node-lease-renew-period=0"},
+			withDefaults(func(c *Config) { c.SimNodeLeaseDuration, c.SimNodeLeaseRenewPeriod = 20*time.Second, 0 })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -100,6 +109,22 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"negative evict retries", append(ok, "--machine-max-evict-retries=-1"), "--machine-max-evict-retries must not be negative, got -1"},
 		{"sim state file without the sim driver", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset", "--sim-state-file=/tmp/x"},
 			`--sim-state-file is for --driver=sim, not ""`},
+		{"sim kubelet flag without the sim driver", []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--controllers=machineset", "--sim-kubelet-qps=50"},
+			`--sim-kubelet-qps is for --driver=sim, not ""`},
+		{"sim kubelet flag without a target cluster", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--driver", "sim", "--sim-node-lease-renew-period=20s"},
+			"--sim-node-lease-renew-period contradicts --target-kubeconfig=none: without a target cluster there is no simulated kubelet"},
+		{"bad sim kubelet rate", append(ok, "--sim-kubelet-qps=0", "--sim-kubelet-burst=0"),
+			"--sim-kubelet-qps must be positive, got 0; --sim-kubelet-burst must be at least 1, got 0"},
+		{"sim lease of fractional seconds", append(ok, "--sim-node-lease-duration=1500ms"),
+			"--sim-node-lease-duration must be whole seconds (a lease holds seconds), got 1.5s"},
+		{"sim lease too short", append(ok, "--sim-node-lease-duration=0s"), "--sim-node-lease-duration must be at least 1s, got 0s"},
+		{"sim renew period not shorter than the lease", append(ok, "--sim-node-lease-duration=30s", "--sim-node-lease-renew-period=30s"),
+			"--sim-node-lease-renew-period (30s) must be shorter than --sim-node-lease-duration (30s), or the leases expire between renewals"},
+		{"sim renew period negative", append(ok, "--sim-node-lease-renew-period=-1s"), "--sim-node-lease-renew-period must not be negative, got -1s"},
+		{"sim renew period below the sync period", append(ok, "--sim-node-lease-renew-period=100ms"),
+			"--sim-node-lease-renew-period must be at least the simulated kubelet's sync period 250ms, got 100ms"},
+		{"sim status report period zero", append(ok, "--sim-node-status-report-period=0s"),
+			"--sim-node-status-report-period must be at least the simulated kubelet's sync period 250ms, got 0s"},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
 			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 15m0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},

@@ -1,13 +1,16 @@
 package manager
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
@@ -19,6 +22,13 @@ type DriverEnv struct {
 	Config Config
 	// Target is the target cluster's client, nil with --target-kubeconfig=none.
 	Target kubernetes.Interface
+	// TargetConfig is the target cluster's client configuration, nil with
+	// --target-kubeconfig=none. A driver that talks to the target cluster
+	// on its own account builds a client of its own from a copy
+	// (rest.CopyConfig), with its own rate limit and user agent, rather than
+	// share Target's limit with the controllers: either would starve the
+	// other.
+	TargetConfig *rest.Config
 	// Logger for the driver.
 	Logger logr.Logger
 	// Registerer is the manager's metrics registry. The machine controller
@@ -58,6 +68,10 @@ const (
 	simDeleteDelay = 2 * time.Second
 )
 
+// SimKubeletUserAgent is the user agent of the sim driver's simulated
+// kubelet, so that its requests can be told from the controllers'.
+const SimKubeletUserAgent = "mcm-reference/sim-kubelet"
+
 // SimDriverOptions configure the "sim" driver beyond the manager's flags.
 type SimDriverOptions struct {
 	// StateFile keeps the simulated cloud in this file (see the state file
@@ -72,19 +86,62 @@ type SimDriverOptions struct {
 	// a leader and its standby, must not share a file. Empty keeps the
 	// cloud in memory.
 	StateFile string
+	// KubeletQPS and KubeletBurst limit the simulated kubelet's client of
+	// the target cluster, its own one, built from DriverEnv.TargetConfig:
+	// its lease renewals alone take nodes/NodeLeaseRenewPeriod requests per
+	// second, which on the controllers' client would starve them and be
+	// starved by them until nodes flap NotReady. Zero means
+	// DefaultSimKubeletQPS and DefaultSimKubeletBurst. A caller whose
+	// DriverEnv has a Target but no TargetConfig (a test with a fake
+	// clientset) gets a kubelet on Target, with Target's limit.
+	KubeletQPS   float64
+	KubeletBurst int
+	// NodeLeaseDuration, NodeLeaseRenewPeriod and NodeStatusReportPeriod
+	// are the simulated kubelet's LeaseDuration, LeaseRenewPeriod and
+	// StatusReportPeriod (sim.KubeletOptions); zero means sim's defaults.
+	// kube-controller-manager's --node-monitor-grace-period must exceed
+	// the renew period with margin.
+	NodeLeaseDuration      time.Duration
+	NodeLeaseRenewPeriod   time.Duration
+	NodeStatusReportPeriod time.Duration
+}
+
+// validate refuses what the kubelet would otherwise change silently.
+func (o SimDriverOptions) validate() error {
+	switch {
+	case o.KubeletQPS < 0 || o.KubeletBurst < 0:
+		return fmt.Errorf("negative kubelet QPS %v or burst %d", o.KubeletQPS, o.KubeletBurst)
+	case o.NodeLeaseDuration < 0 || o.NodeLeaseRenewPeriod < 0 || o.NodeStatusReportPeriod < 0:
+		return fmt.Errorf("negative node lease duration %v, renew period %v or status report period %v",
+			o.NodeLeaseDuration, o.NodeLeaseRenewPeriod, o.NodeStatusReportPeriod)
+	case o.NodeLeaseDuration%time.Second != 0:
+		return fmt.Errorf("node lease duration %v is not whole seconds", o.NodeLeaseDuration)
+	}
+	return nil
 }
 
 // NewSimDriver is the "sim" driver as the flags configure it: its cloud in
-// --sim-state-file, or in memory without it.
+// --sim-state-file, or in memory without it, and its kubelet as the
+// --sim-kubelet-* and --sim-node-* flags say.
 func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, error) {
-	return SimDriver(SimDriverOptions{StateFile: env.Config.SimStateFile})(ctx, env)
+	c := env.Config
+	return SimDriver(SimDriverOptions{
+		StateFile:              c.SimStateFile,
+		KubeletQPS:             c.SimKubeletQPS,
+		KubeletBurst:           c.SimKubeletBurst,
+		NodeLeaseDuration:      c.SimNodeLeaseDuration,
+		NodeLeaseRenewPeriod:   c.SimNodeLeaseRenewPeriod,
+		NodeStatusReportPeriod: c.SimNodeStatusReportPeriod,
+	})(ctx, env)
 }
 
 // SimDriver returns the factory of the "sim" driver: a simulated cloud
 // (driver/sim) run by this process. With a target cluster its background
 // Runnable is a sim.Kubelet that registers a Node for every running VM and
 // keeps it Ready, so machines go Pending → Running as with a real cloud;
-// without one, machines become Available. It is for demos and tests.
+// without one, machines become Available. The kubelet talks to the target
+// cluster through a client of its own (user agent SimKubeletUserAgent,
+// rate limit KubeletQPS and KubeletBurst). It is for demos and tests.
 //
 // Without opts.StateFile the cloud's VMs are in memory: when the process
 // ends they are gone, and the next manager, a restarted one or a new
@@ -93,6 +150,9 @@ func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, 
 // manager finds its VMs, and Nodes, where the last one left them.
 func SimDriver(opts SimDriverOptions) DriverFactory {
 	return func(_ context.Context, env DriverEnv) (driver.Driver, Runnable, error) {
+		if err := opts.validate(); err != nil {
+			return nil, nil, fmt.Errorf("sim driver: %w", err)
+		}
 		cloud, err := sim.New(sim.Options{
 			Seed:        uint64(time.Now().UnixNano()),
 			BootDelay:   simBootDelay,
@@ -103,16 +163,44 @@ func SimDriver(opts SimDriverOptions) DriverFactory {
 		if err != nil {
 			return nil, nil, fmt.Errorf("sim driver: %w", err)
 		}
-		if env.Target == nil {
+		if env.Target == nil && env.TargetConfig == nil {
 			return cloud.Driver(), nil, nil
 		}
-		// The cloud's ID, kept in the state file, as the kubelet's identity:
-		// the kubelet of a restarted manager then renews the leases of the
-		// Nodes its predecessor registered instead of leaving them alone.
-		kubelet := sim.NewKubelet(cloud, env.Target, sim.KubeletOptions{Identity: cloud.ID()})
+		client := env.Target
+		if env.TargetConfig != nil {
+			if client, err = kubernetes.NewForConfig(simKubeletConfig(env.TargetConfig, opts)); err != nil {
+				return nil, nil, fmt.Errorf("sim driver: kubelet client: %w", err)
+			}
+		}
+		kubelet := sim.NewKubelet(cloud, client, sim.KubeletOptions{
+			// The cloud's ID, kept in the state file, as the kubelet's
+			// identity: the kubelet of a restarted manager then renews the
+			// leases of the Nodes its predecessor registered instead of
+			// leaving them alone.
+			Identity:           cloud.ID(),
+			LeaseDuration:      opts.NodeLeaseDuration,
+			LeaseRenewPeriod:   opts.NodeLeaseRenewPeriod,
+			StatusReportPeriod: opts.NodeStatusReportPeriod,
+		})
 		run := func(ctx context.Context) error {
 			return kubelet.Run(logr.NewContext(ctx, env.Logger))
 		}
 		return cloud.Driver(), run, nil
 	}
+}
+
+// simKubeletConfig is the simulated kubelet's own client configuration of
+// the target cluster: a copy of cfg with the kubelet's rate limit and user
+// agent. It speaks protobuf, as the kubelet does: encoding and decoding
+// thousands of leases and nodes costs the API server and this process
+// several times less than JSON.
+func simKubeletConfig(cfg *rest.Config, opts SimDriverOptions) *rest.Config {
+	c := rest.CopyConfig(cfg)
+	c.QPS = float32(cmp.Or(opts.KubeletQPS, DefaultSimKubeletQPS))
+	c.Burst = cmp.Or(opts.KubeletBurst, DefaultSimKubeletBurst)
+	c.RateLimiter = nil // a limiter in cfg would be shared, and override QPS and Burst
+	c.UserAgent = SimKubeletUserAgent
+	c.ContentType = runtime.ContentTypeProtobuf
+	c.AcceptContentTypes = runtime.ContentTypeProtobuf + "," + runtime.ContentTypeJSON
+	return c
 }

@@ -209,7 +209,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	if m.cfg.Driver != "" {
 		var background Runnable
 		cc.Driver, background, err = m.opts.Drivers[m.cfg.Driver](ctx, DriverEnv{
-			Config: m.cfg, Target: cc.TargetCore, Logger: log.WithName("driver"), Registerer: m.reg,
+			Config: m.cfg, Target: cc.TargetCore, TargetConfig: targetCfg, Logger: log.WithName("driver"), Registerer: m.reg,
 		})
 		if err != nil {
 			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
