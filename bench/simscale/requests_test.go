@@ -13,7 +13,7 @@ import (
 )
 
 // requestCounts are the API server's apiserver_request_total, summed by
-// verb and resource (with subresource).
+// verb and resource (with subresource), failed requests by code apart.
 type requestCounts map[string]float64
 
 // scrapeRequests reads the API server's request counters from its /metrics.
@@ -45,6 +45,9 @@ func scrapeRequests(ctx context.Context, client kubernetes.Interface) (requestCo
 		key := labels["verb"] + " " + labels["resource"]
 		if sub := labels["subresource"]; sub != "" {
 			key += "/" + sub
+		}
+		if code := labels["code"]; !strings.HasPrefix(code, "2") {
+			key += " (" + code + ")" // failed requests apart: a retry loop shows
 		}
 		counts[key] += value
 	}

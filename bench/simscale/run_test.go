@@ -3,12 +3,15 @@ package simscale
 import (
 	"bufio"
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -54,6 +57,7 @@ type result struct {
 	flapSamples              string
 	requests                 requestCounts // of the whole run
 	requestsStable           requestCounts // of the stable period
+	writersStable            string        // who wrote in the stable period
 }
 
 func newRun(b *testing.B, env *testenv.Env, machines int) *run {
@@ -155,7 +159,40 @@ func (r *run) scale(b *testing.B, stable time.Duration) result {
 	}
 	res.requests = after.minus(before)
 	res.requestsStable = after.minus(stableRequests)
+	res.writersStable = r.writersSince(ctx, stableStart)
 	return res
+}
+
+// writersSince says who wrote to the cluster, from what is left behind:
+// the run's events by source and reason, and by field manager the nodes'
+// writes since start. The API server counts requests by resource
+// only.
+func (r *run) writersSince(ctx context.Context, start time.Time) string {
+	var b strings.Builder
+	events, err := r.core.CoreV1().Events("").List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	by := map[string]int{}
+	for _, e := range events.Items {
+		// All of the run's: the cluster is the run's own.
+		by[fmt.Sprintf("events of the run: %s %s (%s)", cmp.Or(e.Source.Component, e.ReportingController), e.Reason, e.InvolvedObject.Kind)] += int(max(e.Count, 1))
+	}
+	nodes, err := r.core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return err.Error()
+	}
+	for _, n := range nodes.Items {
+		for _, f := range n.ManagedFields {
+			if f.Time != nil && !f.Time.Time.Before(start) {
+				by[fmt.Sprintf("nodes last written by %s (%s %s)", f.Manager, f.Operation, f.Subresource)]++
+			}
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(by), func(a, b string) int { return cmp.Compare(by[b], by[a]) })[:min(10, len(by))] {
+		fmt.Fprintf(&b, "  %6d %s\n", by[k], k)
+	}
+	return b.String()
 }
 
 // machineCPU returns the busy and total jiffies of all CPUs since boot,

@@ -93,6 +93,7 @@ func BenchmarkSimMachines(b *testing.B) {
 		float64(res.requests.total())/res.total.Seconds(), res.requests.top(12))
 	progress("API requests of the stable period: %.0f/s; busiest:\n%s",
 		float64(res.requestsStable.total())/res.stable.Seconds(), res.requestsStable.top(8))
+	progress("writers in the stable period:\n%s", res.writersStable)
 	b.ReportMetric(res.toRunning.Seconds(), "s-to-running")
 	b.ReportMetric(float64(res.peakRSS)/(1<<20), "MiB-peak-rss")
 	b.ReportMetric(res.cpu.Seconds(), "manager-cpu-s")
