@@ -19,7 +19,7 @@
 //     retry policy, instead of the backoff; it is never given up;
 //   - an error saying the API server is out of reach (connection refused,
 //     reset or timed out; 503, 504, 429): the key comes back within
-//     Options.UnreachableMaxDelay (5s by default) and is never given up, so
+//     Options.UnreachableMaxDelay (2s by default) and is never given up, so
 //     an outage neither drops keys nor leaves them waiting on a backoff
 //     grown while the server was down;
 //   - a panic: recovered and handled like an error, with the panic value in

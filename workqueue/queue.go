@@ -28,7 +28,7 @@ const (
 	DefaultMaxDelay = 1000 * time.Second
 	// DefaultUnreachableMaxDelay caps the backoff of a key whose last
 	// failure was an unreachable API server.
-	DefaultUnreachableMaxDelay = 5 * time.Second
+	DefaultUnreachableMaxDelay = 2 * time.Second
 )
 
 // The overall token bucket of the default rate limiter, as in client-go's

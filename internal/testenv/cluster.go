@@ -37,6 +37,14 @@ type cluster struct {
 	kubeconfig string
 	config     *rest.Config
 	procs      processGroup
+
+	// apiserver and startAPIServer let a test stop the API server and
+	// start it again with the same flags (outage.go).
+	apiserver      *process
+	startAPIServer func(context.Context) (*process, error)
+	// kcm and startKCM restart kube-controller-manager after an outage.
+	kcm      *process
+	startKCM func(context.Context) (*process, error)
 }
 
 // startCluster starts etcd, kube-apiserver, kube-controller-manager and
@@ -131,35 +139,39 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 		return err
 	}
 
-	apiserver, err := c.run(binDir, "kube-apiserver",
-		"--etcd-servers=http://127.0.0.1:"+strconv.Itoa(etcdClient),
+	apiserverArgs := []string{
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		// The endpoint reconciler refuses loopback addresses, and nothing
 		// here reaches the API server through the kubernetes service.
 		"--endpoint-reconciler-type=none",
-		"--secure-port="+strconv.Itoa(apiPort),
-		"--cert-dir="+filepath.Join(c.dir, "pki"),
-		"--tls-cert-file="+keys.servingCert,
-		"--tls-private-key-file="+keys.servingKey,
-		"--client-ca-file="+keys.caCert,
-		"--token-auth-file="+tokenPath,
+		"--secure-port=" + strconv.Itoa(apiPort),
+		"--cert-dir=" + filepath.Join(c.dir, "pki"),
+		"--tls-cert-file=" + keys.servingCert,
+		"--tls-private-key-file=" + keys.servingKey,
+		"--client-ca-file=" + keys.caCert,
+		"--token-auth-file=" + tokenPath,
 		"--authorization-mode=Node,RBAC",
 		"--service-account-issuer=https://kubernetes.default.svc.cluster.local",
-		"--service-account-key-file="+keys.saPub,
-		"--service-account-signing-key-file="+keys.saKey,
-		"--service-cluster-ip-range="+serviceCIDR,
+		"--service-account-key-file=" + keys.saPub,
+		"--service-account-signing-key-file=" + keys.saKey,
+		"--service-cluster-ip-range=" + serviceCIDR,
 		"--allow-privileged=true",
 		"--profiling=false",
-	)
-	if err != nil {
-		return err
 	}
-	if err := waitHealthy(ctx, apiserver, server+"/readyz", c.config); err != nil {
+	c.startAPIServer = func(ctx context.Context) (*process, error) {
+		p, err := c.run(binDir, "kube-apiserver", apiserverArgs...)
+		if err != nil {
+			return nil, err
+		}
+		return p, waitHealthy(ctx, p, server+"/readyz", c.config)
+	}
+	if c.apiserver, err = c.startAPIServer(ctx); err != nil {
 		return err
 	}
 
-	kcm, err := c.run(binDir, "kube-controller-manager", append(c.componentFlags("controller-manager", kcmPort),
+	kcmArgs := append(c.componentFlags("controller-manager", kcmPort),
 		"--controllers=*",
 		// Each controller gets its own service account, as in production
 		// clusters, so RBAC gaps show up here rather than in a user's cluster.
@@ -173,10 +185,20 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 		"--concurrent-gc-syncs=5",
 		"--node-monitor-period=2s",
 		"--node-monitor-grace-period="+cmp.Or(cp.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod).String(),
-	)...)
+	)
+	kcmHealthz := "https://127.0.0.1:" + strconv.Itoa(kcmPort) + "/healthz"
+	c.startKCM = func(ctx context.Context) (*process, error) {
+		p, err := c.run(binDir, "kube-controller-manager", kcmArgs...)
+		if err != nil {
+			return nil, err
+		}
+		return p, waitHealthy(ctx, p, kcmHealthz, insecureLocal)
+	}
+	kcm, err := c.run(binDir, "kube-controller-manager", kcmArgs...)
 	if err != nil {
 		return err
 	}
+	c.kcm = kcm
 	sched, err := c.run(binDir, "kube-scheduler", c.componentFlags("scheduler", schedPort)...)
 	if err != nil {
 		return err

@@ -64,14 +64,24 @@
 //   - it is a standby (leader election on, lease held by another instance
 //     or by nobody yet): it is ready because it can take over at once, and
 //     a Deployment rollout must not wait for it to lead; or
-//   - it reconciles (it leads, or leader election is off) and every
-//     informer cache of its controllers has synced.
+//   - it reconciles (it leads, or leader election is off), every informer
+//     cache of its controllers has synced, and none of its informers
+//     fails to list or watch.
 //
 // Otherwise it is 503 with the reason: waiting for an API server or the
-// CRDs, a new leader whose caches are syncing, or shutting down. Later API
-// server outages do not flip readiness; the informers retry by themselves.
-// While the safety controller is frozen by such an outage, /readyz stays
-// 200 and says so.
+// CRDs, a new leader whose caches are syncing, informers that cannot list
+// or watch (each named with its cluster, the error and since when: an API
+// server out of reach, a CRD removed, RBAC that no longer allows it), or
+// shutting down. A failure counts until a list or watch of that resource
+// succeeds, or for 90s if none is tried again. Lists and watches that are
+// refused are retried every second instead of failing to the informer,
+// whose own backoff would grow to 30s, so the caches follow the cluster
+// again within a second of an outage's end. The safety controller's freeze
+// during an outage is not unreadiness: once the informers list again,
+// /readyz is 200 and says that the manager is frozen, while it is.
+//
+// A stored machine object that cannot be decoded (see package tolerant)
+// does not make the manager unready: it is reported and left out.
 //
 // # Metrics
 //

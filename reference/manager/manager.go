@@ -208,8 +208,15 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 
 	if m.cfg.Driver != "" {
 		var background Runnable
+		// The driver's own clients (the sim's kubelet) recover from an
+		// outage as fast as the controllers' do, but /readyz is about the
+		// controllers' informers only.
+		driverTarget := targetCfg
+		if driverTarget != nil {
+			driverTarget = retryRefusedListWatch(driverTarget)
+		}
 		cc.Driver, background, err = m.opts.Drivers[m.cfg.Driver](ctx, DriverEnv{
-			Config: m.cfg, Target: cc.TargetCore, TargetConfig: targetCfg, Logger: log.WithName("driver"), Registerer: m.reg,
+			Config: m.cfg, Target: cc.TargetCore, TargetConfig: driverTarget, Logger: log.WithName("driver"), Registerer: m.reg,
 		})
 		if err != nil {
 			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)

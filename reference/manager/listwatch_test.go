@@ -2,6 +2,7 @@ package manager
 
 import (
 	"errors"
+	"net"
 	"net/http"
 	"net/url"
 	"strings"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/google/go-cmp/cmp"
+	"k8s.io/client-go/rest"
 )
 
 func TestCollectionOf(t *testing.T) {
@@ -70,5 +72,62 @@ func TestListWatchHealth(t *testing.T) {
 	}
 	if ok, why := ready(); !ok {
 		t.Errorf("not ready after recovery: %q", why)
+	}
+}
+
+// TestListWatchRetriedWhileRefused: a list whose connection is refused is
+// tried again until the server answers, instead of failing to the informer
+// (whose backoff would grow to 30s), and /readyz hears of it meanwhile.
+func TestListWatchRetriedWhileRefused(t *testing.T) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := ln.Addr().String()
+	ln.Close() // refused until the server below starts
+
+	h := newListWatchHealth()
+	cfg := h.watch(&rest.Config{Host: "http://" + addr}, "control")
+	client, err := rest.HTTPClientFor(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan int, 1)
+	go func() {
+		resp, err := client.Get("http://" + addr + "/api/v1/nodes")
+		if err != nil {
+			done <- 0
+			return
+		}
+		resp.Body.Close()
+		done <- resp.StatusCode
+	}()
+	deadline := time.Now().Add(10 * time.Second)
+	for len(h.failures()) == 0 {
+		if time.Now().After(deadline) {
+			t.Fatal("the refused list was not recorded")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	if got := h.failures()[0]; !strings.HasPrefix(got, "nodes (control): ") || !strings.Contains(got, "connection refused") {
+		t.Errorf("failure %q", got)
+	}
+	ln, err = net.Listen("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) { w.WriteHeader(http.StatusOK) })}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	select {
+	case code := <-done:
+		if code != http.StatusOK {
+			t.Fatalf("the list ended with %d, want it retried until the server answered 200", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the list was not retried once the server was up")
+	}
+	if got := h.failures(); len(got) != 0 {
+		t.Errorf("failures %v after the list succeeded", got)
 	}
 }

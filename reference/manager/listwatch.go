@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	utilnet "k8s.io/apimachinery/pkg/util/net"
 	"k8s.io/client-go/rest"
 )
 
@@ -38,18 +39,51 @@ func newListWatchHealth() *listWatchHealth {
 	return &listWatchHealth{now: time.Now, failing: map[string]listWatchFailure{}}
 }
 
-// watch returns a copy of cfg whose requests h observes as cluster's.
+// listWatchRetryPeriod is how often a list or watch whose connection is
+// refused is tried again before its informer hears of the failure.
+const listWatchRetryPeriod = time.Second
+
+// watch returns a copy of cfg whose list and watch requests h observes as
+// cluster's and retries while refused (see retryRefusedListWatch).
 func (h *listWatchHealth) watch(cfg *rest.Config, cluster string) *rest.Config {
+	return listWatchTransport(cfg, h, cluster)
+}
+
+// retryRefusedListWatch returns a copy of cfg whose list and watch
+// requests are retried every listWatchRetryPeriod while the API server
+// refuses connections. client-go's reflectors back off up to 30s after
+// each failed list, and the shared informer factories offer no way to
+// shorten that: after an outage of a minute, caches would follow the
+// cluster again only up to half a minute after it is back. Retried here,
+// they do within a second.
+func retryRefusedListWatch(cfg *rest.Config) *rest.Config {
+	return listWatchTransport(cfg, nil, "")
+}
+
+// listWatchTransport retries refused lists and watches and, with h,
+// reports their outcomes to h as cluster's.
+func listWatchTransport(cfg *rest.Config, h *listWatchHealth, cluster string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {
 		return roundTripFunc(func(req *http.Request) (*http.Response, error) {
 			resource := collectionOf(req)
-			resp, err := rt.RoundTrip(req)
-			if resource == "" || req.Context().Err() != nil {
-				return resp, err
+			for {
+				resp, err := rt.RoundTrip(req)
+				if resource == "" || req.Context().Err() != nil {
+					return resp, err
+				}
+				if h != nil {
+					h.observe(resource+" ("+cluster+")", resp, err)
+				}
+				if !utilnet.IsConnectionRefused(err) {
+					return resp, err
+				}
+				select {
+				case <-req.Context().Done():
+					return resp, err
+				case <-time.After(listWatchRetryPeriod):
+				}
 			}
-			h.observe(resource+" ("+cluster+")", resp, err)
-			return resp, err
 		})
 	})
 	return cfg

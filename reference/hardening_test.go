@@ -1,0 +1,257 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/client-go/dynamic"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/tolerant"
+)
+
+var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
+
+// storeUnbounded stores the Machine m through a Machine CRD whose
+// creationTimeout has no rules, as an installation from before the rules
+// could hold it, and puts the CRD back.
+func storeUnbounded(t *testing.T, env *testenv.Env, m *unstructured.Unstructured) {
+	t.Helper()
+	ctx := context.Background()
+	dyn := dynamic.NewForConfigOrDie(env.Config())
+	crds := dyn.Resource(crdResource)
+	const name = "machines.machine.sapcloud.io"
+	original, err := crds.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	restore := func() {
+		current, err := crds.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Errorf("restoring the Machine CRD: %v", err)
+			return
+		}
+		back := original.DeepCopy()
+		back.SetResourceVersion(current.GetResourceVersion())
+		if _, err := crds.Update(ctx, back, metav1.UpdateOptions{}); err != nil {
+			t.Errorf("restoring the Machine CRD: %v", err)
+		}
+	}
+	defer restore()
+
+	loose := original.DeepCopy()
+	versions, _, _ := unstructured.NestedSlice(loose.Object, "spec", "versions")
+	for i := range versions {
+		v := versions[i].(map[string]any)
+		unstructured.RemoveNestedField(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "creationTimeout", "x-kubernetes-validations")
+		versions[i] = v
+	}
+	if err := unstructured.SetNestedSlice(loose.Object, versions, "spec", "versions"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := crds.Update(ctx, loose, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// The API server takes the new schema a moment later.
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		machines := dyn.Resource(v1alpha1.SchemeGroupVersion.WithResource("machines")).Namespace(m.GetNamespace())
+		_, err := machines.Create(ctx, m, metav1.CreateOptions{})
+		return err == nil, fmt.Sprintf("storing the machine: %v", err)
+	})
+}
+
+// TestUndecodableMachineDoesNotBlindTheManager: one stored Machine whose
+// creationTimeout overflows a Go duration (the typed decoder fails on it,
+// and with it every typed list of Machines) beside ten valid ones. The ten
+// reach Running, the bad one is named in an event and a metric, and the
+// manager is ready: its informers list and watch.
+func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mc := versioned.NewForConfigOrDie(env.Config())
+	createMachineObjects(t, env, mc, ns)
+
+	// A typed client cannot even hold the overflowing value.
+	storeUnbounded(t, env, &unstructured.Unstructured{Object: map[string]any{
+		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "Machine",
+		"metadata": map[string]any{"name": "poison", "namespace": ns},
+		"spec": map[string]any{
+			"class":           map[string]any{"kind": "MachineClass", "name": "sim"},
+			"creationTimeout": "99999999999h",
+		},
+	}})
+	if _, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{}); err == nil {
+		t.Fatal("a typed list of the namespace's machines works: the stored object is not undecodable")
+	}
+
+	suffix := randomSuffix(t)
+	var names []string
+	for i := range 10 {
+		name := fmt.Sprintf("ok-%s-%d", suffix, i)
+		names = append(names, name)
+		createMachine(t, mc, ns, name)
+	}
+	in := start(t, binary(t), "manager", "--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
+		"--namespace", ns, "--driver", "sim", "--leader-elect=false")
+	for _, name := range names {
+		waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
+	}
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + tolerant.ReasonUndecodable})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, e := range events.Items {
+			if e.InvolvedObject.Name == "poison" && e.InvolvedObject.Kind == "Machine" && e.Type == corev1.EventTypeWarning &&
+				strings.Contains(e.Message, `invalid duration "99999999999h"`) {
+				return true, ""
+			}
+		}
+		return false, fmt.Sprintf("no %s event on machine poison among %d", tolerant.ReasonUndecodable, len(events.Items))
+	})
+	_, metrics := in.get("/metrics")
+	if want := fmt.Sprintf(`mcm_undecodable_objects{kind="Machine",name="poison",namespace=%q} 1`, ns); !strings.Contains(metrics, want) {
+		t.Errorf("/metrics lacks %s", want)
+	}
+	if code, body := in.get("/readyz"); code != 200 {
+		t.Errorf("/readyz %d %q: an undecodable object must not make the manager unready", code, body)
+	}
+	// No controller saw it, so it has no finalizer; deleting it clears
+	// the metric.
+	if err := mc.MachineV1alpha1().Machines(ns).Delete(ctx, "poison", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		_, metrics := in.get("/metrics")
+		return !strings.Contains(metrics, `name="poison"`), "mcm_undecodable_objects still names poison"
+	})
+}
+
+// TestAPIServerOutageDuringCreation: the API server is down for 60s while
+// 30 machines are being created. The manager survives, says on /readyz
+// which informers cannot list or watch, and once the server is back every
+// machine is Running within 15s, none was Failed, and the cloud holds
+// exactly one VM per machine.
+func TestAPIServerOutageDuringCreation(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mc := versioned.NewForConfigOrDie(env.Config())
+	createMachineObjects(t, env, mc, ns)
+	state := filepath.Join(t.TempDir(), "cloud.json")
+	// The client budget is raised: recovery is measured here, not the
+	// default 20 QPS, which 30 machines' creations (about ten writes each)
+	// alone would take 15s of.
+	in := start(t, binary(t), "manager", "--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
+		"--namespace", ns, "--driver", "sim", "--sim-state-file", state, "--leader-elect=false",
+		"--kube-api-qps=100", "--kube-api-burst=200")
+	testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
+		code, body := in.get("/readyz")
+		return code == 200, body
+	})
+
+	suffix := randomSuffix(t)
+	var names []string
+	for i := range 30 {
+		name := fmt.Sprintf("o-%s-%d", suffix, i)
+		names = append(names, name)
+		createMachine(t, mc, ns, name)
+	}
+	// Mid-creation: some machines have their VM, not all are Running.
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		list, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		withVM := 0
+		for _, m := range list.Items {
+			if m.Spec.ProviderID != "" {
+				withVM++
+			}
+		}
+		return withVM >= 3, fmt.Sprintf("%d of 30 machines have a VM", withVM)
+	})
+	env.StopAPIServer()
+	outageEnds := time.Now().Add(60 * time.Second)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = env.StartAPIServer(ctx)
+		}
+		if err := env.RestartControllerManager(ctx); err != nil {
+			t.Errorf("restarting kube-controller-manager for the next tests: %v", err)
+		}
+	}()
+	testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
+		code, body := in.get("/readyz")
+		return code == 503 && strings.Contains(body, "informers cannot list or watch:") &&
+			strings.Contains(body, "machines (control): ") && strings.Contains(body, "connection refused"), fmt.Sprintf("/readyz %d %q", code, body)
+	})
+	time.Sleep(time.Until(outageEnds))
+	select {
+	case err := <-in.done:
+		t.Fatalf("the manager exited during the outage: %v", err)
+	default:
+	}
+	if err := env.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+	back := time.Now()
+
+	seen := "no list yet"
+	testenv.Eventually(t, 15*time.Second, func(ctx context.Context) (bool, string) {
+		list, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, fmt.Sprintf("%v; last seen: %s", err, seen)
+		}
+		phases := map[v1alpha1.MachinePhase]int{}
+		for _, m := range list.Items {
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+				t.Fatalf("machine %s Failed after the outage: %s", m.Name, m.Status.LastOperation.Description)
+			}
+			phases[m.Status.CurrentStatus.Phase]++
+		}
+		var pending []string
+		for _, m := range list.Items {
+			if m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning {
+				pending = append(pending, fmt.Sprintf("%s (%s)", m.Name, m.Status.LastOperation.Description))
+			}
+		}
+		seen = fmt.Sprintf("machines by phase %v, want all %d Running; not Running: %v", phases, len(names), pending)
+		return phases[v1alpha1.MachineRunning] == len(names), seen
+	})
+	t.Logf("all %d machines Running %v after the API server was back", len(names), time.Since(back).Round(100*time.Millisecond))
+
+	cloud, err := sim.New(sim.Options{StateFile: state})
+	if err != nil {
+		t.Fatal(err)
+	}
+	perMachine := map[string]int{}
+	for _, vm := range cloud.VMs() {
+		perMachine[vm.MachineName]++
+	}
+	for _, name := range names {
+		if perMachine[name] != 1 {
+			t.Errorf("machine %s has %d VMs, want 1", name, perMachine[name])
+		}
+	}
+	if len(perMachine) != len(names) {
+		t.Errorf("VMs of %d machines, want %d: %v", len(perMachine), len(names), perMachine)
+	}
+	if code, body := in.get("/readyz"); code != 200 {
+		t.Errorf("/readyz %d %q after the outage", code, body)
+	}
+}
