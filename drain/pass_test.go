@@ -792,7 +792,11 @@ func TestPassAPIRequests(t *testing.T) {
 			}
 			var got []string
 			for _, a := range c.client.Actions() {
-				got = append(got, describeAction(a))
+				// A pass never watches: a watch is an informer's, which
+				// may start just after its cache synced.
+				if a.GetVerb() != "watch" {
+					got = append(got, describeAction(a))
+				}
 			}
 			slices.Sort(got)
 			if diff := cmp.Diff(tt.want, got); diff != "" {

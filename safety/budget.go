@@ -33,6 +33,11 @@ type BudgetOptions struct {
 	// percentage of the deployment's machines (rounded down, at least 1).
 	// Nil means 1.
 	Max *intstr.IntOrString
+	// MaxUnhealthy, when set, lets no machine of a deployment be replaced
+	// while more of its machines are unhealthy (Unknown or Failed) than
+	// this number or percentage (rounded down): see Options.MaxUnhealthy
+	// of the controller. Nil means no such limit.
+	MaxUnhealthy *intstr.IntOrString
 	// HoldTTL: see DefaultHoldTTL. Zero means DefaultHoldTTL.
 	HoldTTL time.Duration
 	// Clock is the time source. Nil means the real clock.
@@ -41,10 +46,11 @@ type BudgetOptions struct {
 
 // Budget is the replacement budget. Create it with NewBudget.
 type Budget struct {
-	machines cache.Indexer
-	max      intstr.IntOrString
-	ttl      time.Duration
-	clock    clock.PassiveClock
+	machines     cache.Indexer
+	max          intstr.IntOrString
+	maxUnhealthy *intstr.IntOrString
+	ttl          time.Duration
+	clock        clock.PassiveClock
 
 	mu sync.Mutex
 	// held: machines this budget allowed to be replaced, by deployment key,
@@ -66,6 +72,10 @@ func NewBudget(machines machineinformers.MachineInformer, opts BudgetOptions) (*
 			return nil, fmt.Errorf("safety: %w", err)
 		}
 	}
+	if err := validMaxUnhealthy(opts.MaxUnhealthy); err != nil {
+		return nil, fmt.Errorf("safety: %w", err)
+	}
+	b.maxUnhealthy = opts.MaxUnhealthy
 	if b.ttl < 0 {
 		return nil, fmt.Errorf("safety: HoldTTL must not be negative, got %v", b.ttl)
 	}
@@ -120,11 +130,13 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 	defer b.mu.Unlock()
 	inFlight := map[string]bool{}
 	present := map[string]bool{}
+	siblings := make([]*v1alpha1.Machine, 0, len(objs))
 	for _, o := range objs {
 		s, ok := o.(*v1alpha1.Machine)
 		if !ok {
 			continue
 		}
+		siblings = append(siblings, s)
 		key := machineKey(s)
 		present[key] = true
 		if s.DeletionTimestamp != nil || s.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
@@ -138,6 +150,11 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 		}
 		if key != self {
 			inFlight[key] = true
+		}
+	}
+	if b.maxUnhealthy != nil {
+		if r := assessRemediation(siblings, *b.maxUnhealthy); r.Blocked() {
+			return false, r.message(deploymentOf(m))
 		}
 	}
 	limit, _ := resolveMax(b.max, len(objs)) // validated by NewBudget

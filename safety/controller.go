@@ -13,6 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -117,6 +118,16 @@ type Options struct {
 	// written only after its node joined. Zero means
 	// v1alpha1.DefaultMachineCreationTimeout, as the machine controller.
 	CreationTimeout time.Duration
+	// MaxUnhealthy turns on the remediation short-circuit (beyond MCM, as
+	// Cluster API's MachineHealthCheck): while more of a deployment's
+	// machines are unhealthy (Unknown or Failed) than this number or
+	// percentage (rounded down), ReplacementGate lets none of them be
+	// replaced, and the deployment's ConditionRemediationAllowed is False
+	// with an event. Nil turns it off, as in MCM.
+	MaxUnhealthy *intstr.IntOrString
+	// MaxReplacements bounds the replacements in flight per deployment
+	// (see BudgetOptions.Max). Nil means 1, as in MCM.
+	MaxReplacements *intstr.IntOrString
 
 	// Logger is used where no context carries one.
 	Logger logr.Logger
@@ -138,6 +149,9 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.CreationTimeout == 0 {
 		o.CreationTimeout = v1alpha1.DefaultMachineCreationTimeout
+	}
+	if err := validMaxUnhealthy(o.MaxUnhealthy); err != nil {
+		return o, err
 	}
 	if o.StatusCheckPeriod < 0 || o.StatusCheckTimeout < 0 {
 		return o, fmt.Errorf("StatusCheckPeriod and StatusCheckTimeout must not be negative, got %v and %v", o.StatusCheckPeriod, o.StatusCheckTimeout)
@@ -210,6 +224,9 @@ type Controller struct {
 	secrets        corelisters.SecretLister
 	suspects       suspects
 	orphansDeleted prometheus.Counter
+
+	// budget is the replacement gate the machine controller asks.
+	budget *Budget
 }
 
 // NewController returns a safety controller on client (the control
@@ -234,6 +251,9 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	}
 	c := &Controller{client: client, target: target, opts: o,
 		sets: inf.MachineSets.Lister(), deployments: inf.Deployments.Lister(), machines: inf.Machines.Lister()}
+	if c.budget, err = NewBudget(inf.Machines, BudgetOptions{Max: o.MaxReplacements, MaxUnhealthy: o.MaxUnhealthy, Clock: o.Clock}); err != nil {
+		return nil, err
+	}
 	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
 	if c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot), qopts); err != nil {
 		return nil, fmt.Errorf("safety: %w", err)
@@ -273,8 +293,17 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		h cache.ResourceEventHandler
 	}{
 		// A machine that appears may push its set over the limit; one that
-		// goes may bring it back under.
-		{inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, DeleteFunc: namespaceOf}},
+		// goes may bring it back under. With MaxUnhealthy, one whose phase
+		// changes may start or end a deployment's short-circuit.
+		{inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, DeleteFunc: namespaceOf,
+			UpdateFunc: func(oldObj, obj any) {
+				old, ok1 := oldObj.(*v1alpha1.Machine)
+				m, ok2 := obj.(*v1alpha1.Machine)
+				if o.MaxUnhealthy != nil && ok1 && ok2 &&
+					(old.Status.CurrentStatus.Phase != m.Status.CurrentStatus.Phase || (old.DeletionTimestamp == nil) != (m.DeletionTimestamp == nil)) {
+					namespaceOf(m)
+				}
+			}}},
 		// Labels, annotations (unfreeze) and replicas of sets and
 		// deployments move the limits.
 		{inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{AddFunc: namespaceOf, UpdateFunc: func(_, obj any) { namespaceOf(obj) }}},
@@ -357,6 +386,11 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	return workqueue.RunAll(ctx, runs...)
 }
 
+// ReplacementGate is the replacement budget of the controller's options
+// (MaxReplacements, MaxUnhealthy), for the machine controller's
+// Options.ReplacementGate.
+func (c *Controller) ReplacementGate() *Budget { return c.budget }
+
 // checkOvershoot is one overshoot check of a namespace: observe (caches),
 // plan (planOvershoot), apply.
 func (c *Controller) checkOvershoot(ctx context.Context, namespace string) (workqueue.Result, error) {
@@ -376,6 +410,7 @@ func (c *Controller) checkOvershoot(ctx context.Context, namespace string) (work
 	for _, ch := range planOvershoot(sets, deployments, machines, thresholds{up: c.opts.SafetyUp, down: c.opts.SafetyDown}) {
 		errs = append(errs, c.applyFreeze(ctx, namespace, ch))
 	}
+	errs = append(errs, c.checkRemediation(ctx, namespace, deployments, machines))
 	if err := errors.Join(errs...); err != nil {
 		return workqueue.Result{}, err
 	}

@@ -69,6 +69,21 @@
 // those sharing the "name" label (v1alpha1.MachineDeploymentNameLabelKey)
 // in one namespace, as in Gardener MCM.
 //
+// With BudgetOptions.MaxUnhealthy (Options.MaxUnhealthy of the
+// controller, --machine-max-unhealthy of the reference binary; off by
+// default, as in MCM) the budget also short-circuits, as Cluster API's
+// MachineHealthCheck does: while more of a deployment's machines are
+// unhealthy (Unknown or Failed, not being deleted) than that number or
+// percentage, none of them is marked Failed, however long its health
+// timeout has run out — so many machines failing at once is taken for an
+// outage of a zone, the network or the API server, not for broken
+// machines. The controller says so on the deployment: condition
+// mcmkit.io/RemediationAllowed False (reason TooManyUnhealthy, with the
+// counts) and a RemediationShortCircuited event; True and a
+// RemediationResumed event once few enough are unhealthy. Its
+// ReplacementGate is the budget with those options, for the machine
+// controller.
+//
 // The budget counts from the informer cache, plus the machines it allowed
 // whose Failed phase the cache does not show yet, so two workers, or a
 // lagging cache, cannot take the same last slot twice. It holds its lock
@@ -90,7 +105,8 @@
 //		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
 //		Machines:    mf.Machine().V1alpha1().Machines(),
 //		Nodes:       tf.Core().V1().Nodes(), // nil, with a nil targetClient, without a target cluster
-//	}, safety.Options{Registerer: registry})
+//	}, nil, safety.Options{Registerer: registry, MaxUnhealthy: ptr.To(intstr.FromString("40%"))})
 //	...
+//	// The machine controller takes sc.ReplacementGate() instead of its own budget.
 //	go sc.Run(ctx, 1)
 package safety

@@ -39,22 +39,8 @@ func TestIntegrationOvershootFreezes(t *testing.T) {
 	s := simstack.Start(t, simstack.Options{Deployments: true, Safety: true, MachineSet: machineset.Options{BurstReplicas: 1}})
 	ctx := context.Background()
 	mc := s.Machines.MachineV1alpha1()
-	surge, unavailable := intstr.FromInt32(1), intstr.FromInt32(0)
 	labels := map[string]string{"pool": "web"}
-	d := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: s.NS},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: 3,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: s.Class}},
-			},
-			Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: &surge, MaxUnavailable: &unavailable}}},
-		},
-	}
+	d := rollingDeployment(s, "web", 3, labels)
 	if _, err := mc.MachineDeployments(s.NS).Create(ctx, d, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -249,5 +235,25 @@ func TestIntegrationOrphanVMs(t *testing.T) {
 		if !alive(m.Spec.ProviderID) {
 			t.Errorf("machine %s lost its VM %s", m.Name, m.Spec.ProviderID)
 		}
+	}
+}
+
+// rollingDeployment is a MachineDeployment of s's class with replicas
+// machines labelled labels, rolled out one surge machine at a time.
+func rollingDeployment(s *simstack.Stack, name string, replicas int32, labels map[string]string) *v1alpha1.MachineDeployment {
+	surge, unavailable := intstr.FromInt32(1), intstr.FromInt32(0)
+	return &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: replicas,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: s.Class}},
+			},
+			Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
+					MaxSurge: &surge, MaxUnavailable: &unavailable}}},
+		},
 	}
 }

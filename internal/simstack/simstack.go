@@ -86,6 +86,34 @@ func Start(t *testing.T, opts Options) *Stack {
 		opts.Machine.HealthCheckPeriod = time.Second
 	}
 	var runs []func(context.Context) error
+	// The safety controller first: the others take its gates, as in the
+	// reference manager.
+	if opts.Safety {
+		sc, err := safety.NewController(s.Machines, s.Core, safety.Informers{
+			MachineSets: mf.Machine().V1alpha1().MachineSets(),
+			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+			Machines:    mf.Machine().V1alpha1().Machines(),
+			Nodes:       tf.Core().V1().Nodes(),
+			Classes:     mf.Machine().V1alpha1().MachineClasses(),
+			Secrets:     cf.Core().V1().Secrets(),
+		}, s.Cluster.Cloud.Driver(), opts.SafetyOptions)
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return sc.Run(ctx, 1) })
+		if opts.Machine.SafetyGate == nil {
+			opts.Machine.SafetyGate = sc
+		}
+		if opts.Machine.ReplacementGate == nil {
+			opts.Machine.ReplacementGate = sc.ReplacementGate()
+		}
+		if opts.MachineSet.SafetyGate == nil {
+			opts.MachineSet.SafetyGate = sc
+		}
+		if opts.Deployment.SafetyGate == nil {
+			opts.Deployment.SafetyGate = sc
+		}
+	}
 	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
 		Machines: mf.Machine().V1alpha1().Machines(),
 		Classes:  mf.Machine().V1alpha1().MachineClasses(),
@@ -117,20 +145,6 @@ func Start(t *testing.T, opts Options) *Stack {
 			t.Fatal(err)
 		}
 		runs = append(runs, func(ctx context.Context) error { return dctrl.Run(ctx, 2) })
-	}
-	if opts.Safety {
-		sc, err := safety.NewController(s.Machines, s.Core, safety.Informers{
-			MachineSets: mf.Machine().V1alpha1().MachineSets(),
-			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
-			Machines:    mf.Machine().V1alpha1().Machines(),
-			Nodes:       tf.Core().V1().Nodes(),
-			Classes:     mf.Machine().V1alpha1().MachineClasses(),
-			Secrets:     cf.Core().V1().Secrets(),
-		}, s.Cluster.Cloud.Driver(), opts.SafetyOptions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, func(ctx context.Context) error { return sc.Run(ctx, 1) })
 	}
 	runCtx, cancel := context.WithCancel(ctx)
 	mf.Start(runCtx.Done())

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"k8s.io/apimachinery/pkg/util/intstr"
+
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver/sim"
@@ -114,6 +116,11 @@ type Config struct {
 	// controller's overshoot check.
 	SafetyUp, SafetyDown int
 	OvershootPeriod      time.Duration
+	// MachineMaxUnhealthy, when not empty, is the safety controller's
+	// remediation short-circuit (safety.Options.MaxUnhealthy): a number or
+	// a percentage. An addition to MCM's flags; empty keeps MCM's
+	// behaviour.
+	MachineMaxUnhealthy string
 	// StatusCheckPeriod and StatusCheckTimeout configure the safety
 	// controller's API-server reachability check.
 	StatusCheckPeriod, StatusCheckTimeout time.Duration
@@ -229,6 +236,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SafetyUp, "safety-up", c.SafetyUp, "machines above a set's most (deployment replicas + maxSurge, or twice its replicas) at which it is frozen")
 	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
+	fs.StringVar(&c.MachineMaxUnhealthy, "machine-max-unhealthy", c.MachineMaxUnhealthy,
+		"with the safety controller: replace no unhealthy machine of a deployment while more of its machines than this number or percentage are unhealthy at once (a zone or network outage); empty: no limit, as MCM")
 	fs.DurationVar(&c.OrphanVMsPeriod, "machine-safety-orphan-vms-period", c.OrphanVMsPeriod, "how often the VMs of every class are checked for orphans")
 	fs.DurationVar(&c.StatusCheckPeriod, "machine-safety-apiserver-statuscheck-period", c.StatusCheckPeriod, "how often the API servers' reachability is checked")
 	fs.DurationVar(&c.StatusCheckTimeout, "machine-safety-apiserver-statuscheck-timeout", c.StatusCheckTimeout,
@@ -414,6 +423,9 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		add("--machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v, %v and %v",
 			c.OvershootPeriod, c.OrphanVMsPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
 	}
+	if _, err := c.maxUnhealthy(); err != nil {
+		add("--machine-max-unhealthy: %v", err)
+	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
 		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {
 			add("--node-conditions: %q is not a comma-separated list of condition types", c.NodeConditions)
@@ -513,4 +525,17 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
+}
+
+// maxUnhealthy is --machine-max-unhealthy parsed: nil when empty.
+func (c Config) maxUnhealthy() (*intstr.IntOrString, error) {
+	if c.MachineMaxUnhealthy == "" {
+		return nil, nil
+	}
+	v := intstr.Parse(c.MachineMaxUnhealthy)
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false)
+	if err != nil || n < 0 || (v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%")) {
+		return nil, fmt.Errorf("%q is not a non-negative number or percentage", c.MachineMaxUnhealthy)
+	}
+	return &v, nil
 }

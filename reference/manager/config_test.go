@@ -125,6 +125,8 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--sim-node-lease-renew-period must be at least the simulated kubelet's sync period 250ms, got 100ms"},
 		{"sim status report period zero", append(ok, "--sim-node-status-report-period=0s"),
 			"--sim-node-status-report-period must be at least the simulated kubelet's sync period 250ms, got 0s"},
+		{"bad max unhealthy", append(ok, "--machine-max-unhealthy=half"),
+			`--machine-max-unhealthy: "half" is not a non-negative number or percentage`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
 			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 15m0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},

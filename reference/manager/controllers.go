@@ -66,6 +66,10 @@ type SafetyGate interface {
 type Gates struct {
 	// Safety is the safety controller's gate; nil when it does not run.
 	Safety SafetyGate
+	// Replacement is the safety controller's replacement budget (with
+	// --machine-max-unhealthy); nil when it does not run, and then the
+	// machine controller uses its default, MCM's.
+	Replacement machine.ReplacementGate
 }
 
 // Controller is an entry of the controller table.
@@ -133,6 +137,7 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 		}},
 		ResourceExhaustedRetry: c.ResourceExhaustedRetry,
 		SafetyGate:             cc.safetyGate(),
+		ReplacementGate:        cc.replacementGate(),
 		Logger:                 cc.Logger,
 		Recorder:               cc.Recorder,
 		Registerer:             cc.Registerer,
@@ -185,9 +190,14 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	}
 	target, nodes := cc.targetNodes()
 	inf.Nodes = nodes
+	maxUnhealthy, err := c.maxUnhealthy()
+	if err != nil {
+		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
+	}
 	// Without a driver (none selected) there are no VMs to collect.
 	ctrl, err := safety.NewController(cc.Machines, target, inf, cc.Driver, safety.Options{
-		SafetyUp: c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
+		MaxUnhealthy: maxUnhealthy,
+		SafetyUp:     c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
 		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
 		OrphanVMsPeriod: c.OrphanVMsPeriod,
 		Logger:          cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
@@ -196,6 +206,7 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	}
 	if cc.Gates != nil {
 		cc.Gates.Safety = ctrl
+		cc.Gates.Replacement = ctrl.ReplacementGate()
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
 }
@@ -207,6 +218,15 @@ func (cc ControllerContext) safetyGate() SafetyGate {
 		return nil
 	}
 	return cc.Gates.Safety
+}
+
+// replacementGate is the safety controller's replacement budget, or nil
+// when it does not run (a nil interface, not one holding a nil pointer).
+func (cc ControllerContext) replacementGate() machine.ReplacementGate {
+	if cc.Gates == nil || cc.Gates.Replacement == nil {
+		return nil
+	}
+	return cc.Gates.Replacement
 }
 
 // targetNodes returns the target cluster's client and node informer, or

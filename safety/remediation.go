@@ -1,0 +1,183 @@
+package safety
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/util/retry"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/patch"
+)
+
+// ConditionRemediationAllowed is the MachineDeployment condition the
+// remediation short-circuit writes when Options.MaxUnhealthy is set: False
+// (reason ReasonTooManyUnhealthy) while more of the deployment's machines
+// are unhealthy than MaxUnhealthy allows, so none is replaced; True
+// otherwise. The type is qualified: MCM has no such condition.
+const ConditionRemediationAllowed v1alpha1.MachineDeploymentConditionType = "mcmkit.io/RemediationAllowed"
+
+// Reasons of ConditionRemediationAllowed, and of the events on its changes.
+const (
+	ReasonTooManyUnhealthy   = "TooManyUnhealthy"
+	ReasonWithinMaxUnhealthy = "WithinMaxUnhealthy"
+	ReasonRemediationHeld    = "RemediationShortCircuited"
+	ReasonRemediationResumed = "RemediationResumed"
+)
+
+// remediation is how unhealthy a deployment's machines are, against
+// MaxUnhealthy.
+type remediation struct {
+	Unhealthy, Total, Limit int
+}
+
+// Blocked: more machines are unhealthy than the limit. Then the cause is
+// likelier outside them (a zone, the network, the API server) than in
+// each, and replacing them would only add churn to the outage.
+func (r remediation) Blocked() bool { return r.Unhealthy > r.Limit }
+
+func (r remediation) message(deployment string) string {
+	if r.Blocked() {
+		return fmt.Sprintf("%d of %d machines of deployment %q are unhealthy, more than the %d allowed: an outage of a zone or the network is likelier than broken machines, so none is replaced until at most %d are",
+			r.Unhealthy, r.Total, deployment, r.Limit, r.Limit)
+	}
+	return fmt.Sprintf("%d of %d machines of deployment %q are unhealthy, at most %d may be for unhealthy machines to be replaced",
+		r.Unhealthy, r.Total, deployment, r.Limit)
+}
+
+// assessRemediation counts the unhealthy machines among a deployment's:
+// Unknown (failing health checks) or Failed, and not being deleted
+// (those are on their way out already). maxUnhealthy is a number or a
+// percentage of the machines, rounded down.
+func assessRemediation(machines []*v1alpha1.Machine, maxUnhealthy intstr.IntOrString) remediation {
+	r := remediation{Total: len(machines)}
+	for _, m := range machines {
+		phase := m.Status.CurrentStatus.Phase
+		if m.DeletionTimestamp == nil && (phase == v1alpha1.MachineUnknown || phase == v1alpha1.MachineFailed) {
+			r.Unhealthy++
+		}
+	}
+	r.Limit, _ = intstr.GetScaledValueFromIntOrPercent(&maxUnhealthy, r.Total, false) // validated by its owner
+	return r
+}
+
+// validMaxUnhealthy checks a MaxUnhealthy option.
+func validMaxUnhealthy(v *intstr.IntOrString) error {
+	if v == nil {
+		return nil
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(v, 100, false)
+	if err != nil || (v.Type == intstr.String && !isPercent(v.StrVal)) {
+		return fmt.Errorf("MaxUnhealthy %q: want a number or a percentage", v.String())
+	}
+	if n < 0 {
+		return fmt.Errorf("MaxUnhealthy must not be negative, got %s", v.String())
+	}
+	return nil
+}
+
+func isPercent(s string) bool { return len(s) > 1 && s[len(s)-1] == '%' }
+
+// remediationCondition returns the deployment's conditions with
+// ConditionRemediationAllowed for r; the transition time moves only when
+// the status does.
+func remediationCondition(conds []v1alpha1.MachineDeploymentCondition, deployment string, r remediation, now time.Time) []v1alpha1.MachineDeploymentCondition {
+	want := v1alpha1.MachineDeploymentCondition{Type: ConditionRemediationAllowed, Status: v1alpha1.ConditionTrue,
+		Reason: ReasonWithinMaxUnhealthy, Message: r.message(deployment),
+		LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
+	if r.Blocked() {
+		want.Status, want.Reason = v1alpha1.ConditionFalse, ReasonTooManyUnhealthy
+	}
+	out := slices.Clone(conds)
+	i := slices.IndexFunc(out, func(c v1alpha1.MachineDeploymentCondition) bool { return c.Type == ConditionRemediationAllowed })
+	if i < 0 {
+		return append(out, want)
+	}
+	old := out[i]
+	if old.Status == want.Status && old.Reason == want.Reason && old.Message == want.Message {
+		return out // unchanged: nothing to write
+	}
+	if old.Status == want.Status {
+		want.LastTransitionTime = old.LastTransitionTime
+	}
+	out[i] = want
+	return out
+}
+
+// checkRemediation writes ConditionRemediationAllowed on every deployment
+// of the namespace, from the machines the overshoot check listed, and an
+// event when a deployment's short-circuit starts or ends.
+func (c *Controller) checkRemediation(ctx context.Context, namespace string, deployments []*v1alpha1.MachineDeployment, machines []*v1alpha1.Machine) error {
+	if c.opts.MaxUnhealthy == nil {
+		return nil
+	}
+	byDeployment := map[string][]*v1alpha1.Machine{}
+	for _, m := range machines {
+		if name := deploymentOf(m); name != "" {
+			byDeployment[name] = append(byDeployment[name], m)
+		}
+	}
+	var errs []error
+	for _, d := range deployments {
+		r := assessRemediation(byDeployment[d.Name], *c.opts.MaxUnhealthy)
+		before := conditionStatus(d.Status.Conditions)
+		if slices.Equal(remediationCondition(d.Status.Conditions, d.Name, r, c.opts.Clock.Now()), d.Status.Conditions) {
+			continue
+		}
+		if err := c.writeRemediation(ctx, namespace, d.Name, r); apierrors.IsNotFound(err) {
+			continue // gone since
+		} else if err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		switch {
+		case c.opts.Recorder == nil:
+		case r.Blocked() && before != v1alpha1.ConditionFalse:
+			c.opts.Recorder.Eventf(d, corev1.EventTypeWarning, ReasonRemediationHeld, "%s", r.message(d.Name))
+		case !r.Blocked() && before == v1alpha1.ConditionFalse:
+			c.opts.Recorder.Eventf(d, corev1.EventTypeNormal, ReasonRemediationResumed, "%s", r.message(d.Name))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func conditionStatus(conds []v1alpha1.MachineDeploymentCondition) v1alpha1.ConditionStatus {
+	for _, c := range conds {
+		if c.Type == ConditionRemediationAllowed {
+			return c.Status
+		}
+	}
+	return ""
+}
+
+// writeRemediation writes the condition against a fresh read, again on a
+// conflict: the conditions are a list the patch replaces whole, and the
+// deployment controller writes its own at the same time.
+func (c *Controller) writeRemediation(ctx context.Context, namespace, name string, r remediation) error {
+	client := c.client.MachineV1alpha1().MachineDeployments(namespace)
+	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		d, err := client.Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		want := remediationCondition(d.Status.Conditions, name, r, c.opts.Clock.Now())
+		data, err := patch.Diff(patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
+			patch.Fields{"status": patch.Fields{"conditions": want}}, d.ResourceVersion)
+		if err != nil || data == nil {
+			return err
+		}
+		_, err = patch.Send(ctx, client.Patch, name, data, c.opts.FieldManager, "status")
+		return err
+	})
+	if err != nil {
+		return fmt.Errorf("writing %s of machine deployment %s: %w", ConditionRemediationAllowed, name, err)
+	}
+	return nil
+}

@@ -1,0 +1,112 @@
+package safety
+
+import (
+	"context"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+func states(n int, st machineState) []machineState {
+	out := make([]machineState, n)
+	for i := range out {
+		out[i] = st
+	}
+	return out
+}
+
+func TestAssessRemediation(t *testing.T) {
+	tests := []struct {
+		name   string
+		states []machineState
+		max    intstr.IntOrString
+		want   remediation
+		block  bool
+	}{
+		{"one of ten unknown, 40%", append(states(9, running), unknown), intstr.FromString("40%"), remediation{1, 10, 4}, false},
+		{"four of ten, 40%", append(states(6, running), states(4, unknown)...), intstr.FromString("40%"), remediation{4, 10, 4}, false},
+		{"half of ten, 40%", append(states(5, running), states(5, unknown)...), intstr.FromString("40%"), remediation{5, 10, 4}, true},
+		{"failed counts, being deleted does not", []machineState{failed, failed, deleting, deleting, running}, intstr.FromInt32(1), remediation{2, 5, 1}, true},
+		{"a number", append(states(2, running), states(3, unknown)...), intstr.FromInt32(3), remediation{3, 5, 3}, false},
+		{"rounded down", append(states(2, running), unknown), intstr.FromString("50%"), remediation{1, 3, 1}, false},
+		{"zero allows none unhealthy", []machineState{running, unknown}, intstr.FromInt32(0), remediation{1, 2, 0}, true},
+		{"no machines", nil, intstr.FromString("40%"), remediation{0, 0, 0}, false},
+	}
+	for _, tc := range tests {
+		var ms []*v1alpha1.Machine
+		for i, st := range tc.states {
+			ms = append(ms, machineIn("pool", i, st))
+		}
+		got := assessRemediation(ms, tc.max)
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
+		}
+		if got.Blocked() != tc.block {
+			t.Errorf("%s: Blocked() = %v, want %v", tc.name, got.Blocked(), tc.block)
+		}
+	}
+}
+
+// TestBudgetShortCircuit: with MaxUnhealthy, half of a deployment going
+// Unknown at once (a zone outage) replaces none; one does.
+func TestBudgetShortCircuit(t *testing.T) {
+	max := intstr.FromString("40%")
+	ctx := context.Background()
+
+	inf, ms := fleet(t, append(states(5, running), states(5, unknown)...)...)
+	b, err := NewBudget(inf, BudgetOptions{MaxUnhealthy: &max, Max: ptrTo(intstr.FromInt32(10))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, m := range ms[5:] {
+		ok, why := b.MayReplace(ctx, m)
+		if ok || !strings.Contains(why, "5 of 10 machines of deployment \"pool\" are unhealthy, more than the 4 allowed") {
+			t.Errorf("MayReplace(%s) = %v, %q; want no, saying why", m.Name, ok, why)
+		}
+	}
+
+	inf, ms = fleet(t, append(states(9, running), unknown)...)
+	if b, err = NewBudget(inf, BudgetOptions{MaxUnhealthy: &max}); err != nil {
+		t.Fatal(err)
+	}
+	if ok, why := b.MayReplace(ctx, ms[9]); !ok {
+		t.Errorf("one unknown machine of ten held back: %q", why)
+	}
+	for _, bad := range []intstr.IntOrString{intstr.FromString("x"), intstr.FromInt32(-1), intstr.FromString("-5%")} {
+		if _, err := NewBudget(inf, BudgetOptions{MaxUnhealthy: &bad}); err == nil {
+			t.Errorf("MaxUnhealthy %s accepted", bad.String())
+		}
+	}
+}
+
+func ptrTo[T any](v T) *T { return &v }
+
+func TestRemediationCondition(t *testing.T) {
+	later := t0.Add(time.Minute)
+	blocked, ok := remediation{5, 10, 4}, remediation{1, 10, 4}
+	conds := remediationCondition(nil, "pool", blocked, t0)
+	if len(conds) != 1 || conds[0].Status != v1alpha1.ConditionFalse || conds[0].Reason != ReasonTooManyUnhealthy {
+		t.Fatalf("blocked: %+v", conds)
+	}
+	if again := remediationCondition(conds, "pool", blocked, later); !cmp.Equal(again, conds) {
+		t.Errorf("an unchanged assessment changed the condition:\n%s", cmp.Diff(conds, again))
+	}
+	more := remediationCondition(conds, "pool", remediation{6, 10, 4}, later)
+	if !more[0].LastTransitionTime.Equal(&metav1.Time{Time: t0}) || more[0].Message == conds[0].Message {
+		t.Errorf("a new count keeps the transition time and changes the message: %+v", more[0])
+	}
+	resumed := remediationCondition(more, "pool", ok, later)
+	if resumed[0].Status != v1alpha1.ConditionTrue || resumed[0].Reason != ReasonWithinMaxUnhealthy || !resumed[0].LastTransitionTime.Equal(&metav1.Time{Time: later}) {
+		t.Errorf("resumed: %+v", resumed[0])
+	}
+	others := []v1alpha1.MachineDeploymentCondition{{Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionTrue}}
+	if got := remediationCondition(others, "pool", ok, t0); len(got) != 2 || got[0].Type != v1alpha1.MachineDeploymentAvailable {
+		t.Errorf("other conditions not kept: %+v", got)
+	}
+}
