@@ -127,14 +127,19 @@ func (c *Controller) checkRemediation(ctx context.Context, namespace string, dep
 	var errs []error
 	for _, d := range deployments {
 		r := assessRemediation(byDeployment[d.Name], *c.opts.MaxUnhealthy)
-		before := conditionStatus(d.Status.Conditions)
 		if slices.Equal(remediationCondition(d.Status.Conditions, d.Name, r, c.opts.Clock.Now()), d.Status.Conditions) {
 			continue
 		}
-		if err := c.writeRemediation(ctx, namespace, d.Name, r); apierrors.IsNotFound(err) {
+		// The status before is the fresh read's: the cache may not show
+		// the last write yet, and the event must be told once.
+		before, wrote, err := c.writeRemediation(ctx, namespace, d.Name, r)
+		switch {
+		case apierrors.IsNotFound(err):
 			continue // gone since
-		} else if err != nil {
+		case err != nil:
 			errs = append(errs, err)
+			continue
+		case !wrote:
 			continue
 		}
 		switch {
@@ -159,14 +164,18 @@ func conditionStatus(conds []v1alpha1.MachineDeploymentCondition) v1alpha1.Condi
 
 // writeRemediation writes the condition against a fresh read, again on a
 // conflict: the conditions are a list the patch replaces whole, and the
-// deployment controller writes its own at the same time.
-func (c *Controller) writeRemediation(ctx context.Context, namespace, name string, r remediation) error {
+// deployment controller writes its own at the same time. It returns the
+// condition's status before the write, and whether it wrote.
+func (c *Controller) writeRemediation(ctx context.Context, namespace, name string, r remediation) (v1alpha1.ConditionStatus, bool, error) {
 	client := c.client.MachineV1alpha1().MachineDeployments(namespace)
+	var before v1alpha1.ConditionStatus
+	var wrote bool
 	err := retry.RetryOnConflict(retry.DefaultRetry, func() error {
 		d, err := client.Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return err
 		}
+		before, wrote = conditionStatus(d.Status.Conditions), false
 		want := remediationCondition(d.Status.Conditions, name, r, c.opts.Clock.Now())
 		data, err := patch.Diff(patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
 			patch.Fields{"status": patch.Fields{"conditions": want}}, d.ResourceVersion)
@@ -174,10 +183,11 @@ func (c *Controller) writeRemediation(ctx context.Context, namespace, name strin
 			return err
 		}
 		_, err = patch.Send(ctx, client.Patch, name, data, c.opts.FieldManager, "status")
+		wrote = err == nil
 		return err
 	})
 	if err != nil {
-		return fmt.Errorf("writing %s of machine deployment %s: %w", ConditionRemediationAllowed, name, err)
+		return before, false, fmt.Errorf("writing %s of machine deployment %s: %w", ConditionRemediationAllowed, name, err)
 	}
-	return nil
+	return before, wrote, nil
 }
