@@ -12,6 +12,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -253,5 +255,126 @@ func TestAPIServerOutageDuringCreation(t *testing.T) {
 	}
 	if code, body := in.get("/readyz"); code != 200 {
 		t.Errorf("/readyz %d %q after the outage", code, body)
+	}
+}
+
+// TestAPIServerOutageDuringRollout: the API server is down for 60s in the
+// middle of a rolling update of 20 machines to a new class, with a health
+// timeout (30s) shorter than the outage. The manager freezes (its safety
+// gate, seen on /metrics) while the server is out of reach, thaws when it
+// is back, no machine is marked Failed by the health timeout, and the
+// rollout completes.
+func TestAPIServerOutageDuringRollout(t *testing.T) {
+	env := testenv.Get(t)
+	ctx := context.Background()
+	ns := env.Namespace(t)
+	mc := versioned.NewForConfigOrDie(env.Config())
+	createMachineObjects(t, env, mc, ns)
+	next := &v1alpha1.MachineClass{
+		ObjectMeta:   metav1.ObjectMeta{Name: "sim-next", Namespace: ns},
+		Provider:     sim.ProviderName,
+		ProviderSpec: sim.ProviderSpec{Zone: "zone-a", InstanceType: "medium"}.RawExtension(),
+		SecretRef:    &corev1.SecretReference{Name: "cloud", Namespace: ns},
+	}
+	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	in := start(t, binary(t), "manager", "--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
+		"--namespace", ns, "--driver", "sim", "--leader-elect=false", "--kube-api-qps=100", "--kube-api-burst=200",
+		"--machine-health-timeout=30s",
+		"--machine-safety-apiserver-statuscheck-period=2s", "--machine-safety-apiserver-statuscheck-timeout=10s")
+
+	labels := map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "web"}
+	surge, unavailable := intstr.FromInt32(5), intstr.FromInt32(0)
+	d := &v1alpha1.MachineDeployment{
+		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
+		Spec: v1alpha1.MachineDeploymentSpec{
+			Replicas: 20,
+			Selector: &metav1.LabelSelector{MatchLabels: labels},
+			Template: v1alpha1.MachineTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: labels},
+				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "sim"}},
+			},
+			Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
+				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
+					MaxSurge: &surge, MaxUnavailable: &unavailable}}},
+		},
+	}
+	if _, err := mc.MachineV1alpha1().MachineDeployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// byClass counts the machines not being deleted that are Running, by
+	// class, and all machines.
+	byClass := func(ctx context.Context) (map[string]int, int, error) {
+		list, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return nil, 0, err
+		}
+		running := map[string]int{}
+		for _, m := range list.Items {
+			if m.DeletionTimestamp == nil && m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+				running[m.Spec.Class.Name]++
+			}
+		}
+		return running, len(list.Items), nil
+	}
+	converged := func(class string, timeout time.Duration) {
+		t.Helper()
+		seen := "no list yet"
+		testenv.Eventually(t, timeout, func(ctx context.Context) (bool, string) {
+			running, total, err := byClass(ctx)
+			if err != nil {
+				return false, fmt.Sprintf("%v; last seen: %s", err, seen)
+			}
+			seen = fmt.Sprintf("Running by class %v of %d machines, want 20 of class %s", running, total, class)
+			return running[class] == 20 && total == 20, seen
+		})
+	}
+	converged("sim", 3*time.Minute)
+
+	if _, err := mc.MachineV1alpha1().MachineDeployments(ns).Patch(ctx, "web", types.MergePatchType,
+		[]byte(`{"spec":{"template":{"spec":{"class":{"name":"sim-next"}}}}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		running, _, err := byClass(ctx)
+		if err != nil {
+			return false, err.Error()
+		}
+		return running["sim-next"] >= 5, fmt.Sprintf("Running by class %v, want the rollout under way", running)
+	})
+
+	env.StopAPIServer()
+	outageEnds := time.Now().Add(60 * time.Second)
+	restarted := false
+	defer func() {
+		if !restarted {
+			_ = env.StartAPIServer(ctx)
+		}
+		if err := env.RestartControllerManager(ctx); err != nil {
+			t.Errorf("restarting kube-controller-manager for the next tests: %v", err)
+		}
+	}()
+	testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
+		v := in.metric("mcm_machine_controller_frozen")
+		return v == "1", "mcm_machine_controller_frozen " + v + ", want 1 during the outage"
+	})
+	time.Sleep(time.Until(outageEnds))
+	if err := env.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
+
+	converged("sim-next", 4*time.Minute)
+	testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
+		v := in.metric("mcm_machine_controller_frozen")
+		return v == "0", "mcm_machine_controller_frozen " + v + ", want 0 after the outage"
+	})
+	events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=HealthTimeout"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range events.Items {
+		t.Errorf("machine %s marked Failed by its health timeout: %s", e.InvolvedObject.Name, e.Message)
 	}
 }
