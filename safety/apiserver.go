@@ -3,10 +3,12 @@ package safety
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 )
@@ -102,6 +104,23 @@ func answered(err error) bool {
 	return false
 }
 
+// Reasons of the events on the freeze for an API-server outage.
+const (
+	ReasonOutageFrozen = "FrozenForAPIServerOutage"
+	ReasonOutageThawed = "UnfrozenAfterAPIServerOutage"
+)
+
+// outageEvent records an event about the freeze on the probe namespace,
+// the namespace whose machines it holds back. The recorder delivers it
+// once the server is back, if it is not yet.
+func (c *Controller) outageEvent(eventType, reason, message string) {
+	if c.opts.Recorder == nil {
+		return
+	}
+	ns := &corev1.ObjectReference{APIVersion: "v1", Kind: "Namespace", Name: c.opts.ProbeNamespace, Namespace: c.opts.ProbeNamespace}
+	c.opts.Recorder.Eventf(ns, eventType, reason, "%s", message)
+}
+
 // watchAPIServers checks reachability every StatusCheckPeriod, and every
 // fifth of StatusCheckTimeout while a server is down, until ctx ends.
 func (c *Controller) watchAPIServers(ctx context.Context) {
@@ -118,8 +137,13 @@ func (c *Controller) watchAPIServers(ctx context.Context) {
 		case frozen:
 			logger.Info("API server out of reach for longer than the timeout; freezing machine creation and health timeouts",
 				"timeout", c.opts.StatusCheckTimeout)
+			c.outageEvent(corev1.EventTypeWarning, ReasonOutageFrozen, fmt.Sprintf(
+				"An API server has been out of reach for more than %v: no machine is created and none is marked Failed by its health timeout until it is back; deletions go on",
+				c.opts.StatusCheckTimeout))
 		case thawed:
 			logger.Info("API servers reachable again; unfreezing, and restarting the health timeout of unhealthy machines")
+			c.outageEvent(corev1.EventTypeNormal, ReasonOutageThawed,
+				"The API servers are reachable again: machines are created again, and unhealthy machines' health timeouts start anew")
 		}
 		next := c.opts.StatusCheckPeriod
 		if !up {

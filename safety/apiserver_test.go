@@ -3,16 +3,19 @@ package safety
 import (
 	"context"
 	"errors"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/go-logr/logr"
+	"github.com/google/go-cmp/cmp"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
@@ -80,11 +83,12 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 		return false, nil, nil
 	})
 	f := externalversions.NewSharedInformerFactory(client, 0)
+	rec := record.NewFakeRecorder(10)
 	c, err := NewController(client, nil, Informers{
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		Machines:    f.Machine().V1alpha1().Machines(),
-	}, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond})
+	}, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond, Recorder: rec, ProbeNamespace: "shoot"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,5 +120,12 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 	until("thawed", func() bool { return !c.Frozen(ctx) })
 	if c.LastOutageEnd().IsZero() {
 		t.Error("thawed without recording when the outage ended")
+	}
+	var events []string
+	for len(rec.Events) > 0 {
+		events = append(events, strings.Fields(<-rec.Events)[1])
+	}
+	if diff := cmp.Diff([]string{ReasonOutageFrozen, ReasonOutageThawed}, events); diff != "" {
+		t.Errorf("events (-want +got):\n%s", diff)
 	}
 }

@@ -32,7 +32,10 @@
 // ended, which gives the machines Unknown since before then a new health
 // timeout (MCM's "Machine Health Timeout was reset due to APIServer being
 // unreachable"), so that an outage never replaces a fleet. The machine
-// controller exports the state as mcm_machine_controller_frozen.
+// controller exports the state as mcm_machine_controller_frozen; the
+// freeze and the thaw are events (FrozenForAPIServerOutage,
+// UnfrozenAfterAPIServerOutage) on the ProbeNamespace, delivered once the
+// server is back.
 //
 // # Overshoot
 //
