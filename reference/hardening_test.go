@@ -13,7 +13,6 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/dynamic"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -270,39 +269,12 @@ func TestAPIServerOutageDuringRollout(t *testing.T) {
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
 	createMachineObjects(t, env, mc, ns)
-	next := &v1alpha1.MachineClass{
-		ObjectMeta:   metav1.ObjectMeta{Name: "sim-next", Namespace: ns},
-		Provider:     sim.ProviderName,
-		ProviderSpec: sim.ProviderSpec{Zone: "zone-a", InstanceType: "medium"}.RawExtension(),
-		SecretRef:    &corev1.SecretReference{Name: "cloud", Namespace: ns},
-	}
-	if _, err := mc.MachineV1alpha1().MachineClasses(ns).Create(ctx, next, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
 	in := start(t, binary(t), "manager", "--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
 		"--namespace", ns, "--driver", "sim", "--leader-elect=false", "--kube-api-qps=100", "--kube-api-burst=200",
 		"--machine-health-timeout=30s",
 		"--machine-safety-apiserver-statuscheck-period=2s", "--machine-safety-apiserver-statuscheck-timeout=10s")
 
-	labels := map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "web"}
-	surge, unavailable := intstr.FromInt32(5), intstr.FromInt32(0)
-	d := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: ns},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: 20,
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "sim"}},
-			},
-			Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
-					MaxSurge: &surge, MaxUnavailable: &unavailable}}},
-		},
-	}
-	if _, err := mc.MachineV1alpha1().MachineDeployments(ns).Create(ctx, d, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createWebDeployment(t, mc, ns, 20, 5)
 	// byClass counts the machines not being deleted that are Running, by
 	// class, and all machines.
 	byClass := func(ctx context.Context) (map[string]int, int, error) {
