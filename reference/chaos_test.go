@@ -52,7 +52,11 @@ func TestKilledManagerConverges(t *testing.T) {
 	bin := binary(t)
 	args := []string{"--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
 		"--namespace", ns, "--driver", "sim", "--sim-state-file", state, "--leader-elect=false",
-		"--kube-api-qps=100", "--kube-api-burst=200", "--machine-safety-orphan-vms-period=5s"}
+		"--kube-api-qps=100", "--kube-api-burst=200",
+		// The orphan collection runs often and deletes at once, so that a
+		// restart with a cache that does not show every machine yet would
+		// cost a healthy VM here (MCM's #657).
+		"--machine-safety-orphan-vms-period=2s", "--machine-safety-orphan-vms-grace-period=1ms"}
 	steps := []struct {
 		name, patch string
 		replicas    int

@@ -127,6 +127,9 @@ type Config struct {
 	// OrphanVMsPeriod is how often the safety controller looks for orphan
 	// VMs.
 	OrphanVMsPeriod time.Duration
+	// OrphanGracePeriod is how long a VM must look orphaned before it is
+	// deleted. An addition to MCM's flags, which has no grace period.
+	OrphanGracePeriod time.Duration
 
 	LeaderElect    bool
 	LeaseDuration  time.Duration
@@ -173,6 +176,7 @@ func DefaultConfig() Config {
 		StatusCheckPeriod:  safety.DefaultStatusCheckPeriod,
 		StatusCheckTimeout: safety.DefaultStatusCheckTimeout,
 		OrphanVMsPeriod:    safety.DefaultOrphanVMsPeriod,
+		OrphanGracePeriod:  safety.DefaultOrphanGracePeriod,
 		LeaderElect:        true,
 		LeaseDuration:      DefaultLeaseDuration,
 		RenewDeadline:      DefaultRenewDeadline,
@@ -239,6 +243,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.StringVar(&c.MachineMaxUnhealthy, "machine-max-unhealthy", c.MachineMaxUnhealthy,
 		"with the safety controller: replace no unhealthy machine of a deployment while more of its machines than this number or percentage are unhealthy at once (a zone or network outage); empty: no limit, as MCM")
 	fs.DurationVar(&c.OrphanVMsPeriod, "machine-safety-orphan-vms-period", c.OrphanVMsPeriod, "how often the VMs of every class are checked for orphans")
+	fs.DurationVar(&c.OrphanGracePeriod, "machine-safety-orphan-vms-grace-period", c.OrphanGracePeriod,
+		"how long a VM must look orphaned (no machine claims it, an uncached read confirms) before it is deleted")
 	fs.DurationVar(&c.StatusCheckPeriod, "machine-safety-apiserver-statuscheck-period", c.StatusCheckPeriod, "how often the API servers' reachability is checked")
 	fs.DurationVar(&c.StatusCheckTimeout, "machine-safety-apiserver-statuscheck-timeout", c.StatusCheckTimeout,
 		"how long an API server may be out of reach before machine creation and health timeouts freeze")
@@ -418,6 +424,9 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	// than run with another value than the one asked for.
 	if c.SafetyUp < 1 || c.SafetyDown < 1 {
 		add("--safety-up and --safety-down must be at least 1, got %d and %d", c.SafetyUp, c.SafetyDown)
+	}
+	if c.OrphanGracePeriod <= 0 {
+		add("--machine-safety-orphan-vms-grace-period must be positive, got %v", c.OrphanGracePeriod)
 	}
 	if c.OvershootPeriod <= 0 || c.OrphanVMsPeriod <= 0 || c.StatusCheckPeriod <= 0 || c.StatusCheckTimeout <= 0 {
 		add("--machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v, %v and %v",

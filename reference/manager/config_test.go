@@ -125,6 +125,8 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--sim-node-lease-renew-period must be at least the simulated kubelet's sync period 250ms, got 100ms"},
 		{"sim status report period zero", append(ok, "--sim-node-status-report-period=0s"),
 			"--sim-node-status-report-period must be at least the simulated kubelet's sync period 250ms, got 0s"},
+		{"zero orphan grace period", append(ok, "--machine-safety-orphan-vms-grace-period=0s"),
+			"--machine-safety-orphan-vms-grace-period must be positive, got 0s"},
 		{"bad max unhealthy", append(ok, "--machine-max-unhealthy=half"),
 			`--machine-max-unhealthy: "half" is not a non-negative number or percentage`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),

@@ -199,8 +199,8 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 		MaxUnhealthy: maxUnhealthy,
 		SafetyUp:     c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
 		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
-		OrphanVMsPeriod: c.OrphanVMsPeriod,
-		Logger:          cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+		OrphanVMsPeriod: c.OrphanVMsPeriod, OrphanGracePeriod: c.OrphanGracePeriod,
+		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("safety controller: %w", err)
 	}
