@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/tolerant"
 )
 
@@ -147,7 +148,6 @@ func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
 // exactly one VM per machine.
 func TestAPIServerOutageDuringCreation(t *testing.T) {
 	env := testenv.Get(t)
-	ctx := context.Background()
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
 	createMachineObjects(t, env, mc, ns)
@@ -184,32 +184,18 @@ func TestAPIServerOutageDuringCreation(t *testing.T) {
 		}
 		return withVM >= 3, fmt.Sprintf("%d of 30 machines have a VM", withVM)
 	})
-	env.StopAPIServer()
-	outageEnds := time.Now().Add(60 * time.Second)
-	restarted := false
-	defer func() {
-		if !restarted {
-			_ = env.StartAPIServer(ctx)
-		}
-		if err := env.RestartControllerManager(ctx); err != nil {
-			t.Errorf("restarting kube-controller-manager for the next tests: %v", err)
-		}
-	}()
-	testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
-		code, body := in.get("/readyz")
-		return code == 503 && strings.Contains(body, "informers cannot list or watch:") &&
-			strings.Contains(body, "machines (control): ") && strings.Contains(body, "connection refused"), fmt.Sprintf("/readyz %d %q", code, body)
+	apiServerOutage(t, env, 60*time.Second, func() {
+		testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
+			code, body := in.get("/readyz")
+			return code == 503 && strings.Contains(body, "informers cannot list or watch:") &&
+				strings.Contains(body, "machines (control): ") && strings.Contains(body, "connection refused"), fmt.Sprintf("/readyz %d %q", code, body)
+		})
 	})
-	time.Sleep(time.Until(outageEnds))
 	select {
 	case err := <-in.done:
 		t.Fatalf("the manager exited during the outage: %v", err)
 	default:
 	}
-	if err := env.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
 	back := time.Now()
 
 	seen := "no list yet"
@@ -316,37 +302,50 @@ func TestAPIServerOutageDuringRollout(t *testing.T) {
 		return running["sim-next"] >= 5, fmt.Sprintf("Running by class %v, want the rollout under way", running)
 	})
 
-	env.StopAPIServer()
-	outageEnds := time.Now().Add(60 * time.Second)
-	restarted := false
-	defer func() {
-		if !restarted {
-			_ = env.StartAPIServer(ctx)
-		}
-		if err := env.RestartControllerManager(ctx); err != nil {
-			t.Errorf("restarting kube-controller-manager for the next tests: %v", err)
-		}
-	}()
-	testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
-		v := in.metric("mcm_machine_controller_frozen")
-		return v == "1", "mcm_machine_controller_frozen " + v + ", want 1 during the outage"
+	apiServerOutage(t, env, 60*time.Second, func() {
+		testenv.Eventually(t, 40*time.Second, func(context.Context) (bool, string) {
+			v := in.metric("mcm_machine_controller_frozen")
+			return v == "1", "mcm_machine_controller_frozen " + v + ", want 1 during the outage"
+		})
 	})
-	time.Sleep(time.Until(outageEnds))
-	if err := env.StartAPIServer(ctx); err != nil {
-		t.Fatal(err)
-	}
-	restarted = true
 
 	converged("sim-next", 4*time.Minute)
 	testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
 		v := in.metric("mcm_machine_controller_frozen")
 		return v == "0", "mcm_machine_controller_frozen " + v + ", want 0 after the outage"
 	})
-	events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=HealthTimeout"})
+	events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + machine.ReasonHealthTimeout})
 	if err != nil {
 		t.Fatal(err)
 	}
 	for _, e := range events.Items {
 		t.Errorf("machine %s marked Failed by its health timeout: %s", e.InvolvedObject.Name, e.Message)
 	}
+}
+
+// apiServerOutage kills the API server, runs during while it is down,
+// and starts it again once d has passed since it went down. It restarts
+// kube-controller-manager when the test ends (see
+// testenv.Env.RestartControllerManager), and starts the API server then
+// too if the test failed before.
+func apiServerOutage(t *testing.T, env *testenv.Env, d time.Duration, during func()) {
+	t.Helper()
+	ctx := context.Background()
+	env.StopAPIServer()
+	ends := time.Now().Add(d)
+	restarted := false
+	t.Cleanup(func() {
+		if !restarted {
+			_ = env.StartAPIServer(ctx)
+		}
+		if err := env.RestartControllerManager(ctx); err != nil {
+			t.Errorf("restarting kube-controller-manager for the next tests: %v", err)
+		}
+	})
+	during()
+	time.Sleep(time.Until(ends))
+	if err := env.StartAPIServer(ctx); err != nil {
+		t.Fatal(err)
+	}
+	restarted = true
 }

@@ -130,13 +130,15 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 	defer b.mu.Unlock()
 	inFlight := map[string]bool{}
 	present := map[string]bool{}
-	siblings := make([]*v1alpha1.Machine, 0, len(objs))
+	var siblings []*v1alpha1.Machine // for MaxUnhealthy only
 	for _, o := range objs {
 		s, ok := o.(*v1alpha1.Machine)
 		if !ok {
 			continue
 		}
-		siblings = append(siblings, s)
+		if b.maxUnhealthy != nil {
+			siblings = append(siblings, s)
+		}
 		key := machineKey(s)
 		present[key] = true
 		if s.DeletionTimestamp != nil || s.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
@@ -194,18 +196,28 @@ func (b *Budget) Replaced(_ context.Context, m *v1alpha1.Machine, marked bool) {
 // resolveMax turns Max into a count for a deployment of total machines: a
 // percentage rounds down but never below 1.
 func resolveMax(v intstr.IntOrString, total int) (int, error) {
-	if v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%") {
-		return 0, fmt.Errorf("Max %q: want a number or a percentage", v.StrVal)
-	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
+	n, err := scaledIntOrPercent(v, total)
 	if err != nil {
 		return 0, fmt.Errorf("Max: %w", err)
 	}
-	if n < 0 {
-		return 0, fmt.Errorf("Max must not be negative, got %v", v.String())
-	}
 	if v.Type == intstr.String && n < 1 {
 		n = 1
+	}
+	return n, nil
+}
+
+// scaledIntOrPercent is v, a non-negative number or a percentage of total
+// rounded down.
+func scaledIntOrPercent(v intstr.IntOrString, total int) (int, error) {
+	if v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%") {
+		return 0, fmt.Errorf("%q: want a number or a percentage", v.StrVal)
+	}
+	n, err := intstr.GetScaledValueFromIntOrPercent(&v, total, false)
+	if err != nil {
+		return 0, err
+	}
+	if n < 0 {
+		return 0, fmt.Errorf("must not be negative, got %v", v.String())
 	}
 	return n, nil
 }

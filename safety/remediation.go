@@ -64,8 +64,22 @@ func assessRemediation(machines []*v1alpha1.Machine, maxUnhealthy intstr.IntOrSt
 			r.Unhealthy++
 		}
 	}
-	r.Limit, _ = intstr.GetScaledValueFromIntOrPercent(&maxUnhealthy, r.Total, false) // validated by its owner
+	r.Limit, _ = scaledIntOrPercent(maxUnhealthy, r.Total) // validated by its owner
 	return r
+}
+
+// ParseMaxUnhealthy reads a MaxUnhealthy option written as a flag value:
+// empty is nil (no short-circuit), else a non-negative number or a
+// percentage such as 40%.
+func ParseMaxUnhealthy(s string) (*intstr.IntOrString, error) {
+	if s == "" {
+		return nil, nil
+	}
+	v := intstr.Parse(s)
+	if _, err := scaledIntOrPercent(v, 100); err != nil {
+		return nil, err
+	}
+	return &v, nil
 }
 
 // validMaxUnhealthy checks a MaxUnhealthy option.
@@ -73,17 +87,11 @@ func validMaxUnhealthy(v *intstr.IntOrString) error {
 	if v == nil {
 		return nil
 	}
-	n, err := intstr.GetScaledValueFromIntOrPercent(v, 100, false)
-	if err != nil || (v.Type == intstr.String && !isPercent(v.StrVal)) {
-		return fmt.Errorf("MaxUnhealthy %q: want a number or a percentage", v.String())
-	}
-	if n < 0 {
-		return fmt.Errorf("MaxUnhealthy must not be negative, got %s", v.String())
+	if _, err := scaledIntOrPercent(*v, 100); err != nil {
+		return fmt.Errorf("MaxUnhealthy: %w", err)
 	}
 	return nil
 }
-
-func isPercent(s string) bool { return len(s) > 1 && s[len(s)-1] == '%' }
 
 // remediationCondition returns the deployment's conditions with
 // ConditionRemediationAllowed for r; the transition time moves only when

@@ -110,3 +110,17 @@ func TestRemediationCondition(t *testing.T) {
 		t.Errorf("other conditions not kept: %+v", got)
 	}
 }
+
+func TestParseMaxUnhealthy(t *testing.T) {
+	for in, want := range map[string]*intstr.IntOrString{"": nil, "40%": ptrTo(intstr.FromString("40%")), "3": ptrTo(intstr.FromInt32(3))} {
+		got, err := ParseMaxUnhealthy(in)
+		if err != nil || !cmp.Equal(got, want) {
+			t.Errorf("ParseMaxUnhealthy(%q) = %v, %v; want %v", in, got, err, want)
+		}
+	}
+	for _, in := range []string{"half", "-1", "-5%", "4x%"} {
+		if got, err := ParseMaxUnhealthy(in); err == nil {
+			t.Errorf("ParseMaxUnhealthy(%q) = %v, want an error", in, got)
+		}
+	}
+}

@@ -155,14 +155,7 @@ func (c *Cloud) Driver() driver.Driver { return &cloudDriver{cloud: c} }
 // VMs returns a snapshot of every VM, including Terminating ones, ordered
 // by creation time and then provider ID.
 func (c *Cloud) VMs() []VM {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	now := c.clock.Now()
-	c.pruneLocked(now)
-	out := make([]VM, 0, len(c.vms))
-	for _, v := range c.vms {
-		out = append(out, v.snapshot(now))
-	}
+	out := c.snapshots((*vm).snapshot)
 	slices.SortFunc(out, func(a, b VM) int {
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), cmp.Compare(a.ProviderID, b.ProviderID))
 	})
@@ -174,14 +167,17 @@ func (c *Cloud) VMs() []VM {
 // exists), UserData is left out and the order is any. Copying thousands of
 // VMs would be most of the cost of a kubelet sync while machines come and
 // go. Callers must not modify what it returns.
-func (c *Cloud) sharedVMs() []VM {
+func (c *Cloud) sharedVMs() []VM { return c.snapshots((*vm).sharedSnapshot) }
+
+// snapshots takes snap of every VM, in any order.
+func (c *Cloud) snapshots(snap func(*vm, time.Time) VM) []VM {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.clock.Now()
 	c.pruneLocked(now)
 	out := make([]VM, 0, len(c.vms))
 	for _, v := range c.vms {
-		out = append(out, v.sharedSnapshot(now))
+		out = append(out, snap(v, now))
 	}
 	return out
 }

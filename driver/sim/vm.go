@@ -136,26 +136,12 @@ func (v *vm) state(now time.Time) (state VMState, since, until time.Time) {
 }
 
 func (v *vm) snapshot(now time.Time) VM {
-	state, since, until := v.state(now)
-	return VM{
-		ProviderID:   v.id,
-		Name:         v.name,
-		MachineName:  v.machineName,
-		Class:        v.class,
-		Zone:         v.zone,
-		InstanceType: v.instanceType,
-		Capacity:     v.capacity.DeepCopy(),
-		Labels:       maps.Clone(v.labels),
-		UserData:     slices.Clone(v.userData),
-		NodeName:     v.name,
-		Addresses:    slices.Clone(v.addresses),
-		State:        state,
-		StateSince:   since,
-		StateUntil:   until,
-		CreatedAt:    v.createdAt,
-		Initialized:  !v.requireInit || v.initialized,
-		Injected:     v.injected,
-	}
+	s := v.sharedSnapshot(now)
+	s.Capacity = s.Capacity.DeepCopy()
+	s.Labels = maps.Clone(s.Labels)
+	s.Addresses = slices.Clone(s.Addresses)
+	s.UserData = slices.Clone(v.userData)
+	return s
 }
 
 // sharedSnapshot is snapshot without copies of the VM's maps and slices and

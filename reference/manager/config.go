@@ -10,8 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"k8s.io/apimachinery/pkg/util/intstr"
-
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver/sim"
@@ -432,7 +430,7 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		add("--machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v, %v and %v",
 			c.OvershootPeriod, c.OrphanVMsPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
 	}
-	if _, err := c.maxUnhealthy(); err != nil {
+	if _, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy); err != nil {
 		add("--machine-max-unhealthy: %v", err)
 	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
@@ -534,17 +532,4 @@ func sortedKeys[V any](m map[string]V) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// maxUnhealthy is --machine-max-unhealthy parsed: nil when empty.
-func (c Config) maxUnhealthy() (*intstr.IntOrString, error) {
-	if c.MachineMaxUnhealthy == "" {
-		return nil, nil
-	}
-	v := intstr.Parse(c.MachineMaxUnhealthy)
-	n, err := intstr.GetScaledValueFromIntOrPercent(&v, 100, false)
-	if err != nil || n < 0 || (v.Type == intstr.String && !strings.HasSuffix(v.StrVal, "%")) {
-		return nil, fmt.Errorf("%q is not a non-negative number or percentage", c.MachineMaxUnhealthy)
-	}
-	return &v, nil
 }

@@ -128,7 +128,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"zero orphan grace period", append(ok, "--machine-safety-orphan-vms-grace-period=0s"),
 			"--machine-safety-orphan-vms-grace-period must be positive, got 0s"},
 		{"bad max unhealthy", append(ok, "--machine-max-unhealthy=half"),
-			`--machine-max-unhealthy: "half" is not a non-negative number or percentage`},
+			`--machine-max-unhealthy: "half": want a number or a percentage`},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
 			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 15m0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},

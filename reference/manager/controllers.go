@@ -190,7 +190,7 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	}
 	target, nodes := cc.targetNodes()
 	inf.Nodes = nodes
-	maxUnhealthy, err := c.maxUnhealthy()
+	maxUnhealthy, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy)
 	if err != nil {
 		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
 	}

@@ -43,12 +43,6 @@ func newListWatchHealth() *listWatchHealth {
 // refused is tried again before its informer hears of the failure.
 const listWatchRetryPeriod = time.Second
 
-// watch returns a copy of cfg whose list and watch requests h observes as
-// cluster's and retries while refused (see retryRefusedListWatch).
-func (h *listWatchHealth) watch(cfg *rest.Config, cluster string) *rest.Config {
-	return listWatchTransport(cfg, h, cluster)
-}
-
 // retryRefusedListWatch returns a copy of cfg whose list and watch
 // requests are retried every listWatchRetryPeriod while the API server
 // refuses connections. client-go's reflectors back off up to 30s after
@@ -60,8 +54,9 @@ func retryRefusedListWatch(cfg *rest.Config) *rest.Config {
 	return listWatchTransport(cfg, nil, "")
 }
 
-// listWatchTransport retries refused lists and watches and, with h,
-// reports their outcomes to h as cluster's.
+// listWatchTransport returns a copy of cfg whose lists and watches are
+// retried while refused (see retryRefusedListWatch) and, with h, whose
+// outcomes h observes as cluster's.
 func listWatchTransport(cfg *rest.Config, h *listWatchHealth, cluster string) *rest.Config {
 	cfg = rest.CopyConfig(cfg)
 	cfg.Wrap(func(rt http.RoundTripper) http.RoundTripper {

@@ -87,7 +87,7 @@ func TestListWatchRetriedWhileRefused(t *testing.T) {
 	ln.Close() // refused until the server below starts
 
 	h := newListWatchHealth()
-	cfg := h.watch(&rest.Config{Host: "http://" + addr}, "control")
+	cfg := listWatchTransport(&rest.Config{Host: "http://" + addr}, h, "control")
 	client, err := rest.HTTPClientFor(cfg)
 	if err != nil {
 		t.Fatal(err)

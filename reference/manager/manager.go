@@ -296,9 +296,9 @@ func (m *Manager) runnableControllers(served []string) (runnable []string, skipp
 // event broadcaster.
 func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
 	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log}
-	controlCfg = m.listWatch.watch(controlCfg, "control")
+	controlCfg = listWatchTransport(controlCfg, m.listWatch, "control")
 	if targetCfg != nil {
-		targetCfg = m.listWatch.watch(targetCfg, "target")
+		targetCfg = listWatchTransport(targetCfg, m.listWatch, "target")
 	}
 	var err error
 	if cc.Machines, err = versioned.NewForConfig(controlCfg); err != nil {
