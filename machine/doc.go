@@ -36,11 +36,29 @@
 //     conditions are copied to the status when they change.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the
-//     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation,
-//     so keys someone else set survive; the machine-name label is set.
+//     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation
+//     (MCM's format, the JSON of the NodeTemplateSpec; the record is
+//     rewritten only when what it says changes), so keys someone else set
+//     survive and keys the template dropped are removed, also after a
+//     switch from MCM. The class's nodeTemplate.virtualCapacity is applied
+//     to the node's status.capacity the same way (record:
+//     node.machine.sapcloud.io/last-applied-virtual-capacity). The
+//     machine-name label and the node finalizer
+//     (node.machine.sapcloud.io/machine-controller) are set in the same
+//     patch.
+//   - Node deletion: a node being deleted (kubectl delete node) deletes its
+//     machine, whatever its phase, and the machine's deletion drains the
+//     node and removes the finalizer with the node; a node that is gone
+//     deletes its machine if it had joined. A node being deleted that no
+//     machine claims loses the finalizer at once, so it never stays
+//     Terminating for want of a machine.
 //   - Deletion: an explicit step machine stored in DeletionStepAnnotation
 //     (see DeletionStep): pre-drain hooks, drain, pre-terminate hooks,
-//     DeleteMachine, Node deletion, finalizer removal. Each sync observes,
+//     DeleteMachine, Node deletion, finalizer removal. Before the drain,
+//     the node is marked with the Terminating condition (reason Unhealthy
+//     for a Failed machine, ScaleDown otherwise), and a machine without
+//     the node label finds its node by the node's machine-name label or,
+//     failing that, through the driver's GetMachineStatus. Each sync observes,
 //     decides the step (decideDeletion), runs it and writes the outcome;
 //     each step is idempotent and only advances after its work, so a crash
 //     repeats at most one step. The drain runs in non-blocking passes of

@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
@@ -14,31 +15,99 @@ import (
 // the labels, annotations and taints last applied from the machine's node
 // template.
 type appliedTemplate struct {
+	Labels      map[string]string
+	Annotations map[string]string
+	Taints      []corev1.Taint
+}
+
+func (a appliedTemplate) empty() bool {
+	return len(a.Labels) == 0 && len(a.Annotations) == 0 && len(a.Taints) == 0
+}
+
+func (a appliedTemplate) equal(b appliedTemplate) bool {
+	return maps.Equal(a.Labels, b.Labels) && maps.Equal(a.Annotations, b.Annotations) &&
+		slices.EqualFunc(a.Taints, b.Taints, taintEqual)
+}
+
+// templateRecord is the last-applied annotation as it is read. MCM writes
+// the JSON of the machine's NodeTemplateSpec
+// ({"metadata":{"labels":…,"annotations":…},"spec":{"taints":…}}), and so
+// does this controller; an earlier version of it wrote the three fields at
+// the top level. Both shapes are read, so that a node keeps its record
+// across a switch from MCM or from that version.
+type templateRecord struct {
+	v1alpha1.NodeTemplateSpec
 	Labels      map[string]string `json:"labels,omitempty"`
 	Annotations map[string]string `json:"annotations,omitempty"`
 	Taints      []corev1.Taint    `json:"taints,omitempty"`
 }
 
-// planNodeSync returns the node with the machine's node template applied by
-// a three-way merge (last applied, desired, current): keys the template
-// set before and no longer sets are removed, keys it sets are set, every
-// other key is left alone. It also sets the machine-name label. It returns
-// nil when the node needs no change. node is not modified.
-func planNodeSync(node *corev1.Node, m *v1alpha1.Machine) *corev1.Node {
-	var last appliedTemplate
-	if raw := node.Annotations[v1alpha1.LastAppliedNodeTemplateAnnotation]; raw != "" {
-		// An unreadable record is treated as empty: nothing is removed.
-		_ = json.Unmarshal([]byte(raw), &last)
+// readTemplateRecord decodes a last-applied annotation. An unreadable
+// record is treated as empty: nothing is removed on its account.
+func readTemplateRecord(raw string) appliedTemplate {
+	var r templateRecord
+	if raw == "" || json.Unmarshal([]byte(raw), &r) != nil {
+		return appliedTemplate{}
 	}
+	out := appliedTemplate{
+		Labels:      r.NodeTemplateSpec.Labels,
+		Annotations: r.NodeTemplateSpec.Annotations,
+		Taints:      r.Spec.Taints,
+	}
+	if len(r.Labels) > 0 || len(r.Annotations) > 0 || len(r.Taints) > 0 {
+		out = appliedTemplate{
+			Labels:      mergeMap(out.Labels, nil, r.Labels),
+			Annotations: mergeMap(out.Annotations, nil, r.Annotations),
+			Taints:      append(out.Taints, r.Taints...),
+		}
+	}
+	return out
+}
+
+// desiredTemplate is what the machine's node template applies.
+func desiredTemplate(m *v1alpha1.Machine) appliedTemplate {
 	tmpl := m.Spec.NodeTemplateSpec
 	want := appliedTemplate{
 		Labels:      maps.Clone(tmpl.Labels),
 		Annotations: maps.Clone(tmpl.Annotations),
 		Taints:      slices.Clone(tmpl.Spec.Taints),
 	}
+	// The records are ours to write; a template cannot set them.
 	delete(want.Annotations, v1alpha1.LastAppliedNodeTemplateAnnotation)
+	delete(want.Annotations, v1alpha1.LastAppliedVirtualCapacityAnnotation)
+	return want
+}
 
+// templateRecordOf is the last-applied annotation for what m's template
+// applies, in MCM's format.
+func templateRecordOf(want appliedTemplate) string {
+	spec := v1alpha1.NodeTemplateSpec{}
+	spec.Labels, spec.Annotations, spec.Spec.Taints = want.Labels, want.Annotations, want.Taints
+	raw, _ := json.Marshal(spec) // cannot fail for these types
+	return string(raw)
+}
+
+// planNodeSync returns the node as the machine wants it, or nil when the
+// node needs no change. node is not modified.
+//
+//   - The node template's labels, annotations and taints are applied by a
+//     three-way merge (last applied, desired, current): keys the template
+//     set before and no longer sets are removed, keys it sets are set,
+//     every other key is left alone. The record of what was applied is
+//     kept in MCM's format and rewritten only when its content changes;
+//     a template that applies nothing needs no record.
+//   - The machine-name label is set.
+//   - The node finalizer is added while neither the node nor the machine
+//     is being deleted, so that deleting the node goes through the
+//     machine's deletion (drain first).
+//   - With class, the class's nodeTemplate.virtualCapacity is applied to
+//     status.capacity the same three-way way, recorded in the
+//     last-applied-virtual-capacity annotation. A nil class (not found)
+//     leaves capacity and its record alone.
+func planNodeSync(node *corev1.Node, m *v1alpha1.Machine, class *v1alpha1.MachineClass) *corev1.Node {
 	out := node.DeepCopy()
+	last := readTemplateRecord(node.Annotations[v1alpha1.LastAppliedNodeTemplateAnnotation])
+	want := desiredTemplate(m)
 	out.Labels = mergeMap(out.Labels, last.Labels, want.Labels)
 	if out.Labels == nil {
 		out.Labels = map[string]string{}
@@ -46,18 +115,76 @@ func planNodeSync(node *corev1.Node, m *v1alpha1.Machine) *corev1.Node {
 	out.Labels[v1alpha1.MachineNameLabelKey] = m.Name
 	out.Annotations = mergeMap(out.Annotations, last.Annotations, want.Annotations)
 	out.Spec.Taints = mergeTaints(out.Spec.Taints, last.Taints, want.Taints)
-
-	record, _ := json.Marshal(want) // cannot fail for these types
-	if out.Annotations == nil {
-		out.Annotations = map[string]string{}
+	switch {
+	case last.equal(want):
+		// The record (or its absence) says what is applied, in whichever
+		// format: keep it.
+	case want.empty():
+		delete(out.Annotations, v1alpha1.LastAppliedNodeTemplateAnnotation)
+	default:
+		setMapKey(&out.Annotations, v1alpha1.LastAppliedNodeTemplateAnnotation, templateRecordOf(want))
 	}
-	out.Annotations[v1alpha1.LastAppliedNodeTemplateAnnotation] = string(record)
+
+	if node.DeletionTimestamp == nil && m.DeletionTimestamp == nil && !slices.Contains(out.Finalizers, v1alpha1.NodeFinalizer) {
+		out.Finalizers = append(out.Finalizers, v1alpha1.NodeFinalizer)
+	}
+	if class != nil {
+		syncVirtualCapacity(out, node, class)
+	}
 
 	if maps.Equal(out.Labels, node.Labels) && maps.Equal(out.Annotations, node.Annotations) &&
-		slices.EqualFunc(out.Spec.Taints, node.Spec.Taints, taintEqual) {
+		slices.EqualFunc(out.Spec.Taints, node.Spec.Taints, taintEqual) &&
+		slices.Equal(out.Finalizers, node.Finalizers) &&
+		apiequality.Semantic.DeepEqual(out.Status.Capacity, node.Status.Capacity) {
 		return nil
 	}
 	return out
+}
+
+// syncVirtualCapacity applies the class's virtual capacity to out's
+// status.capacity: resources the record lists and the class no longer
+// has are removed, the class's are set; the record follows.
+func syncVirtualCapacity(out, node *corev1.Node, class *v1alpha1.MachineClass) {
+	var want corev1.ResourceList
+	if class.NodeTemplate != nil {
+		want = class.NodeTemplate.VirtualCapacity
+	}
+	var last corev1.ResourceList
+	raw, recorded := node.Annotations[v1alpha1.LastAppliedVirtualCapacityAnnotation]
+	if recorded {
+		// Unreadable: treated as empty, nothing removed on its account.
+		_ = json.Unmarshal([]byte(raw), &last)
+	}
+	if len(want) == 0 && len(last) == 0 && !recorded {
+		return
+	}
+	for name := range last {
+		if _, ok := want[name]; !ok {
+			delete(out.Status.Capacity, name)
+		}
+	}
+	for name, q := range want {
+		if cur, ok := out.Status.Capacity[name]; !ok || !cur.Equal(q) {
+			if out.Status.Capacity == nil {
+				out.Status.Capacity = corev1.ResourceList{}
+			}
+			out.Status.Capacity[name] = q.DeepCopy()
+		}
+	}
+	switch {
+	case len(want) == 0:
+		delete(out.Annotations, v1alpha1.LastAppliedVirtualCapacityAnnotation)
+	case !apiequality.Semantic.DeepEqual(last, want) || !recorded:
+		record, _ := json.Marshal(want) // cannot fail for a ResourceList
+		setMapKey(&out.Annotations, v1alpha1.LastAppliedVirtualCapacityAnnotation, string(record))
+	}
+}
+
+func setMapKey(m *map[string]string, k, v string) {
+	if *m == nil {
+		*m = map[string]string{}
+	}
+	(*m)[k] = v
 }
 
 // mergeMap applies want over cur, removing the keys of last that want no

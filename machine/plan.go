@@ -142,7 +142,7 @@ func planMachine(obs observation, o *Options) machinePlan {
 	}
 	planHealth(&p, obs, o)
 	if obs.Node != nil {
-		p.Node = planNodeSync(obs.Node, m)
+		p.Node = planNodeSync(obs.Node, m, obs.Class)
 	}
 	return p
 }

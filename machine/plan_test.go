@@ -489,7 +489,7 @@ func TestPlanNodeSync(t *testing.T) {
 	m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "t", Value: "v", Effect: corev1.TaintEffectNoSchedule}}
 
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{"user": "mine"}}}
-	first := planNodeSync(n, m)
+	first := planNodeSync(n, m, nil)
 	if first == nil {
 		t.Fatal("no change planned for a fresh node")
 	}
@@ -497,7 +497,7 @@ func TestPlanNodeSync(t *testing.T) {
 	if diff := cmp.Diff(wantLabels, first.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)
 	}
-	if planNodeSync(first, m) != nil {
+	if planNodeSync(first, m, nil) != nil {
 		t.Error("second sync is not a no-op")
 	}
 	// Template changes: a removed, b changed, taint value changed; the
@@ -507,7 +507,7 @@ func TestPlanNodeSync(t *testing.T) {
 	m.Spec.NodeTemplateSpec.Labels = map[string]string{"b": "3"}
 	m.Spec.NodeTemplateSpec.Annotations = nil
 	m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "t", Value: "w", Effect: corev1.TaintEffectNoSchedule}}
-	second := planNodeSync(first, m)
+	second := planNodeSync(first, m, nil)
 	wantLabels = map[string]string{"b": "3", "user": "mine", "user2": "also", v1alpha1.MachineNameLabelKey: "m1"}
 	if diff := cmp.Diff(wantLabels, second.Labels); diff != "" {
 		t.Errorf("labels (-want +got):\n%s", diff)

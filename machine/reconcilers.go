@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
@@ -77,9 +78,13 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	return workqueue.Result{}, nil
 }
 
-// ReconcileNode reacts to a node change: its machines are synced, and if
-// the node was deleted, its machines are deleted (they are replaced by
-// their MachineSet). Nodes without a machine are left alone.
+// ReconcileNode reacts to a node change: its machines are synced; a node
+// that is being deleted (kubectl delete node) or is gone has its machines
+// deleted, which drains the node first and removes the node finalizer
+// with the node (their MachineSet replaces them); a node being deleted
+// that no machine claims loses the node finalizer, so that it never stays
+// Terminating for want of a machine to remove it. Other nodes without a
+// machine are left alone.
 func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.Result, error) {
 	if c.nodes == nil {
 		return workqueue.Result{}, nil
@@ -88,32 +93,86 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}
-	_, err = c.nodes.Get(name)
-	gone := apierrors.IsNotFound(err)
-	if err != nil && !gone {
+	node, err := c.nodes.Get(name)
+	if apierrors.IsNotFound(err) {
+		node = nil
+	} else if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting node %s: %w", name, err)
 	}
+	machines := make([]*v1alpha1.Machine, 0, len(objs))
 	for _, o := range objs {
-		m := o.(*v1alpha1.Machine)
-		if !gone || m.DeletionTimestamp != nil {
-			c.machineQueue.Add(workqueue.KeyOf(m))
-			continue
-		}
-		// Only a node that was there can go: a machine still waiting for
-		// its node to register is not deleted.
-		switch m.Status.CurrentStatus.Phase {
-		case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed:
-		default:
-			c.machineQueue.Add(workqueue.KeyOf(m))
-			continue
-		}
+		machines = append(machines, o.(*v1alpha1.Machine))
+	}
+	p := planNodeEvent(node, machines)
+	logger := logr.FromContextOrDiscard(ctx)
+	for _, m := range p.Sync {
+		c.machineQueue.Add(workqueue.KeyOf(m))
+	}
+	for _, m := range p.Delete {
 		uid := m.UID
 		err := c.control.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
 			return workqueue.Result{}, fmt.Errorf("deleting machine %s of deleted node %s: %w", workqueue.KeyOf(m), name, err)
 		}
-		logr.FromContextOrDiscard(ctx).Info("Node deleted; deleting its machine", "node", name, "machine", workqueue.KeyOf(m))
+		logger.Info("Node deleted; deleting its machine", "node", name, "machine", workqueue.KeyOf(m))
+	}
+	if p.RemoveFinalizer {
+		data, err := patch.Finalizer(node.Finalizers, v1alpha1.NodeFinalizer, false, node.ResourceVersion)
+		if err == nil && data != nil {
+			_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager)
+		}
+		if err != nil && !apierrors.IsNotFound(err) {
+			return workqueue.Result{}, fmt.Errorf("removing finalizer of node %s: %w", name, err)
+		}
+		logger.Info("Node being deleted has no machine; removed its finalizer", "node", name)
 	}
 	return workqueue.Result{}, nil
+}
+
+// nodeEventPlan is what a node change asks of its machines.
+type nodeEventPlan struct {
+	// Sync are machines to sync, Delete machines to delete.
+	Sync, Delete []*v1alpha1.Machine
+	// RemoveFinalizer: the node is being deleted, carries the node
+	// finalizer, and no machine claims it.
+	RemoveFinalizer bool
+}
+
+// planNodeEvent decides what a change of a node (nil: gone) means for the
+// machines that claim it (label "node"). It is pure.
+func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPlan {
+	var p nodeEventPlan
+	deleting := node != nil && node.DeletionTimestamp != nil
+	if len(machines) == 0 {
+		p.RemoveFinalizer = deleting && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
+		return p
+	}
+	for _, m := range machines {
+		switch {
+		case m.DeletionTimestamp != nil:
+			p.Sync = append(p.Sync, m)
+		case deleting:
+			// Someone deletes the node: the machine goes the regular way,
+			// drain included, and takes the node (and its finalizer) along.
+			p.Delete = append(p.Delete, m)
+		case node == nil && wasJoined(m):
+			// Only a node that was there can go: a machine still waiting
+			// for its node to register is not deleted.
+			p.Delete = append(p.Delete, m)
+		default:
+			p.Sync = append(p.Sync, m)
+		}
+	}
+	return p
+}
+
+// wasJoined reports whether the machine's node had registered: its phase
+// is one a machine reaches only with a node.
+func wasJoined(m *v1alpha1.Machine) bool {
+	switch m.Status.CurrentStatus.Phase {
+	case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed:
+		return true
+	}
+	return false
 }

@@ -136,13 +136,17 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 		}
 	}
 	var secret *corev1.Secret
-	if needsCreate(m) && m.Spec.Class.Name != "" {
+	if m.Spec.Class.Name != "" {
+		// The class's virtual capacity is synced to the node of every
+		// machine; its validity and secrets matter only for creation.
 		if class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name); err == nil {
 			obs.Class = class
-			obs.ClassErrors = validation.ValidateMachineClass(class)
-			secret, obs.SecretReason, obs.SecretProblem = c.resolveSecret(class)
-			if secret != nil {
-				secret = withPlaceholders(secret, m.Name)
+			if needsCreate(m) {
+				obs.ClassErrors = validation.ValidateMachineClass(class)
+				secret, obs.SecretReason, obs.SecretProblem = c.resolveSecret(class)
+				if secret != nil {
+					secret = withPlaceholders(secret, m.Name)
+				}
 			}
 		}
 	}

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -11,6 +12,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
@@ -32,7 +35,10 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 		return workqueue.Result{}, nil // not ours (any more)
 	}
 	logger := logr.FromContextOrDiscard(ctx)
-	cur := cached
+	cur, err := c.prepareNodeForDeletion(ctx, cached)
+	if err != nil {
+		return workqueue.Result{}, err
+	}
 	for range maxStepsPerSync {
 		in, creds := c.observeDeletion(cur)
 		d := decideDeletion(in)
@@ -55,6 +61,109 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 	return workqueue.Result{RequeueAfter: time.Second}, nil
 }
 
+// prepareNodeForDeletion runs before the drain can start: it makes sure
+// the machine's node is known (label "node"; when the label is missing,
+// the node is looked up by its machine-name label and then through the
+// driver's GetMachineStatus, and the label is written, so that the drain
+// and the node's deletion find it), and it marks the node with the
+// Terminating condition (reason Unhealthy for a Failed machine, ScaleDown
+// otherwise) before anything is drained, so that others (the
+// cluster-autoscaler, node agents) see why the node goes away.
+func (c *Controller) prepareNodeForDeletion(ctx context.Context, m *v1alpha1.Machine) (*v1alpha1.Machine, error) {
+	if c.nodes == nil {
+		return m, nil
+	}
+	switch CurrentDeletionStep(m) {
+	case StepWaitPreDrainHooks, StepDrain:
+	default:
+		return m, nil
+	}
+	name := nodeNameOf(m)
+	if name == "" {
+		if name = c.lookUpNodeName(ctx, m); name == "" {
+			return m, nil
+		}
+		labelled := m.DeepCopy()
+		setLabel(labelled, v1alpha1.NodeLabelKey, name)
+		written, err := c.writeMachine(ctx, m, labelled)
+		if err != nil {
+			return m, err
+		}
+		logr.FromContextOrDiscard(ctx).Info("Found the node of the machine being deleted", "node", name)
+		m = written
+	}
+	node, err := c.nodes.Get(name)
+	if err != nil {
+		return m, nil // gone (or not cached yet): nothing to mark; the drain step decides
+	}
+	cond := terminationCondition(m, node, c.opts.Clock.Now())
+	if cond == nil {
+		return m, nil
+	}
+	// A strategic merge patch merges conditions by type, so the kubelet's
+	// own conditions are neither sent nor overwritten.
+	data, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{*cond}}})
+	_, err = c.target.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, data,
+		metav1.PatchOptions{FieldManager: c.opts.FieldManager}, "status")
+	if err != nil && !apierrors.IsNotFound(err) {
+		// The condition informs; it must not hold up a deletion (a
+		// manager without the right to patch node status would never
+		// delete anything). Every later sync before the drain is done
+		// tries again.
+		logr.FromContextOrDiscard(ctx).Error(err, "Cannot set the Terminating condition on the node", "node", name)
+	}
+	return m, nil
+}
+
+// terminationCondition is the Terminating condition to set on the node of
+// machine m being deleted, or nil when the node has it already. A machine
+// that is not Terminating yet shows why it is deleted: Failed means it is
+// replaced as unhealthy; anything else is a scale-down. Once Terminating,
+// that is no longer known, and a condition already set is kept.
+func terminationCondition(m *v1alpha1.Machine, node *corev1.Node, now time.Time) *corev1.NodeCondition {
+	for _, c := range node.Status.Conditions {
+		if c.Type == v1alpha1.NodeTerminationCondition && c.Status == corev1.ConditionTrue {
+			return nil
+		}
+	}
+	cond := &corev1.NodeCondition{
+		Type: v1alpha1.NodeTerminationCondition, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now),
+		Reason: v1alpha1.NodeScaleDown, Message: "Machine Controller is scaling down machine",
+	}
+	if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		cond.Reason, cond.Message = v1alpha1.NodeUnhealthy, "Machine Controller is terminating failed machine"
+	}
+	return cond
+}
+
+// lookUpNodeName finds the node of a machine whose node label is missing:
+// a node carrying the machine-name label, else the node name the driver
+// reports for the VM ("" when neither knows one).
+func (c *Controller) lookUpNodeName(ctx context.Context, m *v1alpha1.Machine) string {
+	sel := labels.SelectorFromSet(labels.Set{v1alpha1.MachineNameLabelKey: m.Name})
+	if nodes, err := c.nodes.List(sel); err == nil && len(nodes) == 1 {
+		return nodes[0].Name
+	}
+	if m.Spec.ProviderID == "" && m.Annotations[CreationStartedAnnotation] == "" {
+		return "" // no VM was ever asked for
+	}
+	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
+	if err != nil {
+		return ""
+	}
+	secret, err := driver.ReadClassSecret(c.secrets, class)
+	if err != nil {
+		return ""
+	}
+	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
+	if err != nil || status == nil {
+		logr.FromContextOrDiscard(ctx).V(2).Info("Driver does not know the node of the machine being deleted", "error", err)
+		return ""
+	}
+	return status.NodeName
+}
+
 // credentials are the class and merged secret that DeleteMachine needs.
 type credentials struct {
 	class  *v1alpha1.MachineClass
@@ -70,13 +179,9 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, creden
 		HasTarget: c.target != nil,
 	}
 	if c.nodes != nil {
+		// prepareNodeForDeletion has recorded the node if it could be found.
 		in.NodeName = nodeNameOf(m)
-		if in.NodeName == "" {
-			// The VM may have registered before its name was recorded.
-			if n, err := c.nodes.Get(m.Name); err == nil && n.Labels[v1alpha1.MachineNameLabelKey] == m.Name {
-				in.NodeName, in.Node = n.Name, n
-			}
-		} else if n, err := c.nodes.Get(in.NodeName); err == nil {
+		if n, err := c.nodes.Get(in.NodeName); in.NodeName != "" && err == nil {
 			in.Node = n
 		}
 	}

@@ -24,9 +24,13 @@ func machineStatusFields(m *v1alpha1.Machine) patch.Fields { return patch.Fields
 
 func nodeFields(n *corev1.Node) patch.Fields {
 	return patch.Fields{
-		"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations},
+		"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations, "finalizers": n.Finalizers},
 		"spec":     patch.Fields{"taints": n.Spec.Taints},
 	}
+}
+
+func nodeStatusFields(n *corev1.Node) patch.Fields {
+	return patch.Fields{"status": patch.Fields{"capacity": n.Status.Capacity}}
 }
 
 // machineStatusPatch is the guarded patch from cur's status to desired's,
@@ -74,12 +78,28 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 	return updated, nil
 }
 
-// patchNode writes the labels, annotations and taints of desired, guarded by
-// the node's resourceVersion.
+// patchNode writes what planNodeSync changed, each part guarded by the
+// node's resourceVersion: status.capacity first, then labels,
+// annotations, finalizers and taints. The capacity goes first because the
+// virtual-capacity record (an annotation) must never claim what the
+// status does not have yet: a crash in between then repeats the status
+// write instead of forgetting a resource to remove.
 func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
-	data, err := patch.Diff(nodeFields(cur), nodeFields(desired), cur.ResourceVersion)
+	nodes := c.target.CoreV1().Nodes()
+	rv := cur.ResourceVersion
+	data, err := patch.Diff(nodeStatusFields(cur), nodeStatusFields(desired), rv)
 	if err == nil && data != nil {
-		_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, cur.Name, data, c.opts.FieldManager)
+		var written *corev1.Node
+		if written, err = patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager, "status"); err == nil {
+			rv = written.ResourceVersion
+		}
+	}
+	if err != nil {
+		return fmt.Errorf("syncing virtual capacity to node %s: %w", cur.Name, err)
+	}
+	data, err = patch.Diff(nodeFields(cur), nodeFields(desired), rv)
+	if err == nil && data != nil {
+		_, err = patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager)
 	}
 	if err != nil {
 		return fmt.Errorf("syncing node template to node %s: %w", cur.Name, err)

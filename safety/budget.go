@@ -28,10 +28,11 @@ const indexByDeployment = "mcmkit.io/machine-by-deployment"
 // BudgetOptions configures a Budget. The zero value is MCM's behaviour: one
 // replacement at a time per deployment.
 type BudgetOptions struct {
-	// Max is how many machines of one deployment may be Failed or being
-	// deleted at once before another is marked Failed: a number, or a
-	// percentage of the deployment's machines (rounded down, at least 1).
-	// Nil means 1.
+	// Max is how many machines of one deployment may be in replacement at
+	// once (Failed, being deleted, or not up yet: phase empty, Pending or
+	// CrashLoopBackOff, as MCM counts them) before another is marked
+	// Failed: a number, or a percentage of the deployment's machines
+	// (rounded down, at least 1). Nil means 1.
 	Max *intstr.IntOrString
 	// MaxUnhealthy, when set, lets no machine of a deployment be replaced
 	// while more of its machines are unhealthy (Unknown or Failed) than
@@ -141,7 +142,7 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 		}
 		key := machineKey(s)
 		present[key] = true
-		if s.DeletionTimestamp != nil || s.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+		if s.DeletionTimestamp != nil || replacing(s.Status.CurrentStatus.Phase) {
 			inFlight[key] = true
 		}
 	}
@@ -191,6 +192,19 @@ func (b *Budget) Replaced(_ context.Context, m *v1alpha1.Machine, marked bool) {
 	if len(b.held[dkey]) == 0 {
 		delete(b.held, dkey)
 	}
+}
+
+// replacing reports whether a machine in phase counts as a replacement in
+// flight: Failed (about to be replaced), or not up yet (a replacement on
+// its way). Counting the new machines, as MCM does, keeps a deployment
+// from losing a second healthy-looking machine before the first one's
+// replacement has joined.
+func replacing(phase v1alpha1.MachinePhase) bool {
+	switch phase {
+	case v1alpha1.MachineFailed, "", v1alpha1.MachinePending, v1alpha1.MachineCrashLoopBackOff, v1alpha1.MachineTerminating:
+		return true
+	}
+	return false
 }
 
 // resolveMax turns Max into a count for a deployment of total machines: a

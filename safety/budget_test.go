@@ -28,6 +28,9 @@ const (
 	running
 	failed
 	deleting
+	pending
+	crashLoop
+	creating
 )
 
 func machineIn(deployment string, i int, st machineState) *v1alpha1.Machine {
@@ -42,6 +45,11 @@ func machineIn(deployment string, i int, st machineState) *v1alpha1.Machine {
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineRunning
 	case failed:
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
+	case pending:
+		m.Status.CurrentStatus.Phase = v1alpha1.MachinePending
+	case crashLoop:
+		m.Status.CurrentStatus.Phase = v1alpha1.MachineCrashLoopBackOff
+	case creating: // no phase yet
 	case deleting:
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineRunning
 		now := metav1.NewTime(t0)
@@ -89,6 +97,9 @@ func TestMayReplace(t *testing.T) {
 		{name: "default 1: a free slot", states: []machineState{unknown, unknown, running}, asks: []int{0}, want: []bool{true}},
 		{name: "default 1: a Failed machine holds it", states: []machineState{unknown, failed, running}, asks: []int{0}, want: []bool{false}},
 		{name: "default 1: a deleting machine holds it", states: []machineState{unknown, deleting, running}, asks: []int{0}, want: []bool{false}},
+		{name: "default 1: a Pending replacement holds it", states: []machineState{unknown, pending, running}, asks: []int{0}, want: []bool{false}},
+		{name: "default 1: a CrashLoopBackOff replacement holds it", states: []machineState{unknown, crashLoop, running}, asks: []int{0}, want: []bool{false}},
+		{name: "default 1: a machine being created holds it", states: []machineState{unknown, creating, running}, asks: []int{0}, want: []bool{false}},
 		{name: "default 1: the first yes holds the slot for the next", states: []machineState{unknown, unknown}, asks: []int{0, 1}, want: []bool{true, false}},
 		{name: "asking twice for one machine counts once", states: []machineState{unknown, unknown}, asks: []int{0, 0}, want: []bool{true, true}},
 		{name: "limit 3 with two in flight", max: ptr(intstr.FromInt32(3)), states: []machineState{unknown, unknown, failed, deleting, running},

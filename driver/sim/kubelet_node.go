@@ -6,6 +6,7 @@ import (
 	"maps"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -205,6 +206,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 		return nil
 	}
 	want := desiredNodeStatus(vm, overrides, node.Status.Conditions, now)
+	keepExtendedResources(want, node.Status.Capacity)
 	if !due && statusEquivalent(node.Status, want) {
 		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
 		return nil
@@ -283,6 +285,20 @@ func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.Node
 			OperatingSystem: "linux", Architecture: "amd64",
 			KubeletVersion: "v1.37.1-sim", ContainerRuntimeVersion: "sim://1",
 		},
+	}
+}
+
+// keepExtendedResources keeps in want the extended resources others have
+// added to the node's capacity (a device plugin, or the machine
+// controller's virtual capacity), as a kubelet does: it reports only the
+// resources it knows and keeps the rest, mirrored into allocatable.
+func keepExtendedResources(want corev1.NodeStatus, current corev1.ResourceList) {
+	for name, q := range current {
+		if _, ours := want.Capacity[name]; ours || !strings.Contains(string(name), "/") {
+			continue
+		}
+		want.Capacity[name] = q.DeepCopy()
+		want.Allocatable[name] = q.DeepCopy()
 	}
 }
 

@@ -10,6 +10,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -609,5 +610,20 @@ func TestLateRenewalsAreLoggedOncePerPeriod(t *testing.T) {
 		if got := len(logged) > 0; got != s.wantLog {
 			t.Errorf("at %v, %v late: logged %q, want a log line: %v", s.at, s.late, logged, s.wantLog)
 		}
+	}
+}
+
+func TestKeepExtendedResources(t *testing.T) {
+	q := resource.MustParse
+	want := corev1.NodeStatus{
+		Capacity:    corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourcePods: q("110")},
+		Allocatable: corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourcePods: q("110")},
+	}
+	// Someone added an extended resource; the kubelet's own cpu changed.
+	current := corev1.ResourceList{corev1.ResourceCPU: q("1"), "example.com/gpu": q("1"), corev1.ResourceMemory: q("1Gi")}
+	keepExtendedResources(want, current)
+	wantCapacity := corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourcePods: q("110"), "example.com/gpu": q("1")}
+	if !apiequality.Semantic.DeepEqual(want.Capacity, wantCapacity) || !apiequality.Semantic.DeepEqual(want.Allocatable, wantCapacity) {
+		t.Errorf("capacity %v, allocatable %v; want both %v", want.Capacity, want.Allocatable, wantCapacity)
 	}
 }
