@@ -26,7 +26,7 @@ import (
 var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Version: "v1", Resource: "customresourcedefinitions"}
 
 // storeUnbounded stores the Machine m through a Machine CRD whose
-// creationTimeout has no rules, as an installation from before the rules
+// spec fields have no rules, as an installation from before the rules
 // could hold it, and puts the CRD back.
 func storeUnbounded(t *testing.T, env *testenv.Env, m *unstructured.Unstructured) {
 	t.Helper()
@@ -56,7 +56,10 @@ func storeUnbounded(t *testing.T, env *testenv.Env, m *unstructured.Unstructured
 	versions, _, _ := unstructured.NestedSlice(loose.Object, "spec", "versions")
 	for i := range versions {
 		v := versions[i].(map[string]any)
-		unstructured.RemoveNestedField(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", "creationTimeout", "x-kubernetes-validations")
+		spec, _, _ := unstructured.NestedMap(m.Object, "spec")
+		for field := range spec {
+			unstructured.RemoveNestedField(v, "schema", "openAPIV3Schema", "properties", "spec", "properties", field, "x-kubernetes-validations")
+		}
 		versions[i] = v
 	}
 	if err := unstructured.SetNestedSlice(loose.Object, versions, "spec", "versions"); err != nil {
@@ -73,11 +76,12 @@ func storeUnbounded(t *testing.T, env *testenv.Env, m *unstructured.Unstructured
 	})
 }
 
-// TestUndecodableMachineDoesNotBlindTheManager: one stored Machine whose
-// creationTimeout overflows a Go duration (the typed decoder fails on it,
-// and with it every typed list of Machines) beside ten valid ones. The ten
-// reach Running, the bad one is named in an event and a metric, and the
-// manager is ready: its informers list and watch.
+// TestUndecodableMachineDoesNotBlindTheManager: two stored Machines the
+// typed decoder fails on (and with them every typed list of Machines), one
+// whose creationTimeout overflows a Go duration, one with MCM-era
+// "drainTimeout: 2 hours", beside ten valid ones. The ten reach Running,
+// each bad one is named in an event and a metric, and the manager is
+// ready: its informers list and watch.
 func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
 	env := testenv.Get(t)
 	ctx := context.Background()
@@ -85,59 +89,72 @@ func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
 	mc := versioned.NewForConfigOrDie(env.Config())
 	createMachineObjects(t, env, mc, ns)
 
-	// A typed client cannot even hold the overflowing value.
-	storeUnbounded(t, env, &unstructured.Unstructured{Object: map[string]any{
-		"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "Machine",
-		"metadata": map[string]any{"name": "poison", "namespace": ns},
-		"spec": map[string]any{
-			"class":           map[string]any{"kind": "MachineClass", "name": "sim"},
-			"creationTimeout": "99999999999h",
-		},
-	}})
+	// Neither value fits a typed client: one overflows a duration, the
+	// other is what an MCM installation may hold from before admission
+	// checked durations.
+	poisons := map[string]string{"creationTimeout": "99999999999h", "drainTimeout": "2 hours"}
+	names := map[string]string{"creationTimeout": "poison", "drainTimeout": "mcm-era"}
+	for field, value := range poisons {
+		storeUnbounded(t, env, &unstructured.Unstructured{Object: map[string]any{
+			"apiVersion": v1alpha1.SchemeGroupVersion.String(), "kind": "Machine",
+			"metadata": map[string]any{"name": names[field], "namespace": ns},
+			"spec": map[string]any{
+				"class": map[string]any{"kind": "MachineClass", "name": "sim"},
+				field:   value,
+			},
+		}})
+	}
 	if _, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{}); err == nil {
-		t.Fatal("a typed list of the namespace's machines works: the stored object is not undecodable")
+		t.Fatal("a typed list of the namespace's machines works: the stored objects are not undecodable")
 	}
 
 	suffix := randomSuffix(t)
-	var names []string
+	var good []string
 	for i := range 10 {
 		name := fmt.Sprintf("ok-%s-%d", suffix, i)
-		names = append(names, name)
+		good = append(good, name)
 		createMachine(t, mc, ns, name)
 	}
 	in := start(t, binary(t), "manager", "--control-kubeconfig", env.Kubeconfig(), "--target-kubeconfig", env.Kubeconfig(),
 		"--namespace", ns, "--driver", "sim", "--leader-elect=false")
-	for _, name := range names {
+	for _, name := range good {
 		waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
 	}
-	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
-		events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + tolerant.ReasonUndecodable})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == "poison" && e.InvolvedObject.Kind == "Machine" && e.Type == corev1.EventTypeWarning &&
-				strings.Contains(e.Message, `invalid duration "99999999999h"`) {
-				return true, ""
+	for field, value := range poisons {
+		name := names[field]
+		testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+			events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: "reason=" + tolerant.ReasonUndecodable})
+			if err != nil {
+				return false, err.Error()
 			}
-		}
-		return false, fmt.Sprintf("no %s event on machine poison among %d", tolerant.ReasonUndecodable, len(events.Items))
-	})
+			for _, e := range events.Items {
+				if e.InvolvedObject.Name == name && e.InvolvedObject.Kind == "Machine" && e.Type == corev1.EventTypeWarning &&
+					strings.Contains(e.Message, fmt.Sprintf("%q", value)) {
+					return true, ""
+				}
+			}
+			return false, fmt.Sprintf("no %s event naming %q on machine %s among %d", tolerant.ReasonUndecodable, value, name, len(events.Items))
+		})
+	}
 	_, metrics := in.get("/metrics")
-	if want := fmt.Sprintf(`mcm_undecodable_objects{kind="Machine",name="poison",namespace=%q} 1`, ns); !strings.Contains(metrics, want) {
-		t.Errorf("/metrics lacks %s", want)
+	for _, name := range names {
+		if want := fmt.Sprintf(`mcm_undecodable_objects{kind="Machine",name=%q,namespace=%q} 1`, name, ns); !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %s", want)
+		}
 	}
 	if code, body := in.get("/readyz"); code != 200 {
 		t.Errorf("/readyz %d %q: an undecodable object must not make the manager unready", code, body)
 	}
-	// No controller saw it, so it has no finalizer; deleting it clears
-	// the metric.
-	if err := mc.MachineV1alpha1().Machines(ns).Delete(ctx, "poison", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
+	// No controller saw them, so they have no finalizer; deleting them
+	// clears the metric.
+	for _, name := range names {
+		if err := mc.MachineV1alpha1().Machines(ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+			t.Fatal(err)
+		}
 	}
 	testenv.Eventually(t, 30*time.Second, func(context.Context) (bool, string) {
 		_, metrics := in.get("/metrics")
-		return !strings.Contains(metrics, `name="poison"`), "mcm_undecodable_objects still names poison"
+		return !strings.Contains(metrics, "mcm_undecodable_objects{"), "mcm_undecodable_objects still names an object"
 	})
 }
 
