@@ -14,7 +14,7 @@ import (
 // created twice; CreateMachine only on NotFound; InitializeMachine when the
 // VM needs it.
 func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
-	labels := metricLabels(m)
+	labels := c.metricLabels(m)
 	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
 	var out createOutcome
 	needInit := false

@@ -61,7 +61,7 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C,
 }
 
 // metricLabels returns the label values of the duration metrics.
-func metricLabels(m *v1alpha1.Machine) []string {
+func (c *Controller) metricLabels(m *v1alpha1.Machine) []string {
 	return []string{m.Namespace, m.Labels[v1alpha1.MachineDeploymentNameLabelKey]}
 }
 

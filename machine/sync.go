@@ -94,7 +94,7 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	if p.MarkedFailed {
 		logger.Info("Machine marked Failed by the health timeout")
 	}
-	labels := metricLabels(written)
+	labels := c.metricLabels(written)
 	if p.Joined > 0 {
 		c.metrics.join.WithLabelValues(labels...).Observe(p.Joined.Seconds())
 	}

@@ -259,7 +259,7 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 		return stepOutcome{Description: desc, DrainState: &res.State, RequeueAfter: max(wait, 100*time.Millisecond)}, nil
 	}
 	if !res.State.Start.IsZero() {
-		c.metrics.drain.WithLabelValues(metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start).Seconds())
+		c.metrics.drain.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start).Seconds())
 	}
 	desc := "Drain successful. Initiate VM deletion"
 	if d.Force || res.ForceReason != "" {
@@ -276,7 +276,7 @@ func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, cred
 	resp, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m, MachineClass: creds.class, Secret: creds.secret})
 	switch code := driver.CodeOf(err); code {
 	case driver.OK, driver.NotFound:
-		c.metrics.delete.WithLabelValues(metricLabels(m)...).Observe(c.opts.Clock.Since(start).Seconds())
+		c.metrics.delete.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(start).Seconds())
 		out := stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion",
 			Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM " + m.Spec.ProviderID}}
 		if resp != nil {
