@@ -562,7 +562,11 @@ func TestIntegrationInvalidProviderSpec(t *testing.T) {
 }
 
 // TestIntegrationNodeDeletedDeletesMachine deletes a running machine's Node
-// behind the controller's back: the machine goes too, and its VM with it.
+// behind the controller's back (kubectl delete node): the node finalizer
+// keeps the Node while the machine goes the regular way — the node gets
+// the Terminating condition, its pod is evicted before the VM is deleted —
+// and the Node goes with the machine. A Node being deleted that no machine
+// claims loses the finalizer at once.
 func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
@@ -577,10 +581,51 @@ func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 	if node == "" {
 		t.Fatalf("running machine has no %s label", v1alpha1.NodeLabelKey)
 	}
-	if err := w.core.CoreV1().Nodes().Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+	nodes := w.core.CoreV1().Nodes()
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return slices.Contains(n.Finalizers, v1alpha1.NodeFinalizer), fmt.Sprintf("node finalizers %v", n.Finalizers)
+	})
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "on-" + node, Namespace: w.ns},
+		Spec: corev1.PodSpec{NodeName: node, TerminationGracePeriodSeconds: new(int64(1)),
+			Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}}},
+	}
+	if _, err := w.core.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	testenv.Eventually(t, 2*time.Minute, machineGone(w.mc, w.ns, w.name(0)))
+	if err := nodes.Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var sawTerminating bool
+	var problems []string
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		n, nodeErr := nodes.Get(ctx, node, metav1.GetOptions{})
+		if nodeErr == nil {
+			for _, c := range n.Status.Conditions {
+				if c.Type == v1alpha1.NodeTerminationCondition && c.Status == corev1.ConditionTrue && c.Reason == v1alpha1.NodeScaleDown {
+					sawTerminating = true
+				}
+			}
+		}
+		_, podErr := w.core.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{})
+		vm, _ := w.cloud.VM(m.Spec.ProviderID)
+		if podErr == nil && vm.State == sim.VMTerminating {
+			problems = append(problems, "the VM was deleted before its node was drained")
+		}
+		_, machineErr := getMachine(ctx, w.mc, w.ns, w.name(0))
+		done := apierrors.IsNotFound(nodeErr) && apierrors.IsNotFound(podErr) && apierrors.IsNotFound(machineErr)
+		return done, fmt.Sprintf("node: %v, pod: %v, machine: %v", nodeErr, podErr, machineErr)
+	})
+	if !sawTerminating {
+		t.Error("the node never showed the Terminating condition")
+	}
+	if len(problems) > 0 {
+		t.Error(problems[0])
+	}
 	testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
 		vms := w.cloud.VMs()
 		live := 0
@@ -590,5 +635,18 @@ func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 			}
 		}
 		return live == 0, fmt.Sprintf("%d VMs still live", live)
+	})
+
+	// A node no machine claims, carrying the finalizer, is deleted.
+	orphan := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "orphan-" + w.prefix, Finalizers: []string{v1alpha1.NodeFinalizer}}}
+	if _, err := nodes.Create(ctx, orphan, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := nodes.Delete(ctx, orphan.Name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		_, err := nodes.Get(ctx, orphan.Name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err), fmt.Sprintf("unclaimed node being deleted: %v", err)
 	})
 }
