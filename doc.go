@@ -47,11 +47,16 @@
 // Every controller writes the fields it owns with guarded JSON merge
 // patches, only when they changed (the module's internal patch package).
 //
-// The API, clients, CRDs, workqueue, expectations, driver (with its
-// simulator and conformance kit), drain, and the machine, MachineSet and
-// MachineDeployment controllers are here, with the replacement budget of
-// package safety and the reference binary; the safety controller is being
-// built on them.
+// # Switching from MCM
+//
+// A namespace that Gardener MCM manages can be taken over as it is: the
+// objects, finalizers, labels, annotations and the Nodes' bookkeeping
+// (the last-applied node template and virtual capacity records, the node
+// finalizer) are MCM's, read in MCM's format and written in it, so the
+// machine controller adopts running machines without creating, deleting
+// or relabelling anything, and keys an older template applied are
+// removed. Stored objects MCM accepted and the API now rejects are
+// reported by package tolerant and skipped, never blocking the rest.
 //
 // # Usage
 //
