@@ -97,10 +97,48 @@
 //
 // Events use the Reason* constants. With Options.Registerer set: the queue
 // metrics of package workqueue; the driver's through driver.Instrument;
-// the drain engine's; mcm_machine_{create,initialize,join,drain,delete}_duration_seconds
-// histograms and mcm_machine_num_failed_join, labelled namespace and
-// machine_deployment; mcm_machine_items_total, mcm_machine_phase_machines
-// and mcm_machine_controller_frozen at scrape time.
+// the drain engine's; and MCM's machine metrics under MCM's names, types
+// and labels, so that dashboards and alerts built for MCM keep working:
+//
+//	mcm_machine_create_duration_seconds       gauge    namespace, machine_deployment, instance_type, zone
+//	mcm_machine_initialize_duration_seconds   gauge    namespace, machine_deployment, instance_type, zone
+//	mcm_machine_join_duration_seconds         gauge    namespace, machine_deployment, instance_type, zone
+//	mcm_machine_drain_duration_seconds        gauge    namespace, machine_deployment
+//	mcm_machine_delete_duration_seconds       gauge    namespace, machine_deployment, instance_type, zone
+//	mcm_machine_num_failed_join               counter  namespace, machine_deployment, instance_type, zone
+//	mcm_machine_items_total                   gauge
+//	mcm_machine_controller_frozen             gauge
+//	mcm_machine_current_status_phase          gauge    name, namespace
+//	mcm_machine_info                          gauge    name, namespace, createdAt, spec_provider_id,
+//	                                                   spec_class_api_group, spec_class_kind, spec_class_name, node_name
+//	mcm_machine_status_condition              gauge    name, namespace, condition
+//	mcm_misc_scrape_failure_total             counter  kind (binary="machine-controller-manager-provider")
+//
+// The duration gauges hold the last value, as MCM's do; every value also
+// goes to a histogram of our own under the same labels,
+// mcm_machine_{create,initialize,join,drain,delete}_seconds, for
+// percentiles and rates. The labels are MCM's: machine_deployment is the
+// machine's "name" label (empty outside a deployment), instance_type the
+// class's nodeTemplate.instanceType, zone the topology.kubernetes.io/zone
+// label of the machine's nodeTemplate or else the class's
+// nodeTemplate.zone. Join is the time from the start of the machine's
+// creation until its node was Ready, drain from the drain's first pass
+// until it was done, as in MCM; create, initialize and delete are the
+// durations of the successful driver calls, where MCM's create and delete
+// gauges count from the machine's creation and deletion timestamps.
+//
+// At scrape time, from the machine cache: mcm_machine_items_total,
+// mcm_machine_current_status_phase (Terminating -4, Failed -3,
+// CrashLoopBackOff -2, Unknown -1, Running 1, any other phase 0; a machine
+// with a deletion timestamp is Terminating), mcm_machine_info (always 1;
+// createdAt in Unix seconds), mcm_machine_status_condition (the node's
+// conditions: True 1, False 0, Unknown 2), mcm_machine_controller_frozen
+// (1 while Options.SafetyGate freezes the controller) and, of our own,
+// mcm_machine_phase_machines{namespace,phase}, the number of machines per
+// phase. A list from the cache that fails counts in
+// mcm_misc_scrape_failure_total{kind="Machine-count"}. A controller's Run
+// replaces the scrape-time collector of an earlier controller on the same
+// registry, whose caches stopped with it.
 //
 // # Usage
 //

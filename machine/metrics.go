@@ -3,53 +3,132 @@ package machine
 import (
 	"context"
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
+	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 // metrics of the machine controller, under MCM's names where MCM has them.
-// The duration metrics are histograms here (MCM keeps the last value in a
-// gauge), labelled by namespace and machine_deployment.
+//
+// Each duration is recorded twice: in MCM's gauge, which holds the last
+// value (what MCM's dashboards and alerts read), and in a histogram of our
+// own, which keeps every value, so that percentiles and rates can be had.
 type metrics struct {
 	reg                                     prometheus.Registerer
-	create, initialize, join, drain, delete *prometheus.HistogramVec
+	create, initialize, join, drain, delete *durationMetric
 	failedJoins                             *prometheus.CounterVec
+	scrapeFailures                          prometheus.Counter
 }
 
-var durationLabels = []string{"namespace", "machine_deployment"}
+// Label names of the duration metrics, in the order of metricLabels. The
+// drain metrics take only the first two, as MCM's drain gauge does.
+var (
+	placementLabels = []string{"namespace", "machine_deployment", "instance_type", "zone"}
+	drainLabels     = placementLabels[:2]
+)
+
+// durationMetric is one duration of a machine's life: MCM's gauge (the last
+// value) and our histogram (every value) under one label set.
+type durationMetric struct {
+	gauge  *prometheus.GaugeVec
+	hist   *prometheus.HistogramVec
+	labels int // how many of metricLabels' values the metric takes
+}
+
+// WithLabelValues returns the observer of the series of the machine whose
+// metricLabels are lvs: an observation sets the gauge and is added to the
+// histogram. Values beyond the metric's labels (the placement of a drain)
+// are dropped.
+func (d *durationMetric) WithLabelValues(lvs ...string) prometheus.Observer {
+	lvs = lvs[:min(len(lvs), d.labels)]
+	gauge, hist := d.gauge.WithLabelValues(lvs...), d.hist.WithLabelValues(lvs...)
+	return prometheus.ObserverFunc(func(seconds float64) {
+		gauge.Set(seconds)
+		hist.Observe(seconds)
+	})
+}
 
 func newMetrics(reg prometheus.Registerer) (*metrics, error) {
-	hist := func(name, help string) *prometheus.HistogramVec {
-		return prometheus.NewHistogramVec(prometheus.HistogramOpts{
-			Namespace: "mcm", Subsystem: "machine", Name: name, Help: help,
-			Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
-		}, durationLabels)
+	duration := func(name, gaugeHelp, histHelp string, labels []string) *durationMetric {
+		return &durationMetric{
+			gauge: prometheus.NewGaugeVec(prometheus.GaugeOpts{
+				Namespace: "mcm", Subsystem: "machine", Name: name + "_duration_seconds", Help: gaugeHelp,
+			}, labels),
+			hist: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+				Namespace: "mcm", Subsystem: "machine", Name: name + "_seconds", Help: histHelp,
+				Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
+			}, labels),
+			labels: len(labels),
+		}
 	}
 	m := &metrics{
-		reg:         reg,
-		create:      hist("create_duration_seconds", "Duration of successful CreateMachine calls."),
-		initialize:  hist("initialize_duration_seconds", "Duration of successful InitializeMachine calls."),
-		join:        hist("join_duration_seconds", "Time from the start of creation until the node became Ready."),
-		drain:       hist("drain_duration_seconds", "Time from the first drain pass until the node was drained."),
-		delete:      hist("delete_duration_seconds", "Duration of successful DeleteMachine calls."),
-		failedJoins: prometheus.NewCounterVec(prometheus.CounterOpts{Namespace: "mcm", Subsystem: "machine", Name: "num_failed_join", Help: "Machines that did not join within the creation timeout."}, durationLabels),
+		reg: reg,
+		create: duration("create",
+			"Duration of the last successful CreateMachine call, by deployment and placement.",
+			"Durations of successful CreateMachine calls.", placementLabels),
+		initialize: duration("initialize",
+			"Duration of the last successful InitializeMachine call, by deployment and placement.",
+			"Durations of successful InitializeMachine calls.", placementLabels),
+		join: duration("join",
+			"Time the last machine to join took from the start of its creation until its node was Ready, by deployment and placement.",
+			"Times from the start of a machine's creation until its node was Ready.", placementLabels),
+		drain: duration("drain",
+			"Time the last drain took from its first pass until the node was drained, by deployment.",
+			"Times from a drain's first pass until the node was drained.", drainLabels),
+		delete: duration("delete",
+			"Duration of the last successful DeleteMachine call, by deployment and placement.",
+			"Durations of successful DeleteMachine calls.", placementLabels),
+		failedJoins: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcm", Subsystem: "machine", Name: "num_failed_join",
+			Help: "Machines that did not join within the creation timeout, by deployment and placement.",
+		}, placementLabels),
+		scrapeFailures: newScrapeFailures().WithLabelValues(scrapeKindMachines),
 	}
 	if reg == nil {
 		return m, nil
 	}
 	var err error
-	for _, p := range []**prometheus.HistogramVec{&m.create, &m.initialize, &m.join, &m.drain, &m.delete} {
-		if *p, err = registerOrReuse(reg, *p); err != nil {
+	for _, d := range []*durationMetric{m.create, m.initialize, m.join, m.drain, m.delete} {
+		if d.gauge, err = registerOrReuse(reg, d.gauge); err != nil {
+			return nil, err
+		}
+		if d.hist, err = registerOrReuse(reg, d.hist); err != nil {
 			return nil, err
 		}
 	}
 	if m.failedJoins, err = registerOrReuse(reg, m.failedJoins); err != nil {
 		return nil, err
 	}
+	scrapeFailures, err := registerOrReuse(reg, newScrapeFailures())
+	if err != nil {
+		return nil, err
+	}
+	// Created up front, so that the series exists (at zero) for alerts
+	// before the first failure.
+	m.scrapeFailures = scrapeFailures.WithLabelValues(scrapeKindMachines)
 	return m, nil
+}
+
+// The scrape failure counter, MCM's, whose binary label tells the machine
+// controller (MCM's provider binary) from the set and deployment
+// controllers (MCM's own binary); its help text is the same in all three
+// packages, as one metric family requires.
+const (
+	scrapeFailuresHelp = "Scrapes whose collector could not list its objects from the informer cache, by kind."
+	scrapeBinary       = "machine-controller-manager-provider"
+	scrapeKindMachines = "Machine-count"
+)
+
+func newScrapeFailures() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
+		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
+	}, []string{"kind"})
 }
 
 func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
@@ -60,56 +139,143 @@ func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C,
 	return c, nil
 }
 
-// metricLabels returns the label values of the duration metrics.
+// metricLabels returns the label values of the machine's duration metrics
+// (placementLabels), as MCM fills them: the namespace, the deployment from
+// the machine's "name" label (empty for a machine outside a deployment),
+// the instance type from its class's nodeTemplate and the zone from the
+// topology.kubernetes.io/zone label of the machine's node template, or
+// from the class's nodeTemplate when the machine's template has none. A
+// class missing from the cache, or without a nodeTemplate, leaves instance
+// type and zone empty: a metric is recorded either way.
 func (c *Controller) metricLabels(m *v1alpha1.Machine) []string {
-	return []string{m.Namespace, m.Labels[v1alpha1.MachineDeploymentNameLabelKey]}
+	return placementOf(m, c.classes)
 }
 
-// attachCollector registers the collector of per-phase gauges, computed
-// from the cache at scrape time.
+func placementOf(m *v1alpha1.Machine, classes machinelisters.MachineClassLister) []string {
+	var instanceType, zone string
+	if classes != nil { // nil in controllers built by hand for a single step
+		if class, err := classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name); err == nil && class.NodeTemplate != nil {
+			instanceType, zone = class.NodeTemplate.InstanceType, class.NodeTemplate.Zone
+		}
+	}
+	if z := m.Spec.NodeTemplateSpec.Labels[corev1.LabelTopologyZone]; z != "" {
+		zone = z
+	}
+	return []string{m.Namespace, m.Labels[v1alpha1.MachineDeploymentNameLabelKey], instanceType, zone}
+}
+
+// attachCollector registers the collector of the gauges computed from the
+// cache at scrape time. A collector already registered there by an earlier
+// controller is replaced: its caches stopped with it, and the latest
+// controller's are the ones that follow the cluster.
 func (m *metrics) attachCollector(c *Controller) {
 	if m.reg == nil {
 		return
 	}
-	_ = m.reg.Register(&phaseCollector{c: c}) // a second Run on one registry keeps the first
+	col := &machineCollector{machines: c.machines, scrapeFailures: m.scrapeFailures, frozen: func() bool {
+		// A scrape carries no context; the gate answers from memory.
+		return c.opts.SafetyGate != nil && c.opts.SafetyGate.Frozen(context.Background())
+	}}
+	m.reg.Unregister(col) // collectors are equal when their descriptors are
+	_ = m.reg.Register(col)
 }
 
 var (
 	itemsDesc  = prometheus.NewDesc("mcm_machine_items_total", "Number of machines.", nil, nil)
 	phaseDesc  = prometheus.NewDesc("mcm_machine_phase_machines", "Number of machines by namespace and phase.", []string{"namespace", "phase"}, nil)
 	frozenDesc = prometheus.NewDesc("mcm_machine_controller_frozen", "1 while the safety gate freezes the controller.", nil, nil)
+
+	currentPhaseDesc = prometheus.NewDesc("mcm_machine_current_status_phase",
+		"Phase of a machine as a number: Terminating -4, Failed -3, CrashLoopBackOff -2, Unknown -1, Running 1, any other 0.",
+		[]string{"name", "namespace"}, nil)
+	machineInfoDesc = prometheus.NewDesc("mcm_machine_info", "Information on a machine, always 1.",
+		[]string{"name", "namespace", "createdAt", "spec_provider_id", "spec_class_api_group", "spec_class_kind", "spec_class_name", "node_name"}, nil)
+	machineConditionDesc = prometheus.NewDesc("mcm_machine_status_condition",
+		"Conditions of a machine's node as a number: True 1, False 0, Unknown 2.",
+		[]string{"name", "namespace", "condition"}, nil)
 )
 
-type phaseCollector struct{ c *Controller }
-
-func (p *phaseCollector) Describe(ch chan<- *prometheus.Desc) {
-	ch <- itemsDesc
-	ch <- phaseDesc
-	ch <- frozenDesc
+// machineCollector computes the per-machine gauges from the machine cache.
+type machineCollector struct {
+	machines       machinelisters.MachineLister
+	scrapeFailures prometheus.Counter
+	frozen         func() bool
 }
 
-func (p *phaseCollector) Collect(ch chan<- prometheus.Metric) {
-	machines, err := p.c.machines.List(everything)
+func (p *machineCollector) Describe(ch chan<- *prometheus.Desc) {
+	for _, d := range []*prometheus.Desc{itemsDesc, phaseDesc, frozenDesc, currentPhaseDesc, machineInfoDesc, machineConditionDesc} {
+		ch <- d
+	}
+}
+
+func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
+	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
+		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
+	}
+	gauge(frozenDesc, boolValue(p.frozen()))
+	machines, err := p.machines.List(everything)
 	if err != nil {
+		p.scrapeFailures.Inc()
 		return
 	}
 	type nsPhase struct{ ns, phase string }
 	counts := map[nsPhase]int{}
 	for _, m := range machines {
-		phase := string(m.Status.CurrentStatus.Phase)
+		phase := m.Status.CurrentStatus.Phase
 		if m.DeletionTimestamp != nil {
-			phase = string(v1alpha1.MachineTerminating)
+			phase = v1alpha1.MachineTerminating
 		}
-		counts[nsPhase{m.Namespace, phase}]++
+		counts[nsPhase{m.Namespace, string(phase)}]++
+		gauge(currentPhaseDesc, phaseValue(phase), m.Name, m.Namespace)
+		class := m.Spec.Class
+		gauge(machineInfoDesc, 1, m.Name, m.Namespace, strconv.FormatInt(m.CreationTimestamp.Unix(), 10),
+			m.Spec.ProviderID, class.APIGroup, class.Kind, class.Name, m.Labels[v1alpha1.NodeLabelKey])
+		for _, cond := range m.Status.Conditions {
+			gauge(machineConditionDesc, conditionValue(string(cond.Status)), m.Name, m.Namespace, string(cond.Type))
+		}
 	}
-	ch <- prometheus.MustNewConstMetric(itemsDesc, prometheus.GaugeValue, float64(len(machines)))
+	gauge(itemsDesc, float64(len(machines)))
 	for k, n := range counts {
-		ch <- prometheus.MustNewConstMetric(phaseDesc, prometheus.GaugeValue, float64(n), k.ns, k.phase)
+		gauge(phaseDesc, float64(n), k.ns, k.phase)
 	}
-	frozen := 0.0
-	// A scrape carries no context; the gate answers from memory.
-	if p.c.opts.SafetyGate != nil && p.c.opts.SafetyGate.Frozen(context.Background()) {
-		frozen = 1
+}
+
+// phaseValue is MCM's number for a phase. A machine being deleted counts
+// as Terminating from its deletion timestamp on, before the controller
+// writes the phase.
+func phaseValue(p v1alpha1.MachinePhase) float64 {
+	switch p {
+	case v1alpha1.MachineTerminating:
+		return -4
+	case v1alpha1.MachineFailed:
+		return -3
+	case v1alpha1.MachineCrashLoopBackOff:
+		return -2
+	case v1alpha1.MachineUnknown:
+		return -1
+	case v1alpha1.MachineRunning:
+		return 1
+	default: // Pending, Available, none yet
+		return 0
 	}
-	ch <- prometheus.MustNewConstMetric(frozenDesc, prometheus.GaugeValue, frozen)
+}
+
+// conditionValue is MCM's number for a condition status: True 1, False 0,
+// Unknown 2; a status that is none of these is 0 as in MCM.
+func conditionValue(status string) float64 {
+	switch corev1.ConditionStatus(status) {
+	case corev1.ConditionTrue:
+		return 1
+	case corev1.ConditionUnknown:
+		return 2
+	default:
+		return 0
+	}
+}
+
+func boolValue(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
 }
