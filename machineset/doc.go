@@ -55,12 +55,35 @@
 //
 // # Metrics
 //
-// With Options.Registerer: the queue's (package workqueue),
-// mcm_machine_set_items_total, mcm_machine_set_info,
-// mcm_machine_set_info_spec_replicas,
-// mcm_machine_set_status_{replicas,available_replicas,fully_labelled_replicas,ready_replicas},
-// mcm_machine_set_status_condition, mcm_machine_set_failed_machines and
-// mcm_machine_stale_machines_total, under MCM's names.
+// With Options.Registerer: the queue's (package workqueue) and MCM's, under
+// MCM's names, types and labels, computed from the set cache when scraped:
+//
+//	mcm_machine_set_items_total                      gauge
+//	mcm_machine_set_info                             gauge  name, namespace, createdAt, spec_machine_class_api_group,
+//	                                                        spec_machine_class_kind, spec_machine_class_name
+//	mcm_machine_set_info_spec_replicas               gauge  name, namespace
+//	mcm_machine_set_info_spec_min_ready_seconds      gauge  name, namespace
+//	mcm_machine_set_status_replicas                  gauge  name, namespace
+//	mcm_machine_set_status_available_replicas        gauge  name, namespace
+//	mcm_machine_set_status_fully_labelled_replicas   gauge  name, namespace
+//	mcm_machine_set_status_ready_replicas            gauge  name, namespace
+//	mcm_machine_set_status_condition                 gauge  name, namespace, condition
+//	mcm_machine_set_failed_machines                  gauge  name, namespace, failed_machine_name, failed_machine_provider_id,
+//	                                                        failed_machine_owner_ref, failed_machine_last_operation_state,
+//	                                                        failed_machine_last_operation_machine_operation_type
+//
+// info and failed_machines are always 1; createdAt is in Unix seconds; the
+// class is the template's, or spec.machineClass on an old MCM object that
+// names it only there. status_condition is True 1, False 0, Unknown 2.
+// status_replicas is status.replicas (MCM reports the ready replicas
+// there). A set that is deleted leaves no series behind. Besides:
+// mcm_machine_stale_machines_total counts the machines a set deleted
+// because the health timeout had marked them Failed (as in MCM, not those
+// whose creation timed out), and
+// mcm_misc_scrape_failure_total{kind="Machineset-count"} (with
+// binary="machine-controller-manager") the scrapes whose list from the
+// cache failed. A controller built later on the same registry replaces the
+// scrape-time collector of an earlier one, whose cache stopped with it.
 //
 // # Usage
 //

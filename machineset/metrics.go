@@ -2,14 +2,17 @@ package machineset
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/promreg"
 )
 
-// metrics of the controller, under MCM's names. The per-set gauges are
-// computed from the cache at scrape time.
+// metrics of the controller, under MCM's names, types and labels. The
+// per-set gauges are computed from the cache at scrape time.
 type metrics struct {
 	staleMachines prometheus.Counter
 }
@@ -17,21 +20,40 @@ type metrics struct {
 var (
 	setLabels        = []string{"name", "namespace"}
 	itemsDesc        = prometheus.NewDesc("mcm_machine_set_items_total", "Number of machine sets.", nil, nil)
-	infoDesc         = prometheus.NewDesc("mcm_machine_set_info", "Information of a machine set.", append(setLabels, "createdAt", "spec_machine_class_api_group", "spec_machine_class_kind", "spec_machine_class_name"), nil)
+	infoDesc         = prometheus.NewDesc("mcm_machine_set_info", "Information on a machine set, always 1.", []string{"name", "namespace", "createdAt", "spec_machine_class_api_group", "spec_machine_class_kind", "spec_machine_class_name"}, nil)
 	specReplicasDesc = prometheus.NewDesc("mcm_machine_set_info_spec_replicas", "Desired replicas of a machine set.", setLabels, nil)
+	minReadyDesc     = prometheus.NewDesc("mcm_machine_set_info_spec_min_ready_seconds", "Seconds a new machine of a machine set must be Running to count as available.", setLabels, nil)
 	replicasDesc     = prometheus.NewDesc("mcm_machine_set_status_replicas", "Machines of a machine set.", setLabels, nil)
 	availableDesc    = prometheus.NewDesc("mcm_machine_set_status_available_replicas", "Available machines of a machine set.", setLabels, nil)
 	labelledDesc     = prometheus.NewDesc("mcm_machine_set_status_fully_labelled_replicas", "Fully labelled machines of a machine set.", setLabels, nil)
 	readyDesc        = prometheus.NewDesc("mcm_machine_set_status_ready_replicas", "Ready machines of a machine set.", setLabels, nil)
-	conditionDesc    = prometheus.NewDesc("mcm_machine_set_status_condition", "Conditions of a machine set.", append(setLabels, "condition", "status"), nil)
-	failedDesc       = prometheus.NewDesc("mcm_machine_set_failed_machines", "Machines of a machine set whose last operation failed.",
-		append(setLabels, "failed_machine_name", "failed_machine_provider_id", "failed_machine_last_operation_state",
-			"failed_machine_last_operation_machine_operation_type", "failed_machine_owner_ref"), nil)
+	conditionDesc    = prometheus.NewDesc("mcm_machine_set_status_condition", "Conditions of a machine set as a number: True 1, False 0, Unknown 2.", []string{"name", "namespace", "condition"}, nil)
+	failedDesc       = prometheus.NewDesc("mcm_machine_set_failed_machines", "Machines of a machine set whose last operation failed, always 1.",
+		[]string{"name", "namespace", "failed_machine_name", "failed_machine_provider_id", "failed_machine_owner_ref",
+			"failed_machine_last_operation_state", "failed_machine_last_operation_machine_operation_type"}, nil)
 )
+
+// The scrape failure counter, MCM's, whose binary label tells the set and
+// deployment controllers (MCM's own binary) from the machine controller
+// (MCM's provider binary); its help text is the same in all three
+// packages, as one metric family requires.
+const (
+	scrapeFailuresHelp = "Scrapes whose collector could not list its objects from the informer cache, by kind."
+	scrapeBinary       = "machine-controller-manager"
+	scrapeKindSets     = "Machineset-count"
+)
+
+func newScrapeFailures() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
+		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
+	}, []string{"kind"})
+}
 
 func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 	m := &metrics{staleMachines: prometheus.NewCounter(prometheus.CounterOpts{
-		Name: "mcm_machine_stale_machines_total", Help: "Failed machines deleted by their machine set to be replaced.",
+		Name: "mcm_machine_stale_machines_total",
+		Help: "Machines their machine set deleted because the health timeout had marked them Failed.",
 	})}
 	if reg == nil {
 		return m, nil
@@ -40,23 +62,46 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 	if m.staleMachines, err = promreg.Register(reg, m.staleMachines); err != nil {
 		return nil, fmt.Errorf("registering metric: %w", err)
 	}
-	if _, err := promreg.Register[prometheus.Collector](reg, &setCollector{c: c}); err != nil {
+	failures, err := promreg.Register(reg, newScrapeFailures())
+	if err != nil {
+		return nil, fmt.Errorf("registering metric: %w", err)
+	}
+	// Replace the collector of an earlier controller on reg, whose caches
+	// stopped with it: the latest controller's follow the cluster.
+	// Collectors are equal when their descriptors are.
+	col := &setCollector{sets: c.sets, scrapeFailures: failures.WithLabelValues(scrapeKindSets)}
+	reg.Unregister(col)
+	if err := reg.Register(col); err != nil {
 		return nil, fmt.Errorf("registering metric: %w", err)
 	}
 	return m, nil
 }
 
-type setCollector struct{ c *Controller }
+// isStale reports whether the deletion of m counts in
+// mcm_machine_stale_machines_total: as in MCM, a Failed machine whose last
+// operation is the health check, i.e. one the health timeout marked Failed,
+// not one whose creation timed out.
+func isStale(m *v1alpha1.Machine) bool {
+	return m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed &&
+		m.Status.LastOperation.Type == v1alpha1.MachineOperationHealthCheck
+}
+
+// setCollector computes the per-set gauges from the set cache.
+type setCollector struct {
+	sets           machinelisters.MachineSetLister
+	scrapeFailures prometheus.Counter
+}
 
 func (s *setCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{itemsDesc, infoDesc, specReplicasDesc, replicasDesc, availableDesc, labelledDesc, readyDesc, conditionDesc, failedDesc} {
+	for _, d := range []*prometheus.Desc{itemsDesc, infoDesc, specReplicasDesc, minReadyDesc, replicasDesc, availableDesc, labelledDesc, readyDesc, conditionDesc, failedDesc} {
 		ch <- d
 	}
 }
 
 func (s *setCollector) Collect(ch chan<- prometheus.Metric) {
-	sets, err := s.c.sets.List(everything)
+	sets, err := s.sets.List(everything)
 	if err != nil {
+		s.scrapeFailures.Inc()
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -65,20 +110,44 @@ func (s *setCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(itemsDesc, float64(len(sets)))
 	for _, set := range sets {
 		id := []string{set.Name, set.Namespace}
-		class := set.Spec.Template.Spec.Class
-		gauge(infoDesc, 1, append(id, set.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), class.APIGroup, class.Kind, class.Name)...)
+		class := classOf(set)
+		gauge(infoDesc, 1, set.Name, set.Namespace, strconv.FormatInt(set.CreationTimestamp.Unix(), 10), class.APIGroup, class.Kind, class.Name)
 		gauge(specReplicasDesc, float64(set.Spec.Replicas), id...)
+		gauge(minReadyDesc, float64(set.Spec.MinReadySeconds), id...)
 		gauge(replicasDesc, float64(set.Status.Replicas), id...)
 		gauge(availableDesc, float64(set.Status.AvailableReplicas), id...)
 		gauge(labelledDesc, float64(set.Status.FullyLabeledReplicas), id...)
 		gauge(readyDesc, float64(set.Status.ReadyReplicas), id...)
 		for _, cond := range set.Status.Conditions {
-			gauge(conditionDesc, 1, append(id, string(cond.Type), string(cond.Status))...)
+			gauge(conditionDesc, conditionValue(cond.Status), set.Name, set.Namespace, string(cond.Type))
 		}
 		if set.Status.FailedMachines != nil {
 			for _, f := range *set.Status.FailedMachines {
-				gauge(failedDesc, 1, append(id, f.Name, f.ProviderID, string(f.LastOperation.State), string(f.LastOperation.Type), f.OwnerRef)...)
+				gauge(failedDesc, 1, set.Name, set.Namespace, f.Name, f.ProviderID, f.OwnerRef,
+					string(f.LastOperation.State), string(f.LastOperation.Type))
 			}
 		}
+	}
+}
+
+// classOf is the class a set's machines are made with: its template's, or
+// for an old MCM object that names it only there, spec.machineClass.
+func classOf(set *v1alpha1.MachineSet) v1alpha1.ClassSpec {
+	if set.Spec.Template.Spec.Class.Name != "" {
+		return set.Spec.Template.Spec.Class
+	}
+	return set.Spec.MachineClass
+}
+
+// conditionValue is MCM's number for a condition status: True 1, False 0,
+// Unknown 2; a status that is none of these is 0 as in MCM.
+func conditionValue(s v1alpha1.ConditionStatus) float64 {
+	switch s {
+	case v1alpha1.ConditionTrue:
+		return 1
+	case v1alpha1.ConditionUnknown:
+		return 2
+	default:
+		return 0
 	}
 }

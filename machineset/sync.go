@@ -218,7 +218,7 @@ func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.Machin
 		case err == nil:
 			done.Deleted++
 			c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
-			if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
+			if isStale(m) {
 				c.metrics.staleMachines.Inc()
 			}
 		case apierrors.IsNotFound(err) || apierrors.IsConflict(err):

@@ -427,6 +427,7 @@ func TestMetricsUnderMCMNames(t *testing.T) {
 		Labels: map[string]string{"pool": "a"}, OwnerReferences: []metav1.OwnerReference{controllerRef(testSet(1))}}}
 	failed.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
 	failed.Status.LastOperation.State = v1alpha1.MachineStateFailed
+	failed.Status.LastOperation.Type = v1alpha1.MachineOperationHealthCheck // marked Failed by the health timeout
 	h := newHarness(t, Options{Registerer: reg}, testSet(1), failed)
 	h.settle(t, 1)
 	want := []string{"mcm_machine_set_items_total", "mcm_machine_set_info", "mcm_machine_set_info_spec_replicas",
