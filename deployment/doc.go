@@ -50,12 +50,35 @@
 //
 // # Metrics
 //
-// With Options.Registerer: the queue's (package workqueue) and MCM's
-// mcm_machine_deployment_items_total, mcm_machine_deployment_info,
-// mcm_machine_deployment_info_spec_*, mcm_machine_deployment_status_*,
-// mcm_machine_deployment_status_condition and
-// mcm_machine_deployment_failed_machines, computed from the cache when
-// scraped.
+// With Options.Registerer: the queue's (package workqueue) and MCM's, under
+// MCM's names, types and labels, computed from the deployment cache when
+// scraped (all gauges):
+//
+//	mcm_machine_deployment_items_total
+//	mcm_machine_deployment_info                   name, namespace, createdAt, spec_strategy_type
+//	mcm_machine_deployment_info_spec_{paused,replicas,min_ready_seconds,rolling_update_max_surge,
+//	    rolling_update_max_unavailable,revision_history_limit,progress_deadline_seconds,
+//	    rollback_to_revision}                     name, namespace
+//	mcm_machine_deployment_status_{available_replicas,unavailable_replicas,ready_replicas,
+//	    updated_replicas,collision_count,replicas}
+//	                                              name, namespace
+//	mcm_machine_deployment_status_condition       name, namespace, condition
+//	mcm_machine_deployment_failed_machines        name, namespace, failed_machine_name, failed_machine_provider_id,
+//	                                              failed_machine_owner_ref, failed_machine_last_operation_state,
+//	                                              failed_machine_last_operation_machine_operation_type
+//
+// info and failed_machines are always 1; createdAt is in Unix seconds;
+// status_condition is True 1, False 0, Unknown 2. The rolling update
+// bounds are those the rollout applies, percentages resolved against the
+// replicas (MCM exports a percentage as 0), for every strategy but
+// Recreate; revision_history_limit, progress_deadline_seconds and
+// rollback_to_revision only when set (a rollback asked for by annotation
+// too). A deployment that is deleted leaves no series behind. A list from
+// the cache that fails counts in
+// mcm_misc_scrape_failure_total{kind="Machinedeployment-count"} (with
+// binary="machine-controller-manager"). A controller built later on the
+// same registry replaces the scrape-time collector of an earlier one,
+// whose cache stopped with it.
 //
 // # Sets and machines
 //

@@ -2,27 +2,31 @@ package deployment
 
 import (
 	"fmt"
+	"strconv"
 
 	"github.com/prometheus/client_golang/prometheus"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 var (
 	deploymentLabels = []string{"name", "namespace"}
 	itemsDesc        = prometheus.NewDesc("mcm_machine_deployment_items_total", "Number of machine deployments.", nil, nil)
-	infoDesc         = prometheus.NewDesc("mcm_machine_deployment_info", "Information of a machine deployment.",
-		append(deploymentLabels, "createdAt", "spec_strategy_type"), nil)
+	infoDesc         = prometheus.NewDesc("mcm_machine_deployment_info", "Information on a machine deployment, always 1.",
+		[]string{"name", "namespace", "createdAt", "spec_strategy_type"}, nil)
 	specNames = []string{"paused", "replicas", "min_ready_seconds", "rolling_update_max_surge", "rolling_update_max_unavailable",
 		"revision_history_limit", "progress_deadline_seconds", "rollback_to_revision"}
 	specDescs     = descs("mcm_machine_deployment_info_spec_", "Spec field %s of a machine deployment.", specNames)
 	statusNames   = []string{"available_replicas", "unavailable_replicas", "ready_replicas", "updated_replicas", "collision_count", "replicas"}
 	statusDescs   = descs("mcm_machine_deployment_status_", "Status field %s of a machine deployment.", statusNames)
-	conditionDesc = prometheus.NewDesc("mcm_machine_deployment_status_condition", "Conditions of a machine deployment.",
-		append(deploymentLabels, "condition", "status"), nil)
-	failedDesc = prometheus.NewDesc("mcm_machine_deployment_failed_machines", "Machines of a machine deployment whose last operation failed.",
-		append(deploymentLabels, "failed_machine_name", "failed_machine_provider_id", "failed_machine_last_operation_state",
-			"failed_machine_last_operation_machine_operation_type", "failed_machine_owner_ref"), nil)
+	conditionDesc = prometheus.NewDesc("mcm_machine_deployment_status_condition",
+		"Conditions of a machine deployment as a number: True 1, False 0, Unknown 2.",
+		[]string{"name", "namespace", "condition"}, nil)
+	failedDesc = prometheus.NewDesc("mcm_machine_deployment_failed_machines", "Machines of a machine deployment whose last operation failed, always 1.",
+		[]string{"name", "namespace", "failed_machine_name", "failed_machine_provider_id", "failed_machine_owner_ref",
+			"failed_machine_last_operation_state", "failed_machine_last_operation_machine_operation_type"}, nil)
 )
 
 // descs are the gauges prefix+name for names, by name.
@@ -34,20 +38,49 @@ func descs(prefix, help string, names []string) map[string]*prometheus.Desc {
 	return out
 }
 
+// The scrape failure counter, MCM's, whose binary label tells the set and
+// deployment controllers (MCM's own binary) from the machine controller
+// (MCM's provider binary); its help text is the same in all three
+// packages, as one metric family requires.
+const (
+	scrapeFailuresHelp    = "Scrapes whose collector could not list its objects from the informer cache, by kind."
+	scrapeBinary          = "machine-controller-manager"
+	scrapeKindDeployments = "Machinedeployment-count"
+)
+
+func newScrapeFailures() *prometheus.CounterVec {
+	return prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
+		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
+	}, []string{"kind"})
+}
+
 // registerMetrics registers the controller's metrics, under MCM's names, on
 // reg (nil: none). They are computed from the cache at scrape time: nothing
-// is counted on the sync path.
+// is counted on the sync path. The collector of an earlier controller on
+// reg is replaced: its cache stopped with it, the latest controller's
+// follows the cluster.
 func registerMetrics(reg prometheus.Registerer, c *Controller) error {
 	if reg == nil {
 		return nil
 	}
-	if _, err := promreg.Register[prometheus.Collector](reg, &deploymentCollector{c: c}); err != nil {
+	failures, err := promreg.Register(reg, newScrapeFailures())
+	if err != nil {
+		return fmt.Errorf("registering metric: %w", err)
+	}
+	col := &deploymentCollector{deployments: c.deployments, scrapeFailures: failures.WithLabelValues(scrapeKindDeployments)}
+	reg.Unregister(col) // collectors are equal when their descriptors are
+	if err := reg.Register(col); err != nil {
 		return fmt.Errorf("registering metric: %w", err)
 	}
 	return nil
 }
 
-type deploymentCollector struct{ c *Controller }
+// deploymentCollector computes the per-deployment gauges from the cache.
+type deploymentCollector struct {
+	deployments    machinelisters.MachineDeploymentLister
+	scrapeFailures prometheus.Counter
+}
 
 func (dc *deploymentCollector) Describe(ch chan<- *prometheus.Desc) {
 	ch <- itemsDesc
@@ -63,8 +96,9 @@ func (dc *deploymentCollector) Describe(ch chan<- *prometheus.Desc) {
 }
 
 func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
-	ds, err := dc.c.deployments.List(everything)
+	ds, err := dc.deployments.List(everything)
 	if err != nil {
+		dc.scrapeFailures.Inc()
 		return
 	}
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
@@ -73,14 +107,18 @@ func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge(itemsDesc, float64(len(ds)))
 	for _, d := range ds {
 		id := []string{d.Name, d.Namespace}
-		gauge(infoDesc, 1, append(id, d.CreationTimestamp.UTC().Format("2006-01-02T15:04:05Z"), string(strategyType(d)))...)
-		surge, unavailable, _ := rolloutBounds(d)
+		gauge(infoDesc, 1, d.Name, d.Namespace, strconv.FormatInt(d.CreationTimestamp.Unix(), 10), string(strategyType(d)))
 		spec := map[string]float64{
-			"paused":                         boolValue(d.Spec.Paused),
-			"replicas":                       float64(d.Spec.Replicas),
-			"min_ready_seconds":              float64(d.Spec.MinReadySeconds),
-			"rolling_update_max_surge":       float64(surge),
-			"rolling_update_max_unavailable": float64(unavailable),
+			"paused":            boolValue(d.Spec.Paused),
+			"replicas":          float64(d.Spec.Replicas),
+			"min_ready_seconds": float64(d.Spec.MinReadySeconds),
+		}
+		// The bounds as the rollout applies them, percentages resolved
+		// against the replicas; a Recreate deployment has none, and one
+		// whose bounds do not resolve (reported on its conditions) neither.
+		if surge, unavailable, err := rolloutBounds(d); err == nil && strategyType(d) != v1alpha1.RecreateMachineDeploymentStrategyType {
+			spec["rolling_update_max_surge"] = float64(surge)
+			spec["rolling_update_max_unavailable"] = float64(unavailable)
 		}
 		if d.Spec.RevisionHistoryLimit != nil {
 			spec["revision_history_limit"] = float64(*d.Spec.RevisionHistoryLimit)
@@ -107,13 +145,26 @@ func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(statusDescs[n], float64(status[n]), id...)
 		}
 		for _, cond := range st.Conditions {
-			gauge(conditionDesc, 1, append(id, string(cond.Type), string(cond.Status))...)
+			gauge(conditionDesc, conditionValue(cond.Status), d.Name, d.Namespace, string(cond.Type))
 		}
 		for _, f := range st.FailedMachines {
 			if f != nil {
-				gauge(failedDesc, 1, append(id, f.Name, f.ProviderID, string(f.LastOperation.State), string(f.LastOperation.Type), f.OwnerRef)...)
+				gauge(failedDesc, 1, d.Name, d.Namespace, f.Name, f.ProviderID, f.OwnerRef, string(f.LastOperation.State), string(f.LastOperation.Type))
 			}
 		}
+	}
+}
+
+// conditionValue is MCM's number for a condition status: True 1, False 0,
+// Unknown 2; a status that is none of these is 0 as in MCM.
+func conditionValue(s v1alpha1.ConditionStatus) float64 {
+	switch s {
+	case v1alpha1.ConditionTrue:
+		return 1
+	case v1alpha1.ConditionUnknown:
+		return 2
+	default:
+		return 0
 	}
 }
 
