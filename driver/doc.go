@@ -161,7 +161,17 @@
 //
 // Instrument wraps a Driver and records per-operation latency and failures
 // by error code on a prometheus.Registerer you pass, under MCM's metric
-// names. Nothing is registered on the global registry.
+// names and labels: mcm_cloud_api_driver_request_duration_seconds
+// {provider,operation} and mcm_cloud_api_driver_requests_failed_total
+// {provider,operation,error_code}. provider is the MachineClass's provider
+// field, else the name a driver gives as a ProviderNamer. The machine
+// controller instruments its driver itself when given a Registerer.
+//
+// A provider counts its own requests to its cloud's API with CloudAPI:
+// mcm_cloud_api_requests_total and mcm_cloud_api_requests_failed_total
+// {provider,service}, and mcm_cloud_api_api_request_duration_seconds
+// {provider,service} of the successful ones, as MCM's provider code does.
+// Nothing is registered on the global registry.
 //
 // # Testing a driver
 //

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
@@ -142,13 +143,42 @@ func ExampleInstrument() {
 		return
 	}
 	machine := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "worker-1"}}
-	_, _ = d.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine})
+	class := &v1alpha1.MachineClass{Provider: "tinycloud"} // the provider label
+	_, _ = d.GetMachineStatus(context.Background(), &driver.GetMachineStatusRequest{Machine: machine, MachineClass: class})
 
 	err = testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP mcm_cloud_api_driver_requests_failed_total Number of failed driver operations, by operation and driver error code.
+# HELP mcm_cloud_api_driver_requests_failed_total Number of failed driver operations, by provider, operation and driver error code.
 # TYPE mcm_cloud_api_driver_requests_failed_total counter
-mcm_cloud_api_driver_requests_failed_total{error_code="NotFound",operation="GetMachineStatus"} 1
+mcm_cloud_api_driver_requests_failed_total{error_code="NotFound",operation="GetMachineStatus",provider="tinycloud"} 1
 `), "mcm_cloud_api_driver_requests_failed_total")
+	fmt.Println("metrics as expected:", err == nil)
+	// Output: metrics as expected: true
+}
+
+// ExampleCloudAPI counts a provider's own calls to its cloud's API, per
+// service, under MCM's names.
+func ExampleCloudAPI() {
+	reg := prometheus.NewRegistry()
+	api, err := driver.NewCloudAPI(reg, "tinycloud")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	compute, err := api.Service("compute")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	// In the driver, around each request to the cloud:
+	start := time.Now()
+	err = errors.New("503 Service Unavailable") // what the cloud's SDK returned
+	compute.Record(time.Since(start), err != nil)
+
+	err = testutil.GatherAndCompare(reg, strings.NewReader(`
+# HELP mcm_cloud_api_requests_failed_total Number of requests a driver made to its cloud's API that failed, by provider and service.
+# TYPE mcm_cloud_api_requests_failed_total counter
+mcm_cloud_api_requests_failed_total{provider="tinycloud",service="compute"} 1
+`), "mcm_cloud_api_requests_failed_total")
 	fmt.Println("metrics as expected:", err == nil)
 	// Output: metrics as expected: true
 }

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/utils/clock"
 
@@ -57,7 +58,15 @@ type Options struct {
 	// for what is kept. One process at a time: the file is read only in
 	// New. Empty keeps the VMs in memory only.
 	StateFile string
+	// Registerer receives the cloud's API metrics (driver.CloudAPI, provider
+	// ProviderName, service APIService): every call of the driver's VM
+	// operations is one request to the simulated compute API. Nil records
+	// none.
+	Registerer prometheus.Registerer
 }
+
+// APIService is the service label of the simulated cloud's API requests.
+const APIService = "compute"
 
 // Quota limits what CreateMachine may create: a create that would exceed a
 // limit fails with ResourceExhausted. Every VM that exists counts, including
@@ -99,6 +108,7 @@ type Cloud struct {
 	nextIP      netip.Addr
 	faults      []*ActiveFault
 	nextFaultID FaultID
+	api         *driver.CloudAPIService // nil: no metrics
 	calls       map[driver.Operation]int
 	changed     chan struct{}
 	unsaved     bool // a change is not in the state file yet
@@ -133,12 +143,34 @@ func New(opts Options) (*Cloud, error) {
 	c.opts.InstanceTypes = maps.Clone(opts.InstanceTypes)
 	c.quota = opts.Quota
 	c.quota.MaxResources = opts.Quota.MaxResources.DeepCopy()
+	api, err := driver.NewCloudAPI(opts.Registerer, ProviderName)
+	if err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
+	if c.api, err = api.Service(APIService); err != nil {
+		return nil, fmt.Errorf("sim: %w", err)
+	}
 	if opts.StateFile != "" {
 		if err := c.restore(); err != nil {
 			return nil, err
 		}
 	}
 	return c, nil
+}
+
+// recordAPICall records a driver call that began at start and returned
+// *err (a driver method defers it) as one request to the simulated compute API. A request fails when
+// the cloud refuses it (an injected fault, a quota, bad credentials or
+// input, a canceled context); one that reports what it found (no VM, a VM
+// waiting for initialization, several VMs, a VM that does not match) was
+// answered, as a real cloud's lookup that finds nothing is.
+func (c *Cloud) recordAPICall(start time.Time, err *error) {
+	switch driver.CodeOf(*err) {
+	case driver.OK, driver.NotFound, driver.Uninitialized, driver.OutOfRange, driver.AlreadyExists:
+		c.api.Record(c.clock.Since(start), false)
+	default:
+		c.api.Record(c.clock.Since(start), true)
+	}
 }
 
 // ID identifies the cloud: random for a new cloud, and kept in the state

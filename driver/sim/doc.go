@@ -141,6 +141,16 @@
 // (InvalidArgument if missing, Unauthenticated if it differs from
 // Options.APIToken when that is set).
 //
+// With Options.Registerer, each call of a VM operation (all but
+// GetVolumeIDs) counts as one request to the simulated cloud's compute API
+// in driver.CloudAPI's metrics, mcm_cloud_api_requests_total,
+// mcm_cloud_api_requests_failed_total and
+// mcm_cloud_api_api_request_duration_seconds {provider="sim",
+// service="compute"}: a request fails when the cloud refuses it, not when
+// it answers that there is no VM, several, one waiting for initialization
+// or one that does not match. The driver names its provider "sim"
+// (driver.ProviderNamer) for driver.Instrument.
+//
 // # The providerSpec
 //
 // A sim MachineClass's providerSpec is a JSON object, ProviderSpec in Go:

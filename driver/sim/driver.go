@@ -22,6 +22,10 @@ type cloudDriver struct {
 
 var _ driver.Driver = (*cloudDriver)(nil)
 
+// ProviderName names the provider in the driver's metrics (see
+// driver.ProviderNamer).
+func (d *cloudDriver) ProviderName() string { return ProviderName }
+
 // machineName returns the name of the request's machine, "" if it has none.
 func machineName(m *v1alpha1.Machine) string {
 	if m == nil {
@@ -71,7 +75,8 @@ func (c *Cloud) admit(ctx context.Context, op driver.Operation, name string, nee
 	return admitted{fate: fate, spec: spec, tags: tagsOf(class, spec), userData: userData}, nil
 }
 
-func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+func (d *cloudDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (_ *driver.CreateMachineResponse, err error) {
+	defer d.cloud.recordAPICall(d.cloud.clock.Now(), &err)
 	name := machineName(req.Machine)
 	c := d.cloud
 	a, err := c.admit(ctx, driver.OperationCreateMachine, name, true, req.MachineClass, req.Secret, true)
@@ -130,7 +135,8 @@ func outOfRange(name string, vms []*vm) error {
 	return driver.Errorf(driver.OutOfRange, "%d VMs exist for machine %s: %s", len(vms), name, strings.Join(ids, ", "))
 }
 
-func (d *cloudDriver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (*driver.InitializeMachineResponse, error) {
+func (d *cloudDriver) InitializeMachine(ctx context.Context, req *driver.InitializeMachineRequest) (_ *driver.InitializeMachineResponse, err error) {
+	defer d.cloud.recordAPICall(d.cloud.clock.Now(), &err)
 	name := machineName(req.Machine)
 	c := d.cloud
 	a, err := c.admit(ctx, driver.OperationInitializeMachine, name, true, req.MachineClass, req.Secret, false)
@@ -168,7 +174,8 @@ func (c *Cloud) onlyVMLocked(name string) (*vm, error) {
 	}
 }
 
-func (d *cloudDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+func (d *cloudDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachineRequest) (_ *driver.DeleteMachineResponse, err error) {
+	defer d.cloud.recordAPICall(d.cloud.clock.Now(), &err)
 	name := machineName(req.Machine)
 	c := d.cloud
 	a, err := c.admit(ctx, driver.OperationDeleteMachine, name, true, req.MachineClass, req.Secret, false)
@@ -220,7 +227,8 @@ func (c *Cloud) delete(ctx context.Context, name, providerID string) (*driver.De
 	return savedLocked(c, &driver.DeleteMachineResponse{})
 }
 
-func (d *cloudDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (*driver.GetMachineStatusResponse, error) {
+func (d *cloudDriver) GetMachineStatus(ctx context.Context, req *driver.GetMachineStatusRequest) (_ *driver.GetMachineStatusResponse, err error) {
+	defer d.cloud.recordAPICall(d.cloud.clock.Now(), &err)
 	name := machineName(req.Machine)
 	c := d.cloud
 	a, err := c.admit(ctx, driver.OperationGetMachineStatus, name, true, req.MachineClass, req.Secret, false)
@@ -254,7 +262,8 @@ func (c *Cloud) status(name string) (*driver.GetMachineStatusResponse, error) {
 	return resp, nil
 }
 
-func (d *cloudDriver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (*driver.ListMachinesResponse, error) {
+func (d *cloudDriver) ListMachines(ctx context.Context, req *driver.ListMachinesRequest) (_ *driver.ListMachinesResponse, err error) {
+	defer d.cloud.recordAPICall(d.cloud.clock.Now(), &err)
 	c := d.cloud
 	a, err := c.admit(ctx, driver.OperationListMachines, "", false, req.MachineClass, req.Secret, false)
 	if err != nil {

@@ -32,8 +32,10 @@ type DriverEnv struct {
 	// Logger for the driver.
 	Logger logr.Logger
 	// Registerer is the manager's metrics registry. The machine controller
-	// already instruments the driver (driver.Instrument); register only
-	// the driver's own extra metrics here.
+	// already instruments the driver (driver.Instrument, whose provider
+	// label is the class's provider, else the name the driver gives as a
+	// driver.ProviderNamer); register only the driver's own metrics here,
+	// such as its requests to its cloud's API (driver.NewCloudAPI).
 	Registerer prometheus.Registerer
 }
 
@@ -159,6 +161,7 @@ func SimDriver(opts SimDriverOptions) DriverFactory {
 			BootJitter:  simBootJitter,
 			DeleteDelay: simDeleteDelay,
 			StateFile:   opts.StateFile,
+			Registerer:  env.Registerer, // the simulated cloud's API requests
 		})
 		if err != nil {
 			return nil, nil, fmt.Errorf("sim driver: %w", err)
