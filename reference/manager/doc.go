@@ -86,10 +86,22 @@
 // # Metrics
 //
 // /metrics serves the manager's own registry (never the global one): the
-// Go and process collectors, mcm_manager_leader, and everything the
-// controllers register (mcm_machine_*, mcm_workqueue_*, the driver's
-// mcm_cloud_api_driver_*, the drain engine's). A standby has only the
-// first three: controller metrics appear when it starts leading.
+// Go and process collectors, mcm_manager_leader, the driver's own metrics
+// (the sim driver's requests to its simulated cloud, mcm_cloud_api_requests_total,
+// mcm_cloud_api_requests_failed_total and
+// mcm_cloud_api_api_request_duration_seconds), and everything the
+// controllers register. Those are MCM's metrics under MCM's names, types
+// and labels, so that dashboards, alerts and dependency-watchdog built
+// for MCM read them unchanged: mcm_machine_* (the duration gauges
+// labelled with the deployment and the class's instance type and zone),
+// mcm_machine_set_*, mcm_machine_deployment_*,
+// mcm_machine_stale_machines_total, mcm_misc_scrape_failure_total,
+// mcm_workqueue_* and the driver's mcm_cloud_api_driver_*; besides them
+// our own, such as the duration histograms mcm_machine_*_seconds and the
+// drain engine's. Packages machine, machineset, deployment, workqueue and
+// driver list them. MCM's mcm_reflector_* are not exported: client-go no
+// longer reports reflector metrics. A standby has only the manager's and
+// the driver's: controller metrics appear when it starts leading.
 //
 // # Shutdown
 //
