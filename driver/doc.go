@@ -91,8 +91,10 @@
 // Secret holding both, merged by MergeSecrets with the credentials winning
 // on conflicts. In the calls of the creation flow (GetMachineStatus,
 // CreateMachine, InitializeMachine) the controller has already replaced
-// <<MACHINE_NAME>> in the user data with the machine's name; this module
-// issues no bootstrap tokens, so <<BOOTSTRAP_TOKEN>> arrives unchanged.
+// <<MACHINE_NAME>> in the user data with the machine's name and, with a
+// target cluster, <<BOOTSTRAP_TOKEN>> (plain or URL-encoded) with a
+// bootstrap token "<id>.<secret>" it issued for the machine, as MCM does;
+// without a target cluster <<BOOTSTRAP_TOKEN>> arrives unchanged.
 // Return InvalidArgument if a key the driver needs is missing.
 //
 // # Error codes

@@ -9,11 +9,17 @@ import (
 	"github.com/mcmkit/mcm/driver"
 )
 
-// create runs the creation flow: GetMachineStatus first, so that a VM that
-// exists (from an earlier attempt whose result was lost) is adopted, never
-// created twice; CreateMachine only on NotFound; InitializeMachine when the
-// VM needs it.
+// create runs the creation flow: the machine's bootstrap token first, when
+// its user data asks for one (see issueBootstrapToken), so that every
+// driver call sees the same user data, as in MCM; GetMachineStatus next, so
+// that a VM that exists (from an earlier attempt whose result was lost) is
+// adopted, never created twice; CreateMachine only on NotFound;
+// InitializeMachine when the VM needs it.
 func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
+	secret, err := c.withBootstrapToken(ctx, m, secret)
+	if err != nil {
+		return createOutcome{FailedOp: operationIssueBootstrapToken, Err: err}
+	}
 	labels := c.metricLabels(m)
 	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
 	var out createOutcome
@@ -54,6 +60,13 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 				out.Addresses = resp.Addresses
 			}
 		case driver.Unimplemented:
+			// The only code that skips the step, as in MCM's controller
+			// (initializeMachine, v0.62). MCM's error-code document lists
+			// NotFound as "skip" too, but its controller records NotFound
+			// as a failed initialization, and so does this one: the retry
+			// starts over with GetMachineStatus and creates the VM again if
+			// it vanished, instead of leaving the machine Pending for a
+			// node that cannot come.
 		default:
 			return createOutcome{FailedOp: driver.OperationInitializeMachine, Err: err}
 		}

@@ -18,15 +18,28 @@
 //     gets lastOperation state Failed with a clear description and a
 //     Warning event; nothing is created, and the machine is retried with
 //     backoff (sooner when the class or secret changes).
-//   - Creation: GetMachineStatus first, so an existing VM (an earlier
-//     attempt whose answer was lost) is adopted; CreateMachine only on
-//     NotFound; InitializeMachine afterwards (Unimplemented skips it). The
-//     provider ID, the node label and the default priority annotation are
-//     stored, then phase Pending (Available without a target cluster, with
-//     the driver's addresses). A VM whose node name belongs to another
-//     machine's Node is deleted and the machine marked Failed. Failures
-//     give CrashLoopBackOff, or Failed once the creation timeout has
-//     passed since CreationStartedAnnotation.
+//   - Creation: first, with a target cluster and <<BOOTSTRAP_TOKEN>>
+//     (plain or URL-encoded) in the user data, the machine's bootstrap
+//     token: a bootstrap.kubernetes.io/token Secret bootstrap-token-<id>
+//     in the target's kube-system, with MCM's ID for the machine name (so
+//     a token MCM created is reused), valid for the creation timeout, with
+//     Options.BootstrapTokenAuthExtraGroups. It names its machine
+//     (annotation mcmkit.io/machine): no machine is given, or deletes,
+//     another's token, and one whose ID another's token holds takes a
+//     second ID. An expired token is renewed. "<id>.<secret>" replaces
+//     the placeholder in a copy of the user data; the Secret is deleted
+//     once the machine is Running, or with the machine; failing to issue
+//     it is a failed creation like a driver's. Then GetMachineStatus, so
+//     an existing VM (an earlier attempt whose answer was lost) is
+//     adopted; CreateMachine only on NotFound; InitializeMachine
+//     afterwards (Unimplemented skips it; NotFound is a failure, as in
+//     MCM's controller). The provider ID, the node label and the default
+//     priority annotation are stored, then phase Pending (Available
+//     without a target cluster, with the driver's addresses). A VM whose
+//     node name belongs to another machine's Node is deleted and the
+//     machine marked Failed. Failures give CrashLoopBackOff, or Failed
+//     once the creation timeout has passed since
+//     CreationStartedAnnotation.
 //   - Join and health: Pending becomes Running when the node is Ready and
 //     none of the configured node conditions is True; Running becomes
 //     Unknown when that stops (UnhealthySinceAnnotation records when);

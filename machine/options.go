@@ -207,6 +207,15 @@ type Options struct {
 	// FieldManager names the controller in managed fields. Empty means
 	// DefaultFieldManager.
 	FieldManager string
+
+	// BootstrapTokenAuthExtraGroups are the groups, besides
+	// system:bootstrappers, that the bootstrap tokens issued for machines
+	// authenticate as (the tokens' auth-extra-groups, joined with commas),
+	// as MCM's --bootstrap-token-auth-extra-groups. Each must start with
+	// "system:bootstrappers:" and otherwise hold only lowercase letters,
+	// digits, ':' and '-', ending in a letter or digit: kube-apiserver
+	// rejects a token with any other group, so NewController does too.
+	BootstrapTokenAuthExtraGroups []string
 }
 
 // complete validates o and fills in its defaults.
@@ -223,6 +232,11 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.ClassWorkers < 0 || o.SecretWorkers < 0 || o.NodeWorkers < 0 {
 		errs = append(errs, errors.New("worker counts must not be negative"))
+	}
+	for _, g := range o.BootstrapTokenAuthExtraGroups {
+		if err := validateBootstrapGroup(g); err != nil {
+			errs = append(errs, fmt.Errorf("BootstrapTokenAuthExtraGroups: %w", err))
+		}
 	}
 	if err := errors.Join(errs...); err != nil {
 		return o, err

@@ -98,6 +98,8 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	if p.Joined > 0 {
 		c.metrics.join.WithLabelValues(labels...).Observe(p.Joined.Seconds())
 	}
+	// After the join is written, so that a failure never holds it up.
+	tokenErr := c.cleanUpBootstrapTokens(ctx, written, p.Joined > 0)
 	if p.FailedJoin {
 		c.metrics.failedJoins.WithLabelValues(labels...).Inc()
 	}
@@ -114,6 +116,9 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	}
 	if p.Kind != planBadInput {
 		c.failures.reset(key)
+	}
+	if tokenErr != nil {
+		return workqueue.Result{}, tokenErr // retried with the queue's backoff
 	}
 	return workqueue.Result{RequeueAfter: p.RequeueAfter}, nil
 }

@@ -44,6 +44,11 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 		d := decideDeletion(in)
 		logger.V(2).Info("Deletion step", "step", d.Step, "action", d.Action)
 		if d.Action == delRemoveFinalizer {
+			// A machine deleted before it joined leaves no bootstrap token
+			// behind; a failure keeps the finalizer and is retried.
+			if err := c.deleteBootstrapTokens(ctx, cur); err != nil {
+				return workqueue.Result{}, err
+			}
 			return workqueue.Result{}, c.removeFinalizer(ctx, cur, in.Now)
 		}
 		out, stepErr := c.runDeletionStep(ctx, cur, in, d, creds)
