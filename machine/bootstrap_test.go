@@ -732,7 +732,7 @@ func TestBootstrapTokenFailureIsACreateFailure(t *testing.T) {
 	op := got.Status.LastOperation
 	if got.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || op.State != v1alpha1.MachineStateFailed ||
 		op.Type != v1alpha1.MachineOperationCreate || op.ErrorCode != "PermissionDenied" ||
-		!strings.Contains(op.Description, "IssueBootstrapToken failed") ||
+		!strings.Contains(op.Description, "Issuing the bootstrap token in the target cluster failed") ||
 		!strings.Contains(op.Description, "creating bootstrap token Secret kube-system/bootstrap-token-616263 in the target cluster") ||
 		!strings.Contains(op.Description, "cannot create resource") {
 		t.Errorf("status %+v", got.Status)

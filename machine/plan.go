@@ -209,9 +209,15 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 		return p
 	case out.FailedOp != "":
 		code := driver.CodeOf(out.Err)
-		msg := fmt.Sprintf("Cloud provider message - %s failed: %v", out.FailedOp, out.Err)
-		if out.FailedOp == driver.OperationInitializeMachine {
+		var msg string
+		switch out.FailedOp {
+		case driver.OperationInitializeMachine:
 			msg = fmt.Sprintf("Provider error: %v. Initialize VM Instance", out.Err)
+		case operationIssueBootstrapToken:
+			// Not the cloud's doing: the target cluster refused the token.
+			msg = fmt.Sprintf("Issuing the bootstrap token in the target cluster failed: %v", out.Err)
+		default:
+			msg = fmt.Sprintf("Cloud provider message - %s failed: %v", out.FailedOp, out.Err)
 		}
 		p.Event = report(m, obs.Now, transition{
 			Phase: failPhase, TimeoutActive: !timedOut,
