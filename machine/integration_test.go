@@ -98,7 +98,7 @@ func TestIntegrationTwentyMachinesRun(t *testing.T) {
 		if node.Spec.ProviderID != m.Spec.ProviderID || node.Labels[v1alpha1.MachineNameLabelKey] != m.Name {
 			t.Errorf("node %s: providerID %q (machine %q), machine-name label %q", node.Name, node.Spec.ProviderID, m.Spec.ProviderID, node.Labels[v1alpha1.MachineNameLabelKey])
 		}
-		if m.Annotations[v1alpha1.MachinePriorityAnnotation] != "3" || m.Annotations[v1alpha1.MachineJoinDurationAnnotation] == "" {
+		if m.Annotations[v1alpha1.MachinePriorityAnnotation] != "3" || !strings.Contains(m.Status.LastOperation.Description, "successfully joined the cluster in") {
 			t.Errorf("machine %s annotations %v", m.Name, m.Annotations)
 		}
 		if !slices.Contains(m.Finalizers, v1alpha1.MachineFinalizer) {

@@ -49,8 +49,6 @@ type planKind int
 const (
 	// planUpdate: write the planned metadata and status (often nothing).
 	planUpdate planKind = iota
-	// planAddFinalizer: store the finalizer before anything else happens.
-	planAddFinalizer
 	// planBadInput: report a problem a person must fix; retry with backoff.
 	planBadInput
 	// planWaitForClass: the class has no finalizer yet; its reconciler is
@@ -62,7 +60,7 @@ const (
 	planCreate
 )
 
-var planKindNames = [...]string{"Update", "AddFinalizer", "BadInput", "WaitForClass", "Frozen", "Create"}
+var planKindNames = [...]string{"Update", "BadInput", "WaitForClass", "Frozen", "Create"}
 
 func (k planKind) String() string { return planKindNames[k] }
 
@@ -97,9 +95,10 @@ func planMachine(obs observation, o *Options) machinePlan {
 	m := obs.Machine.DeepCopy()
 	p := machinePlan{Machine: m}
 	if !slices.Contains(m.Finalizers, v1alpha1.MachineFinalizer) {
+		// Stored with whatever else this sync writes first — before a
+		// VM is created, the creation start — rather than in a write of
+		// its own.
 		m.Finalizers = append(m.Finalizers, v1alpha1.MachineFinalizer)
-		p.Kind = planAddFinalizer
-		return p
 	}
 	if len(obs.ValidationErrors) > 0 {
 		return badInput(p, obs.Now, ReasonInvalidMachine,
@@ -241,7 +240,6 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 			Description: "Creating machine on cloud provider",
 			State:       v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationCreate,
 		},
-		Reason: ReasonCreated, Message: fmt.Sprintf("Created VM %s", out.ProviderID),
 	}
 	p.RequeueAfter = o.HealthCheckPeriod
 	if obs.HasTarget {
@@ -273,9 +271,11 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 	switch m.Status.CurrentStatus.Phase {
 	case v1alpha1.MachinePending, v1alpha1.MachineAvailable:
 		if healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey) {
+			// The join duration is the lastOperation's and the join
+			// metric's; MCM's machine-join-duration annotation would cost
+			// a write of its own.
 			joined := now.Sub(creationStart(m)).Round(time.Millisecond)
-			setAnnotation(m, v1alpha1.MachineJoinDurationAnnotation, joined.String())
-			markRunning(p, now, v1alpha1.MachineOperationCreate, ReasonJoined,
+			markRunning(p, now, v1alpha1.MachineOperationCreate, "",
 				fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, joined), o)
 			p.Joined = joined
 			return

@@ -2,6 +2,7 @@ package machine
 
 import (
 	"errors"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,11 +76,11 @@ func TestPlanMachineKinds(t *testing.T) {
 		wantEvent string
 		wantDesc  string
 	}{
-		{"no finalizer", func() observation {
+		{"no finalizer: stored with the creation start", func() observation {
 			m := baseMachine()
 			m.Finalizers = nil
 			return obsFor(m)
-		}, planAddFinalizer, retryNone, "", ""},
+		}, planCreate, retryNone, "", ""},
 		{"invalid machine", func() observation {
 			o := obsFor(baseMachine())
 			o.ValidationErrors = field.ErrorList{field.Required(field.NewPath("spec", "class", "name"), "")}
@@ -179,7 +180,7 @@ func TestPlanMachineKinds(t *testing.T) {
 			if p.Kind == planCreate && p.Machine.Annotations[CreationStartedAnnotation] != formatTime(t0) {
 				t.Errorf("creation start not recorded: %v", p.Machine.Annotations)
 			}
-			if p.Kind == planAddFinalizer && len(p.Machine.Finalizers) != 1 {
+			if !slices.Contains(p.Machine.Finalizers, v1alpha1.MachineFinalizer) {
 				t.Errorf("finalizers %v", p.Machine.Finalizers)
 			}
 		})
@@ -271,8 +272,9 @@ func TestPlanCreateOutcome(t *testing.T) {
 			if pm.Status.LastOperation.Type != v1alpha1.MachineOperationCreate {
 				t.Errorf("type %q", pm.Status.LastOperation.Type)
 			}
-			if p.Event == nil {
-				t.Error("no event")
+			// Failures are told by an event; a VM created is not.
+			if failed := pm.Status.LastOperation.State == v1alpha1.MachineStateFailed; failed != (p.Event != nil) {
+				t.Errorf("failed %v, event %+v", failed, p.Event)
 			}
 		})
 	}
@@ -303,7 +305,7 @@ func TestPlanHealth(t *testing.T) {
 		want    result
 	}{
 		{"pending joins", v1alpha1.MachinePending, time.Minute, "", node(ready), "", false,
-			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateSuccessful, "", false, false, ReasonJoined}},
+			result{v1alpha1.MachineRunning, v1alpha1.MachineOperationCreate, v1alpha1.MachineStateSuccessful, "", false, false, ""}},
 		{"pending waits for critical components", v1alpha1.MachinePending, time.Minute, "", func() *corev1.Node {
 			n := node(ready)
 			n.Spec.Taints = []corev1.Taint{{Key: v1alpha1.CriticalComponentsNotReadyTaintKey, Effect: corev1.TaintEffectNoSchedule}}

@@ -24,7 +24,10 @@ type transition struct {
 	// Op is the new last operation.
 	Op v1alpha1.LastOperation
 	// Reason of the event, Warning its type (else Normal), Message its
-	// text ("" means Op's description).
+	// text ("" means Op's description). No Reason, no event: the steps of
+	// the happy path (VM created, node joined) are told by the status and
+	// the duration metrics, not by an event each — one API write less per
+	// step and machine.
 	Reason  string
 	Warning bool
 	Message string
@@ -38,7 +41,7 @@ func report(m *v1alpha1.Machine, now time.Time, t transition) *event {
 		setPhase(m, t.Phase, now)
 		m.Status.CurrentStatus.TimeoutActive = t.TimeoutActive
 	}
-	if !setLastOperation(m, t.Op, now) {
+	if !setLastOperation(m, t.Op, now) || t.Reason == "" {
 		return nil
 	}
 	typ := corev1.EventTypeNormal

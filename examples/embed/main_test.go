@@ -26,8 +26,8 @@ func TestRunFailsOnBadKubeconfig(t *testing.T) {
 }
 
 // TestEmbed runs the program against a real API server: it installs the
-// CRDs, a sim Machine becomes Available with a Created event, and the
-// program returns nil once its context ends.
+// CRDs, a sim Machine becomes Available, one of a missing class gets an event,
+// and the program returns nil once its context ends.
 func TestEmbed(t *testing.T) {
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
@@ -83,7 +83,15 @@ func TestEmbed(t *testing.T) {
 			fmt.Sprintf("phase %q, providerID %q, lastOperation %+v", got.Status.CurrentStatus.Phase, got.Spec.ProviderID, got.Status.LastOperation)
 	})
 	// The event recorder resolved the Machine's kind through the program's
-	// own scheme.
+	// own scheme: a machine of a class that does not exist is told by an
+	// event (a machine that comes up is not).
+	bad := &v1alpha1.Machine{
+		ObjectMeta: metav1.ObjectMeta{Name: "worker-2", Namespace: ns},
+		Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "missing"}},
+	}
+	if _, err := mc.MachineV1alpha1().Machines(ns).Create(ctx, bad, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
 	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
 		events, err := env.Client().CoreV1().Events(ns).List(ctx, metav1.ListOptions{})
 		if err != nil {
@@ -91,11 +99,11 @@ func TestEmbed(t *testing.T) {
 		}
 		var seen []string
 		for _, e := range events.Items {
-			if e.InvolvedObject.Kind == "Machine" && e.InvolvedObject.Name == m.Name && e.Reason == machine.ReasonCreated {
+			if e.InvolvedObject.Kind == "Machine" && e.InvolvedObject.Name == bad.Name && e.Reason == machine.ReasonClassNotFound {
 				return true, ""
 			}
 			seen = append(seen, e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason)
 		}
-		return false, fmt.Sprintf("no %s event for Machine %s; events: %v", machine.ReasonCreated, m.Name, seen)
+		return false, fmt.Sprintf("no %s event for Machine %s; events: %v", machine.ReasonClassNotFound, bad.Name, seen)
 	})
 }
