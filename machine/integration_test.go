@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
@@ -16,6 +17,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
@@ -648,5 +650,75 @@ func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
 		_, err := nodes.Get(ctx, orphan.Name, metav1.GetOptions{})
 		return apierrors.IsNotFound(err), fmt.Sprintf("unclaimed node being deleted: %v", err)
+	})
+}
+
+// waitingDriver is a driver whose CreateMachine returns once the VM's node
+// is registered and Ready, as some providers' do.
+type waitingDriver struct {
+	driver.Driver
+	core kubernetes.Interface
+}
+
+func (d waitingDriver) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
+	resp, err := d.Driver.CreateMachine(ctx, req)
+	if err != nil {
+		return resp, err
+	}
+	for ctx.Err() == nil {
+		n, err := d.core.CoreV1().Nodes().Get(ctx, resp.NodeName, metav1.GetOptions{})
+		if err == nil && slices.ContainsFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool {
+			return c.Type == corev1.NodeReady && c.Status == corev1.ConditionTrue
+		}) {
+			// Give the controller's node informer the moment a watch
+			// event takes.
+			time.Sleep(500 * time.Millisecond)
+			return resp, nil
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	return nil, driver.NewError(driver.DeadlineExceeded, "node did not register")
+}
+
+// TestIntegrationReadyDuringCreationSkipsPending: with a driver that
+// returns only once the node is Ready, the machine goes straight from
+// creation to Running — no Pending status is ever stored — and its node
+// gets the machine-name label and the finalizer in the same sync.
+func TestIntegrationReadyDuringCreationSkipsPending(t *testing.T) {
+	w := integration(t, worldOptions{drv: func(d driver.Driver) driver.Driver {
+		return waitingDriver{Driver: d, core: testenv.Get(t).Client()}
+	}})
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	createClass(t, w.mc, w.core, w.ns, true)
+	watch, err := w.mc.MachineV1alpha1().Machines(w.ns).Watch(ctx, metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watch.Stop()
+	createMachine(t, w.mc, newMachine(w.ns, w.name(0), "sim", nil))
+	var phases []v1alpha1.MachinePhase
+	for ev := range watch.ResultChan() {
+		m, ok := ev.Object.(*v1alpha1.Machine)
+		if !ok {
+			t.Fatalf("watch: %v", ev.Object)
+		}
+		if p := m.Status.CurrentStatus.Phase; len(phases) == 0 || phases[len(phases)-1] != p {
+			phases = append(phases, p)
+		}
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning {
+			break
+		}
+	}
+	if diff := cmp.Diff([]v1alpha1.MachinePhase{"", v1alpha1.MachineRunning}, phases); diff != "" {
+		t.Errorf("phases stored (-want +got):\n%s", diff)
+	}
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		n, err := w.core.CoreV1().Nodes().Get(ctx, w.name(0), metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return n.Labels[v1alpha1.MachineNameLabelKey] == w.name(0) && slices.Contains(n.Finalizers, v1alpha1.NodeFinalizer),
+			fmt.Sprintf("node labels %v finalizers %v", n.Labels, n.Finalizers)
 	})
 }

@@ -79,6 +79,11 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 			logger.Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
 		}
 		cached = cur
+		if joined, ok, err := c.joinedAtOnce(ctx, cur, obs, p); err != nil {
+			return workqueue.Result{}, err
+		} else if ok {
+			cached, p, obs.Node = joined.cached, joined.plan, joined.node
+		}
 	}
 	if p.Kind == planWaitForClass {
 		c.classQueue.Add(classKeyOf(cached))
@@ -121,6 +126,45 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		return workqueue.Result{}, tokenErr // retried with the queue's backoff
 	}
 	return workqueue.Result{RequeueAfter: p.RequeueAfter}, nil
+}
+
+// joinedPlan is a machine stored with its VM's metadata, and the plan of
+// its status from there.
+type joinedPlan struct {
+	cached *v1alpha1.Machine
+	plan   machinePlan
+	node   *corev1.Node // as observed, nil if not
+}
+
+// joinedAtOnce writes the metadata of a VM just created (provider ID,
+// node label, priority), and then, if the node is in the cache by now —
+// with drivers that wait for the node to register, it is — plans the
+// machine from there: a node that is already Ready takes the machine
+// straight to Running instead of through a Pending status write, and the
+// node is synced in the same sync. ok is false when it did nothing (no
+// target cluster, or the creation failed).
+func (c *Controller) joinedAtOnce(ctx context.Context, cur *v1alpha1.Machine, obs observation, created machinePlan) (joinedPlan, bool, error) {
+	m := created.Machine
+	if c.nodes == nil || created.Retry != retryNone || m.Status.CurrentStatus.Phase != v1alpha1.MachinePending {
+		return joinedPlan{}, false, nil
+	}
+	metaOnly := m.DeepCopy()
+	metaOnly.Status = cur.Status
+	written, err := c.writeMachine(ctx, cur, metaOnly)
+	if err != nil {
+		return joinedPlan{}, false, err
+	}
+	next := written.DeepCopy()
+	next.Status = m.Status
+	out := joinedPlan{cached: written, plan: created}
+	out.plan.Machine = next
+	if node, err := c.nodes.Get(nodeNameOf(next)); err == nil {
+		obs.Now, obs.Machine, obs.Node = c.opts.Clock.Now(), next, node
+		if q := planMachine(obs, &c.opts); q.Kind == planUpdate {
+			out.plan, out.node = q, node
+		}
+	}
+	return out, true, nil
 }
 
 // observe collects what planning a machine needs. It returns the merged
