@@ -599,20 +599,33 @@ func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 	if _, err := w.core.CoreV1().Pods(w.ns).Create(ctx, pod, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	if err := nodes.Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+	// The condition may be there for moments only: every stored version
+	// of the node is looked at.
+	watch, err := nodes.Watch(ctx, metav1.ListOptions{FieldSelector: "metadata.name=" + node, ResourceVersion: m.ResourceVersion})
+	if err != nil {
 		t.Fatal(err)
 	}
-	var sawTerminating bool
-	var problems []string
-	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
-		n, nodeErr := nodes.Get(ctx, node, metav1.GetOptions{})
-		if nodeErr == nil {
+	defer watch.Stop()
+	var sawTerminating atomic.Bool
+	go func() {
+		for ev := range watch.ResultChan() {
+			n, ok := ev.Object.(*corev1.Node)
+			if !ok {
+				continue
+			}
 			for _, c := range n.Status.Conditions {
 				if c.Type == v1alpha1.NodeTerminationCondition && c.Status == corev1.ConditionTrue && c.Reason == v1alpha1.NodeScaleDown {
-					sawTerminating = true
+					sawTerminating.Store(true)
 				}
 			}
 		}
+	}()
+	if err := nodes.Delete(ctx, node, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var problems []string
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		_, nodeErr := nodes.Get(ctx, node, metav1.GetOptions{})
 		_, podErr := w.core.CoreV1().Pods(w.ns).Get(ctx, pod.Name, metav1.GetOptions{})
 		vm, _ := w.cloud.VM(m.Spec.ProviderID)
 		if podErr == nil && vm.State == sim.VMTerminating {
@@ -622,7 +635,8 @@ func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
 		done := apierrors.IsNotFound(nodeErr) && apierrors.IsNotFound(podErr) && apierrors.IsNotFound(machineErr)
 		return done, fmt.Sprintf("node: %v, pod: %v, machine: %v", nodeErr, podErr, machineErr)
 	})
-	if !sawTerminating {
+	watch.Stop()
+	if !sawTerminating.Load() {
 		t.Error("the node never showed the Terminating condition")
 	}
 	if len(problems) > 0 {
