@@ -5,10 +5,15 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"net"
 	"os"
+	"regexp"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
@@ -42,7 +47,10 @@ const (
 	DefaultLeaseDuration       = 15 * time.Second
 	DefaultRenewDeadline       = 10 * time.Second
 	DefaultRetryPeriod         = 2 * time.Second
-	DefaultLeaseName           = "machine-controller-manager"
+	DefaultLeaseName           = string(MachineControllerManagerGroup) // MCM's machine-controller-manager process's lease
+	DefaultMachineLeaseName    = string(MachineControllerGroup)        // MCM's machine-controller process's lease
+	DefaultResourceLock        = "leases"
+	DefaultKubeAPIContentType  = runtime.ContentTypeProtobuf
 	DefaultAddress             = "0.0.0.0"
 	DefaultPort                = 10258
 	DefaultPVDetachTimeout     = drain.DefaultDetachTimeout
@@ -98,6 +106,11 @@ type Config struct {
 	ConcurrentSyncs int
 	KubeAPIQPS      float64
 	KubeAPIBurst    int
+	// KubeAPIContentType is what the clients of Kubernetes' own types
+	// (Nodes, Pods, Secrets, Leases, Events, ...) send and prefer to
+	// receive: MCM's default, protobuf, or JSON. The machine.sapcloud.io
+	// clients always speak JSON: custom resources have no protobuf.
+	KubeAPIContentType string
 
 	MachineCreationTimeout   time.Duration
 	MachineHealthTimeout     time.Duration
@@ -107,6 +120,11 @@ type Config struct {
 	MachinePVReattachTimeout time.Duration
 	ResourceExhaustedRetry   time.Duration
 	NodeConditions           string
+	// BootstrapTokenAuthExtraGroups are the groups, besides the bootstrap
+	// token's own, that the nodes' bootstrap tokens authenticate as (their
+	// auth-extra-groups); each must be a bootstrap group
+	// (system:bootstrappers:...), or the API server refuses the token.
+	BootstrapTokenAuthExtraGroups []string
 	// AutoscalerScaleDownAnnotationDuringRollout: nodes of a deployment in
 	// a rollout get cluster-autoscaler.kubernetes.io/scale-down-disabled.
 	AutoscalerScaleDownAnnotationDuringRollout bool
@@ -134,7 +152,17 @@ type Config struct {
 	RenewDeadline  time.Duration
 	RetryPeriod    time.Duration
 	LeaseNamespace string // empty: Namespace
-	LeaseName      string
+	// LeaseName is the lease of the MachineControllerManagerGroup (the
+	// MachineSet and MachineDeployment controllers), MachineLeaseName the
+	// lease of the MachineControllerGroup (the machine and safety
+	// controllers): by default the leases of MCM's two processes, so that
+	// this manager and MCM never run one controller twice (see the package
+	// documentation).
+	LeaseName        string
+	MachineLeaseName string
+	// ResourceLock is the kind of lock: only "leases", the one kind
+	// client-go still has (MCM's flag and default).
+	ResourceLock string
 	// LeaderElectIdentity names this instance in the lease (no flag);
 	// empty means the hostname plus a random suffix.
 	LeaderElectIdentity string
@@ -144,9 +172,18 @@ type Config struct {
 	Address   string
 	Port      int
 	Profiling bool
+	// ContentionProfiling, with Profiling, records every blocking event
+	// for /debug/pprof/block (runtime.SetBlockProfileRate(1)), as MCM does.
+	ContentionProfiling bool
 
 	// Verbosity of the log (-v).
 	Verbosity int
+
+	// IgnoredFlags are the flags of MCM that were given and mean nothing
+	// here (see the package documentation), in the order given. BindFlags
+	// fills it while the flags are parsed; Run names them in one warning
+	// line.
+	IgnoredFlags []string
 }
 
 // DefaultConfig returns the flag defaults. The kubeconfigs and the driver
@@ -180,6 +217,9 @@ func DefaultConfig() Config {
 		RenewDeadline:      DefaultRenewDeadline,
 		RetryPeriod:        DefaultRetryPeriod,
 		LeaseName:          DefaultLeaseName,
+		MachineLeaseName:   DefaultMachineLeaseName,
+		ResourceLock:       DefaultResourceLock,
+		KubeAPIContentType: DefaultKubeAPIContentType,
 		Address:            DefaultAddress,
 		Port:               DefaultPort,
 
@@ -258,39 +298,170 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 			"kube-controller-manager's --node-monitor-grace-period must exceed it with margin")
 	fs.DurationVar(&c.SimNodeStatusReportPeriod, "sim-node-status-report-period", c.SimNodeStatusReportPeriod,
 		"with --driver=sim: how often a simulated node's unchanged status is written again (a changed one is written at once)")
-	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect, "elect a leader through a Lease in the control cluster; only the leader reconciles")
+	fs.BoolVar(&c.LeaderElect, "leader-elect", c.LeaderElect,
+		"elect a leader per controller group through a Lease in the control cluster; only the leader of a group runs its controllers")
 	fs.DurationVar(&c.LeaseDuration, "leader-elect-lease-duration", c.LeaseDuration, "how long standbys wait before taking over an unrenewed lease")
 	fs.DurationVar(&c.RenewDeadline, "leader-elect-renew-deadline", c.RenewDeadline, "how long the leader retries renewing before it gives up leadership")
 	fs.DurationVar(&c.RetryPeriod, "leader-elect-retry-period", c.RetryPeriod, "how often to try to acquire or renew the lease")
-	fs.StringVar(&c.LeaseNamespace, "leader-elect-resource-namespace", c.LeaseNamespace, "namespace of the lease (default: --namespace)")
-	fs.StringVar(&c.LeaseName, "leader-elect-resource-name", c.LeaseName, "name of the lease")
-	fs.StringVar(&c.Address, "address", c.Address, "address of the HTTP server (metrics, health, pprof)")
+	fs.StringVar(&c.ResourceLock, "leader-elect-resource-lock", c.ResourceLock, "kind of lock: only leases (the one client-go still has)")
+	fs.StringVar(&c.LeaseNamespace, "leader-elect-resource-namespace", c.LeaseNamespace, "namespace of the leases (default: --namespace, as MCM)")
+	fs.StringVar(&c.LeaseName, "leader-elect-resource-name", c.LeaseName,
+		"lease of the MachineSet and MachineDeployment controllers (the lease of MCM's machine-controller-manager process)")
+	fs.StringVar(&c.MachineLeaseName, "leader-elect-machine-controller-resource-name", c.MachineLeaseName,
+		"lease of the machine and safety controllers (the lease of MCM's machine-controller process)")
+	fs.StringVar(&c.Address, "address", c.Address, "IP address of the HTTP server (metrics, health, pprof)")
 	fs.IntVar(&c.Port, "port", c.Port, "port of the HTTP server; 0 serves nothing")
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve /debug/pprof on the HTTP server")
+	fs.BoolVar(&c.ContentionProfiling, "contention-profiling", c.ContentionProfiling,
+		"with --profiling: record every blocking event for /debug/pprof/block (costs CPU)")
+	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", c.KubeAPIContentType,
+		"content type the clients of Kubernetes' own types send and prefer: "+runtime.ContentTypeProtobuf+" or "+runtime.ContentTypeJSON+
+			" (machine.sapcloud.io resources always JSON: custom resources have no protobuf)")
+	fs.Var(listFlag{&c.BootstrapTokenAuthExtraGroups}, "bootstrap-token-auth-extra-groups",
+		"comma-separated groups (system:bootstrappers:...) the nodes' bootstrap tokens authenticate as besides their own (auth-extra-groups)")
 	fs.IntVar(&c.Verbosity, "v", c.Verbosity, "log verbosity")
+	c.bindIgnored(fs)
+}
+
+// An ignoredFlag is a flag of MCM's machine-controller-manager or
+// machine-controller that means nothing here. It is accepted, with MCM's
+// type and default, so that MCM's command lines work unchanged; a value
+// MCM would refuse is refused too. Given, it is named in Config.IgnoredFlags
+// and so in the warning Run logs.
+type ignoredFlag struct {
+	name string
+	// kind names the value's type in -h.
+	kind string
+	// value parses as MCM does and checks what MCM checks; its String is
+	// MCM's default.
+	value func() flag.Value
+	// why it means nothing here, for -h.
+	why string
+}
+
+// ignoredFlags are MCM's flags that mean nothing here, and why.
+var ignoredFlags = []ignoredFlag{
+	{"cloud-provider", "string", func() flag.Value { return new(stringValue) }, "MCM reads it nowhere; the cloud is --driver"},
+	{"controller-start-interval", "duration", func() flag.Value { return nonNegativeDuration(0) }, "MCM reads it nowhere"},
+	{"min-resync-period", "duration", func() flag.Value { return nonNegativeDuration(12 * time.Hour) },
+		"informers here never resync: each controller requeues what time drives by itself (a settled machine every 10m)"},
+	{"machine-inplace-update-timeout", "duration", func() flag.Value { return nonNegativeDuration(20 * time.Minute) },
+		"this manager does not update machines in place"},
+	{"machine-preserve-timeout", "duration", func() flag.Value { return nonNegativeDuration(96 * time.Hour) },
+		"this manager does not preserve failed machines"},
+	{"log-flush-frequency", "duration", func() flag.Value { return nonNegativeDuration(5 * time.Second) },
+		"the log is written line by line, unbuffered: there is nothing to flush"},
+	{"vmodule", "pattern=N,...", func() flag.Value { return new(moduleSpec) }, "the log has one verbosity, -v, for every file"},
+}
+
+// bindIgnored defines the ignoredFlags on fs; each one given is appended
+// to c.IgnoredFlags (once) when fs is parsed.
+func (c *Config) bindIgnored(fs *flag.FlagSet) {
+	for _, f := range ignoredFlags {
+		fs.Var(&ignoredValue{Value: f.value(), name: f.name, seen: &c.IgnoredFlags}, f.name, ignoredUsage+", a `"+f.kind+"`: "+f.why)
+	}
+}
+
+// ignoredUsage starts the help text of every ignored flag.
+const ignoredUsage = "(ignored, accepted for compatibility with MCM)"
+
+// ignoredValue records that its flag was given.
+type ignoredValue struct {
+	flag.Value
+	name string
+	seen *[]string
+}
+
+func (v *ignoredValue) String() string {
+	if v == nil || v.Value == nil {
+		return "" // the zero value flag.PrintDefaults makes
+	}
+	return v.Value.String()
+}
+
+func (v *ignoredValue) Set(s string) error {
+	if err := v.Value.Set(s); err != nil {
+		return err
+	}
+	if !slices.Contains(*v.seen, v.name) {
+		*v.seen = append(*v.seen, v.name)
+	}
+	return nil
+}
+
+// IsBoolFlag is false: none of the ignored flags is a bool, and the
+// embedded Value must not make one look like it.
+func (v *ignoredValue) IsBoolFlag() bool { return false }
+
+type stringValue string
+
+func (s *stringValue) String() string     { return string(*s) }
+func (s *stringValue) Set(v string) error { *s = stringValue(v); return nil }
+
+// durationValue is a duration that, as MCM checks, must not be negative.
+type durationValue time.Duration
+
+func nonNegativeDuration(d time.Duration) *durationValue { v := durationValue(d); return &v }
+
+func (d *durationValue) String() string { return time.Duration(*d).String() }
+func (d *durationValue) Set(s string) error {
+	v, err := time.ParseDuration(s)
+	if err != nil {
+		return errors.New("parse error")
+	}
+	if v < 0 {
+		return fmt.Errorf("must not be negative")
+	}
+	*d = durationValue(v)
+	return nil
+}
+
+// moduleSpec is klog's --vmodule syntax: comma-separated pattern=N.
+type moduleSpec string
+
+func (m *moduleSpec) String() string { return string(*m) }
+func (m *moduleSpec) Set(s string) error {
+	for item := range strings.SplitSeq(s, ",") {
+		if item == "" {
+			continue
+		}
+		pattern, level, ok := strings.Cut(item, "=")
+		if !ok || pattern == "" || level == "" {
+			return fmt.Errorf("%q is not pattern=N", item)
+		}
+		if _, err := strconv.ParseInt(level, 10, 32); err != nil {
+			return fmt.Errorf("%q: the level is not a number", item)
+		}
+	}
+	*m = moduleSpec(s)
+	return nil
 }
 
 // leaderElectFlags are meaningless with --leader-elect=false.
 var leaderElectFlags = []string{
-	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period",
-	"leader-elect-resource-namespace", "leader-elect-resource-name",
+	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock",
+	"leader-elect-resource-namespace", "leader-elect-resource-name", "leader-elect-machine-controller-resource-name",
 }
 
 // ParseFlags parses args into a Config that starts from DefaultConfig and
 // validates it against the controller and driver tables. Flags that
 // contradict each other are an error. It returns flag.ErrHelp, after
-// printing the usage to usage, for -h.
+// printing the usage to usage, for -h. MCM's spellings are accepted too:
+// underscores for dashes in flag names (--machine_drain_timeout) and -v3
+// for -v=3, as MCM's flag library takes them.
 func ParseFlags(name string, args []string, controllers Controllers, drivers Drivers, usage io.Writer) (Config, error) {
 	c := DefaultConfig()
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
 	c.BindFlags(fs)
 	fs.SetOutput(io.Discard) // errors are reported in one line by the caller
 	fs.Usage = func() {}
-	if err := fs.Parse(args); err != nil {
+	if err := fs.Parse(mcmSpellings(args)); err != nil {
 		if errors.Is(err, flag.ErrHelp) {
-			fmt.Fprintf(usage, "Usage of %s:\n", name)
-			fs.SetOutput(usage)
-			fs.PrintDefaults()
+			printUsage(usage, name, fs)
+			return c, err
+		}
+		if flagName, ok := strings.CutPrefix(err.Error(), "flag provided but not defined: -"); ok {
+			return c, fmt.Errorf("unknown flag --%s: neither this manager's nor machine-controller-manager's", flagName)
 		}
 		return c, err
 	}
@@ -301,6 +472,68 @@ func ParseFlags(name string, args []string, controllers Controllers, drivers Dri
 		return c, err
 	}
 	return c, c.Validate(controllers, drivers)
+}
+
+// mcmSpellings rewrites the spellings MCM's flag library (pflag, with
+// Kubernetes' word-separator normalization) accepts and Go's does not:
+// --a_b for --a-b, and -vN, the short flag with its value attached, for
+// -v=N. Values and everything after "--" are left alone.
+func mcmSpellings(args []string) []string {
+	out := make([]string, 0, len(args))
+	for i, a := range args {
+		if a == "--" {
+			return append(out, args[i:]...)
+		}
+		if !strings.HasPrefix(a, "-") || a == "-" {
+			out = append(out, a)
+			continue
+		}
+		dashes := "-"
+		if strings.HasPrefix(a, "--") {
+			dashes = "--"
+		}
+		flagName, value, hasValue := strings.Cut(a[len(dashes):], "=")
+		if dashes == "-" && !hasValue && len(flagName) > 1 && flagName[0] == 'v' && isDigits(flagName[1:]) {
+			out = append(out, "-v="+flagName[1:])
+			continue
+		}
+		flagName = strings.ReplaceAll(flagName, "_", "-")
+		if hasValue {
+			flagName += "=" + value
+		}
+		out = append(out, dashes+flagName)
+	}
+	return out
+}
+
+func isDigits(s string) bool {
+	for _, r := range s {
+		if r < '0' || r > '9' {
+			return false
+		}
+	}
+	return s != ""
+}
+
+// printUsage prints the flags of fs, the ignored ones of MCM in a group of
+// their own at the end.
+func printUsage(w io.Writer, name string, fs *flag.FlagSet) {
+	used := flag.NewFlagSet(name, flag.ContinueOnError)
+	ignored := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.VisitAll(func(f *flag.Flag) {
+		to := used
+		if strings.HasPrefix(f.Usage, ignoredUsage) {
+			to = ignored
+		}
+		to.Var(f.Value, f.Name, f.Usage)
+		to.Lookup(f.Name).DefValue = f.DefValue
+	})
+	fmt.Fprintf(w, "Usage of %s:\n", name)
+	used.SetOutput(w)
+	used.PrintDefaults()
+	fmt.Fprintf(w, "\nFlags of machine-controller-manager accepted for compatibility and ignored (a warning at start-up names those given):\n")
+	ignored.SetOutput(w)
+	ignored.PrintDefaults()
 }
 
 // checkExplicit rejects flags that were set but cannot take effect.
@@ -383,6 +616,9 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	needsDriver := false
 	for _, n := range selected {
 		needsDriver = needsDriver || controllers[n].NeedsDriver
+		if g := controllers[n].Group; !slices.Contains(groups, g) {
+			add("controller %q: its table entry names no group (%s or %s), got %q", n, MachineControllerGroup, MachineControllerManagerGroup, g)
+		}
 	}
 	switch {
 	case c.Driver == "" && needsDriver:
@@ -399,6 +635,14 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	}
 	if c.KubeAPIBurst < 1 {
 		add("--kube-api-burst must be at least 1, got %d", c.KubeAPIBurst)
+	}
+	if c.KubeAPIContentType != runtime.ContentTypeProtobuf && c.KubeAPIContentType != runtime.ContentTypeJSON {
+		add("--kube-api-content-type must be %s or %s, got %q", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, c.KubeAPIContentType)
+	}
+	for _, g := range c.BootstrapTokenAuthExtraGroups {
+		if !bootstrapGroup.MatchString(g) {
+			add("--bootstrap-token-auth-extra-groups: %q is not a bootstrap group (system:bootstrappers: followed by lower-case letters, digits, : and -), which the API server would refuse", g)
+		}
 	}
 	for _, d := range []struct {
 		flag  string
@@ -448,13 +692,27 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		case float64(c.RenewDeadline) <= 1.2*float64(c.RetryPeriod):
 			add("--leader-elect-renew-deadline (%v) must be greater than 1.2 × --leader-elect-retry-period (%v)", c.RenewDeadline, c.RetryPeriod)
 		}
-		if c.LeaseName == "" {
-			add("--leader-elect-resource-name must not be empty")
+		switch {
+		case c.LeaseName == "" || c.MachineLeaseName == "":
+			add("--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must not be empty")
+		case c.LeaseName == c.MachineLeaseName:
+			// One lease for two groups would have two electors of one
+			// identity renewing it, each believing it leads.
+			add("--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must differ, both are %q", c.LeaseName)
+		}
+		if c.ResourceLock != DefaultResourceLock {
+			add("--leader-elect-resource-lock must be %q, got %q: Kubernetes has removed the other kinds of lock", DefaultResourceLock, c.ResourceLock)
 		}
 	}
 	errs = append(errs, c.validateSim()...)
 	if c.Port < 0 || c.Port > 65535 {
 		add("--port must be between 0 and 65535, got %d", c.Port)
+	}
+	if net.ParseIP(c.Address) == nil {
+		add("--address must be an IP address, got %q", c.Address)
+	}
+	if c.ContentionProfiling && !c.Profiling {
+		add("--contention-profiling needs --profiling")
 	}
 	if c.Verbosity < 0 {
 		add("-v must not be negative, got %d", c.Verbosity)
@@ -495,6 +753,12 @@ func (c Config) validateSim() []string {
 	}
 	return errs
 }
+
+// bootstrapGroup is the pattern the API server's bootstrap token
+// authenticator requires of every auth-extra-groups entry; the machine
+// controller refuses others too, but only once it is built, after the
+// lease is won: checked with the flags, a typo fails at once.
+var bootstrapGroup = regexp.MustCompile(`\Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\z`)
 
 // selectedControllers resolves --controllers against the table, sorted.
 func (c Config) selectedControllers(controllers Controllers) ([]string, error) {

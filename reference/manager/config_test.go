@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -70,6 +71,27 @@ func TestParseFlagsAccepts(t *testing.T) {
 		})},
 		{"sim kubelet renewing as the kubelet", []string{"--sim-node-lease-duration=20s", "--sim-node-lease-renew-period=0"},
 			withDefaults(func(c *Config) { c.SimNodeLeaseDuration, c.SimNodeLeaseRenewPeriod = 20*time.Second, 0 })},
+		{"MCM flags that work here", []string{
+			"--address=127.0.0.1", "--profiling", "--contention-profiling", "--kube-api-content-type=application/json",
+			"--leader-elect-resource-lock=leases", "--leader-elect-machine-controller-resource-name=mc",
+			"--bootstrap-token-auth-extra-groups= system:bootstrappers:a ,,system:bootstrappers:worker-b", "--resource-exhausted-retry=0s",
+		}, withDefaults(func(c *Config) {
+			c.Address, c.Profiling, c.ContentionProfiling, c.KubeAPIContentType = "127.0.0.1", true, true, "application/json"
+			c.ResourceLock, c.MachineLeaseName = "leases", "mc"
+			c.BootstrapTokenAuthExtraGroups = []string{"system:bootstrappers:a", "system:bootstrappers:worker-b"}
+			c.ResourceExhaustedRetry = 0
+		})},
+		{"MCM flags ignored here, named in order, once", []string{
+			"--vmodule=drain*=4,machine=2", "--cloud-provider=aws", "--min-resync-period=1h", "--controller-start-interval=0s",
+			"--machine-inplace-update-timeout=1h", "--machine-preserve-timeout=1h", "--log-flush-frequency=1s", "--cloud-provider=gcp",
+		}, withDefaults(func(c *Config) {
+			c.IgnoredFlags = []string{"vmodule", "cloud-provider", "min-resync-period", "controller-start-interval",
+				"machine-inplace-update-timeout", "machine-preserve-timeout", "log-flush-frequency"}
+		})},
+		{"MCM spellings: underscores and -vN", []string{"--machine_drain_timeout=1h", "--leader_elect_retry_period", "1s", "-v4"},
+			withDefaults(func(c *Config) { c.MachineDrainTimeout, c.RetryPeriod, c.Verbosity = time.Hour, time.Second, 4 })},
+		{"underscores in values are values", []string{"--namespace", "shoot_a", "--node-conditions=Kernel_Deadlock"},
+			withDefaults(func(c *Config) { c.Namespace, c.NodeConditions = "shoot_a", "Kernel_Deadlock" })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -142,7 +164,28 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"profiling without server", append(ok, "--port=0", "--profiling"), "--profiling needs the HTTP server, but --port=0 disables it"},
 		{"bad port", append(ok, "--port=70000"), "--port must be between 0 and 65535, got 70000"},
 		{"bad node conditions", append(ok, "--node-conditions=A,,B"), `--node-conditions: "A,,B" is not a comma-separated list of condition types`},
-		{"unknown flag", append(ok, "--machine-safety-foo=1"), "flag provided but not defined: -machine-safety-foo"},
+		{"unknown flag", append(ok, "--machine-safety-foo=1"), "unknown flag --machine-safety-foo: neither this manager's nor machine-controller-manager's"},
+		{"unknown flag, MCM's own flag library's klog flag", append(ok, "--logtostderr"),
+			"unknown flag --logtostderr: neither this manager's nor machine-controller-manager's"},
+		{"lock other than leases", append(ok, "--leader-elect-resource-lock=endpoints"),
+			`--leader-elect-resource-lock must be "leases", got "endpoints": Kubernetes has removed the other kinds of lock`},
+		{"one lease for both groups", append(ok, "--leader-elect-resource-name=mcm", "--leader-elect-machine-controller-resource-name=mcm"),
+			`--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must differ, both are "mcm"`},
+		{"empty machine lease", append(ok, "--leader-elect-machine-controller-resource-name="),
+			"--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must not be empty"},
+		{"machine lease without leader election", append(ok, "--leader-elect=false", "--leader-elect-machine-controller-resource-name=x"),
+			"--leader-elect-machine-controller-resource-name contradicts --leader-elect=false"},
+		{"lock without leader election", append(ok, "--leader-elect=false", "--leader-elect-resource-lock=leases"),
+			"--leader-elect-resource-lock contradicts --leader-elect=false"},
+		{"content type", append(ok, "--kube-api-content-type=application/yaml"),
+			`--kube-api-content-type must be application/vnd.kubernetes.protobuf or application/json, got "application/yaml"`},
+		{"address not an IP", append(ok, "--address=localhost"), `--address must be an IP address, got "localhost"`},
+		{"contention profiling without profiling", append(ok, "--contention-profiling"), "--contention-profiling needs --profiling"},
+		{"bootstrap group the API server refuses", append(ok, "--bootstrap-token-auth-extra-groups=system:bootstrappers:ok,workers"),
+			`--bootstrap-token-auth-extra-groups: "workers" is not a bootstrap group (system:bootstrappers: followed by lower-case letters, digits, : and -), which the API server would refuse`},
+		{"ignored flag with a value MCM refuses", append(ok, "--min-resync-period=-1h"), `invalid value "-1h" for flag -min-resync-period: must not be negative`},
+		{"ignored duration that is none", append(ok, "--machine-preserve-timeout=long"), `invalid value "long" for flag -machine-preserve-timeout: parse error`},
+		{"vmodule klog refuses", append(ok, "--vmodule=drain"), `invalid value "drain" for flag -vmodule: "drain" is not pattern=N`},
 		{"bad duration", append(ok, "--machine-health-timeout=soon"), `invalid value "soon" for flag -machine-health-timeout: parse error`},
 		{"positional argument", append(ok, "extra"), `unexpected argument "extra": mcm takes flags only`},
 	}
@@ -168,10 +211,92 @@ func TestParseFlagsHelp(t *testing.T) {
 	if !errors.Is(err, flag.ErrHelp) {
 		t.Fatalf("err = %v, want flag.ErrHelp", err)
 	}
-	for _, f := range []string{"-control-kubeconfig", "-target-kubeconfig", "-leader-elect-lease-duration", "-machine-drain-timeout", "-driver"} {
-		if !strings.Contains(out.String(), f) {
-			t.Errorf("usage lacks %s:\n%s", f, out.String())
+	used, ignored, ok := strings.Cut(out.String(), "Flags of machine-controller-manager accepted for compatibility and ignored")
+	if !ok {
+		t.Fatalf("usage has no group of ignored flags:\n%s", out.String())
+	}
+	lists := func(usage, name string) bool {
+		return regexp.MustCompile(`(?m)^  -` + name + `( |$)`).MatchString(usage)
+	}
+	for _, f := range []string{"control-kubeconfig", "target-kubeconfig", "leader-elect-lease-duration", "machine-drain-timeout", "driver",
+		"bootstrap-token-auth-extra-groups", "kube-api-content-type", "contention-profiling", "leader-elect-resource-lock"} {
+		if !lists(used, f) {
+			t.Errorf("usage lacks -%s before the ignored flags:\n%s", f, out.String())
 		}
+	}
+	for _, f := range ignoredFlags {
+		if !lists(ignored, f.name) || lists(used, f.name) {
+			t.Errorf("usage does not list -%s among the ignored flags only:\n%s", f.name, out.String())
+		}
+	}
+	if !strings.Contains(ignored, "(default 12h0m0s)") {
+		t.Errorf("usage lacks MCM's default of --min-resync-period:\n%s", ignored)
+	}
+}
+
+// mcmFlags are the flags the two binaries of MCM v0.62.1 register (their
+// options' AddFlags, component-base's logs.AddFlags and MCM's leader
+// election flags, as `machine-controller-manager --help` and a provider's
+// `machine-controller --help` list them), each with a value: every one is
+// accepted, with its type.
+var mcmFlags = map[string]string{
+	// Both processes.
+	"address": "0.0.0.0", "cloud-provider": "aws", "concurrent-syncs": "10", "contention-profiling": "true",
+	"control-kubeconfig": "", "controller-start-interval": "0s", "kube-api-burst": "30",
+	"kube-api-content-type": "application/vnd.kubernetes.protobuf", "kube-api-qps": "20", "leader-elect": "true",
+	"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s", "leader-elect-resource-lock": "leases",
+	"leader-elect-retry-period": "2s", "log-flush-frequency": "5s", "min-resync-period": "12h", "namespace": "shoot--a--b",
+	"port": "10258", "profiling": "true", "target-kubeconfig": "", "v": "3", "vmodule": "",
+	// machine-controller-manager.
+	"autoscaler-scaledown-annotation-during-rollout": "true", "machine-safety-overshooting-period": "1m", "safety-down": "1", "safety-up": "2",
+	// machine-controller.
+	"bootstrap-token-auth-extra-groups": "system:bootstrappers:worker", "machine-creation-timeout": "20m", "machine-drain-timeout": "2h",
+	"machine-health-timeout": "10m", "machine-inplace-update-timeout": "20m", "machine-max-evict-retries": "360",
+	"machine-preserve-timeout": "96h", "machine-pv-detach-timeout": "2m", "machine-pv-reattach-timeout": "90s",
+	"machine-safety-apiserver-statuscheck-period": "1m", "machine-safety-apiserver-statuscheck-timeout": "30s",
+	"machine-safety-orphan-vms-period": "15m",
+	"node-conditions":                  "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable", "resource-exhausted-retry": "10m",
+}
+
+// Every flag of MCM is accepted, with the value types MCM gives them, and
+// exactly the ones that mean nothing here are named as ignored.
+func TestParseFlagsAcceptsEveryMCMFlag(t *testing.T) {
+	kc := kubeconfigFile(t)
+	var args []string
+	for _, name := range sortedKeys(mcmFlags) {
+		value := mcmFlags[name]
+		if name == "control-kubeconfig" || name == "target-kubeconfig" {
+			value = kc
+		}
+		args = append(args, "--"+name+"="+value)
+	}
+	c, err := ParseFlags("mcm", append(args, "--driver=sim"), DefaultControllers(), BuiltinDrivers(), io.Discard)
+	if err != nil {
+		t.Fatalf("ParseFlags: %v", err)
+	}
+	var want []string
+	for _, f := range ignoredFlags {
+		want = append(want, f.name)
+	}
+	if diff := cmp.Diff(want, c.IgnoredFlags, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
+		t.Errorf("ignored flags (-want +got):\n%s", diff)
+	}
+	// Every ignored flag is one of MCM's: none is ignored that MCM lacks.
+	for _, f := range ignoredFlags {
+		if _, ok := mcmFlags[f.name]; !ok {
+			t.Errorf("--%s is ignored but is not a flag of MCM", f.name)
+		}
+	}
+	if c.Namespace != "shoot--a--b" || c.Verbosity != 3 || c.ConcurrentSyncs != 10 || !c.ContentionProfiling {
+		t.Errorf("values not taken: %+v", c)
+	}
+}
+
+func TestMCMSpellings(t *testing.T) {
+	got := mcmSpellings([]string{"--machine_drain_timeout=1h_x", "-v3", "-v", "2", "--a_b", "x_y", "-vmodule=a_b=1", "-", "--", "--c_d", "-v5"})
+	want := []string{"--machine-drain-timeout=1h_x", "-v=3", "-v", "2", "--a-b", "x_y", "-vmodule=a_b=1", "-", "--", "--c_d", "-v5"}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("mcmSpellings (-want +got):\n%s", diff)
 	}
 }
 
@@ -179,7 +304,7 @@ func TestParseFlagsHelp(t *testing.T) {
 func TestControllerTableExtends(t *testing.T) {
 	kc := kubeconfigFile(t)
 	controllers := DefaultControllers()
-	controllers["machineset"] = Controller{Resources: []string{"machinesets"}, New: nil}
+	controllers["machineset"] = Controller{Group: MachineControllerManagerGroup, Resources: []string{"machinesets"}, New: nil}
 	c, err := ParseFlags("mcm", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--controllers=machineset"},
 		controllers, BuiltinDrivers(), io.Discard)
 	if err != nil {
@@ -202,6 +327,12 @@ func TestControllerTableExtends(t *testing.T) {
 }
 
 func TestReadiness(t *testing.T) {
+	frozen := &Gates{}
+	frozen.SetSafety(machineGateFunc(func(context.Context) bool { return true }), nil)
+	both := func(mc, mcm groupState) []*groupState {
+		mc.group, mc.lease, mcm.group, mcm.lease = MachineControllerGroup, "machine-controller", MachineControllerManagerGroup, "machine-controller-manager"
+		return []*groupState{&mc, &mcm}
+	}
 	tests := []struct {
 		name  string
 		state *state
@@ -210,14 +341,26 @@ func TestReadiness(t *testing.T) {
 	}{
 		{"starting", &state{waiting: "control API server https://x is not ready: connection refused", leaderElect: true}, false,
 			"starting: control API server https://x is not ready: connection refused"},
-		{"standby", &state{leaderElect: true, holder: "other_1"}, true, "standby; lease held by other_1"},
-		{"standby before any leader", &state{leaderElect: true}, true, "standby; lease held by nobody yet"},
-		{"leader syncing", &state{leaderElect: true, leading: true}, false, "leading; waiting for informer caches to sync"},
-		{"leader synced", &state{leaderElect: true, leading: true, synced: true}, true, "leader; caches synced"},
-		{"no leader election", &state{leading: true, synced: true, skipped: []string{"machineset"}}, true,
-			"running without leader election; caches synced; skipped controllers: machineset"},
-		{"stopping", &state{leaderElect: true, leading: true, synced: true, stopping: true}, false, "shutting down"},
-		{"frozen", &state{leaderElect: true, leading: true, synced: true, gate: machineGateFunc(func(context.Context) bool { return true })}, true,
+		{"standby", &state{leaderElect: true, groups: both(groupState{holder: "other_1"}, groupState{holder: "other_1"})}, true,
+			"standby; lease held by other_1"},
+		{"standby behind two holders", &state{leaderElect: true, groups: both(groupState{holder: "mc-0"}, groupState{holder: "mcm-0"})}, true,
+			"standby; lease machine-controller held by mc-0, lease machine-controller-manager held by mcm-0"},
+		{"standby before any leader", &state{leaderElect: true, groups: both(groupState{}, groupState{})}, true, "standby; lease held by nobody yet"},
+		{"standby, second lease not seen yet", &state{leaderElect: true, groups: both(groupState{holder: "other_1"}, groupState{})}, true,
+			"standby; lease held by other_1"},
+		{"leader syncing", &state{leaderElect: true, groups: both(groupState{running: true}, groupState{running: true, synced: true})}, false,
+			"leading; waiting for informer caches to sync"},
+		{"leader synced", &state{leaderElect: true, synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true})}, true,
+			"leader; caches synced"},
+		{"leader of one group", &state{leaderElect: true, synced: true, groups: both(groupState{running: true, synced: true}, groupState{holder: "mcm-0"})}, true,
+			"leader of machine-controller (standby for machine-controller-manager, lease held by mcm-0); caches synced"},
+		{"leader of one group, syncing", &state{leaderElect: true, groups: both(groupState{holder: "mc-0"}, groupState{running: true})}, false,
+			"leading of machine-controller-manager (standby for machine-controller, lease held by mc-0); waiting for informer caches to sync"},
+		{"no leader election", &state{synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true}),
+			skipped: []string{"machineset"}}, true, "running without leader election; caches synced; skipped controllers: machineset"},
+		{"stopping", &state{leaderElect: true, groups: both(groupState{running: true, synced: true}, groupState{}), stopping: true}, false, "shutting down"},
+		{"frozen", &state{leaderElect: true, synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true}),
+			gates: frozen}, true,
 			"leader; caches synced; frozen: an API server is out of reach, no machine is created or replaced"},
 	}
 	for _, tt := range tests {
@@ -237,24 +380,29 @@ func TestGateProvidersAreBuiltFirst(t *testing.T) {
 	var got SafetyGate
 	gate := machineGateFunc(func(context.Context) bool { return true })
 	controllers := Controllers{
-		"aaa-user": {Resources: []string{"machines"}, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
+		"aaa-user": {Group: MachineControllerGroup, Resources: []string{"machines"}, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
 			got = cc.safetyGate()
 			return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
 		}},
-		"zzz-gate": {Resources: []string{"machines"}, ProvidesSafetyGate: true, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
-			cc.Gates.Safety = gate
-			return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-		}},
+		"zzz-gate": {Group: MachineControllerGroup, Resources: []string{"machines"}, ProvidesSafetyGate: true,
+			New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
+				cc.Gates.SetSafety(gate, nil)
+				return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
+			}},
 	}
 	m := &Manager{cfg: DefaultConfig(), opts: Options{Controllers: controllers}, log: logr.Discard(), state: &state{}}
-	cc := ControllerContext{Machines: fake.NewSimpleClientset(), ControlCore: k8sfake.NewSimpleClientset()}
+	gates := &Gates{}
+	cc := ControllerContext{Machines: fake.NewSimpleClientset(), ControlCore: k8sfake.NewSimpleClientset(), Gates: gates}
 	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 	defer cancel()
-	if err := m.runControllers(ctx, cc, []string{"aaa-user", "zzz-gate"}); err != nil {
+	if err := m.runControllers(ctx, cc, groupPlan{group: MachineControllerGroup, names: []string{"aaa-user", "zzz-gate"}}); err != nil {
 		t.Fatal(err)
 	}
 	if got == nil {
 		t.Fatal("the controller built with the gate's provider did not get the gate")
+	}
+	if gates.Safety() != nil || gates.Frozen(context.Background()) {
+		t.Error("the gates outlived the group that provided them")
 	}
 }
 

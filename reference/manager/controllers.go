@@ -3,6 +3,7 @@ package manager
 import (
 	"context"
 	"fmt"
+	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -50,9 +51,9 @@ type ControllerContext struct {
 	Recorder   record.EventRecorder
 	Logger     logr.Logger
 
-	// Gates are shared by the controllers of one run: a controller whose
-	// table entry says ProvidesSafetyGate sets Gates.Safety, and is built
-	// before the others, which read it.
+	// Gates are shared by the controllers of one manager, across groups:
+	// a controller whose table entry says ProvidesSafetyGate sets them
+	// when built, before the other controllers of its group are built.
 	Gates *Gates
 }
 
@@ -62,15 +63,74 @@ type SafetyGate interface {
 	Frozen(ctx context.Context) bool
 }
 
-// Gates are the gates one controller provides to the others.
+// Gates are the gates one controller provides to the others. They are
+// set while their provider's group runs and cleared when it stops.
 type Gates struct {
-	// Safety is the safety controller's gate; nil when it does not run.
-	Safety SafetyGate
-	// Replacement is the safety controller's replacement budget (with
+	mu sync.RWMutex
+	// safety is the safety controller's gate; nil when it does not run.
+	safety SafetyGate
+	// replacement is the safety controller's replacement budget (with
 	// --machine-max-unhealthy); nil when it does not run, and then the
 	// machine controller uses its default, MCM's.
-	Replacement machine.ReplacementGate
+	replacement machine.ReplacementGate
 }
+
+// SetSafety sets the gates; nil clears them.
+func (g *Gates) SetSafety(safety SafetyGate, replacement machine.ReplacementGate) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	g.safety, g.replacement = safety, replacement
+}
+
+// Safety is the safety gate now, or nil (a nil interface) when none runs.
+func (g *Gates) Safety() SafetyGate {
+	if g == nil {
+		return nil
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.safety
+}
+
+// Replacement is the replacement gate now, or nil (a nil interface) when
+// none runs.
+func (g *Gates) Replacement() machine.ReplacementGate {
+	if g == nil {
+		return nil
+	}
+	g.mu.RLock()
+	defer g.mu.RUnlock()
+	return g.replacement
+}
+
+// Frozen asks the safety gate that runs now, in whichever group: false
+// when none runs. It is the gate of controllers of another group than
+// the gate's provider: that group may start before, after, or never.
+func (g *Gates) Frozen(ctx context.Context) bool {
+	s := g.Safety()
+	return s != nil && s.Frozen(ctx)
+}
+
+// A Group is a set of controllers that run together under one lease: the
+// controllers one of MCM's two processes runs, and that process's lease.
+// While a manager holds a group's lease it runs the group's controllers,
+// and only then; so against a running MCM process, or another manager,
+// nothing runs twice.
+type Group string
+
+const (
+	// MachineControllerGroup is what MCM's provider machine-controller
+	// runs: the machine controller, and the safety controller that gates
+	// it (API-server outages, replacement budget) and collects orphan VMs.
+	MachineControllerGroup Group = "machine-controller"
+	// MachineControllerManagerGroup is what MCM's machine-controller-manager
+	// runs: the MachineSet and MachineDeployment controllers.
+	MachineControllerManagerGroup Group = "machine-controller-manager"
+)
+
+// groups are the known groups, in the order their leases are campaigned
+// for: the machine controller's first (see the package documentation).
+var groups = []Group{MachineControllerGroup, MachineControllerManagerGroup}
 
 // Controller is an entry of the controller table.
 type Controller struct {
@@ -81,8 +141,12 @@ type Controller struct {
 	// NeedsDriver: the controller calls the driver, so --driver is
 	// required when it is selected.
 	NeedsDriver bool
-	// ProvidesSafetyGate: New sets ControllerContext.Gates.Safety, so the
-	// controller is built before the others.
+	// Group is the lease the controller runs under. Required.
+	Group Group
+	// ProvidesSafetyGate: New sets the ControllerContext's Gates, so the
+	// controller is built before the others of its group, which take its
+	// gates as they are when built. Controllers of another group can only
+	// ask Gates.Frozen, which follows the gates as they come and go.
 	ProvidesSafetyGate bool
 	// New builds the controller: it takes its informers from the
 	// factories and registers its handlers, and returns the function that
@@ -97,10 +161,14 @@ type Controllers map[string]Controller
 // Each further controller is one more line here.
 func DefaultControllers() Controllers {
 	return Controllers{
-		"machine":           {Resources: []string{"machines", "machineclasses"}, NeedsDriver: true, New: newMachineController},
-		"machineset":        {Resources: []string{"machinesets", "machines"}, New: newMachineSetController},
-		"machinedeployment": {Resources: []string{"machinedeployments", "machinesets", "machines"}, New: newDeploymentController},
-		"safety":            {Resources: []string{"machinedeployments", "machinesets", "machines"}, ProvidesSafetyGate: true, New: newSafetyController},
+		"machine": {Group: MachineControllerGroup, Resources: []string{"machines", "machineclasses"}, NeedsDriver: true,
+			New: newMachineController},
+		"safety": {Group: MachineControllerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"}, ProvidesSafetyGate: true,
+			New: newSafetyController},
+		"machineset": {Group: MachineControllerManagerGroup, Resources: []string{"machinesets", "machines"},
+			New: newMachineSetController},
+		"machinedeployment": {Group: MachineControllerManagerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"},
+			New: newDeploymentController},
 	}
 }
 
@@ -132,15 +200,19 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 			NodeConditions:         &conditions,
 		},
 		DrainOptions: drain.Options{Volumes: drain.VolumeOptions{
-			DetachTimeout:   c.MachinePVDetachTimeout,
+			DetachTimeout: c.MachinePVDetachTimeout,
+			// As MCM: after a pod's volumes detached, wait for them to be
+			// attached elsewhere, at most the timeout; 0 skips the wait.
+			WaitForReattach: c.MachinePVReattachTimeout > 0,
 			ReattachTimeout: c.MachinePVReattachTimeout,
 		}},
-		ResourceExhaustedRetry: c.ResourceExhaustedRetry,
-		SafetyGate:             cc.safetyGate(),
-		ReplacementGate:        cc.replacementGate(),
-		Logger:                 cc.Logger,
-		Recorder:               cc.Recorder,
-		Registerer:             cc.Registerer,
+		ResourceExhaustedRetry:        c.ResourceExhaustedRetry,
+		BootstrapTokenAuthExtraGroups: c.BootstrapTokenAuthExtraGroups,
+		SafetyGate:                    cc.safetyGate(),
+		ReplacementGate:               cc.replacementGate(),
+		Logger:                        cc.Logger,
+		Recorder:                      cc.Recorder,
+		Registerer:                    cc.Registerer,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("machine controller: %w", err)
@@ -153,7 +225,7 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{SafetyGate: cc.safetyGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	}, machineset.Options{SafetyGate: cc.otherGroupGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
 	}
@@ -170,7 +242,7 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	inf.Nodes = nodes
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
-		SafetyGate:                            cc.safetyGate(),
+		SafetyGate:                            cc.otherGroupGate(),
 		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
 	})
 	if err != nil {
@@ -205,28 +277,28 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 		return nil, fmt.Errorf("safety controller: %w", err)
 	}
 	if cc.Gates != nil {
-		cc.Gates.Safety = ctrl
-		cc.Gates.Replacement = ctrl.ReplacementGate()
+		cc.Gates.SetSafety(ctrl, ctrl.ReplacementGate())
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
 }
 
-// safetyGate is the safety controller's gate, or nil when it does not run
-// (a nil interface, not an interface holding a nil pointer).
-func (cc ControllerContext) safetyGate() SafetyGate {
-	if cc.Gates == nil || cc.Gates.Safety == nil {
-		return nil
-	}
-	return cc.Gates.Safety
-}
+// safetyGate is the safety controller's gate as it is now, for a
+// controller of its group, or nil when it does not run (a nil interface,
+// not an interface holding a nil pointer).
+func (cc ControllerContext) safetyGate() SafetyGate { return cc.Gates.Safety() }
 
-// replacementGate is the safety controller's replacement budget, or nil
-// when it does not run (a nil interface, not one holding a nil pointer).
-func (cc ControllerContext) replacementGate() machine.ReplacementGate {
-	if cc.Gates == nil || cc.Gates.Replacement == nil {
+// replacementGate is the safety controller's replacement budget as it is
+// now, for a controller of its group, or nil when it does not run.
+func (cc ControllerContext) replacementGate() machine.ReplacementGate { return cc.Gates.Replacement() }
+
+// otherGroupGate is the gate of a controller of another group than the
+// safety controller's: frozen while a safety controller runs in this
+// manager and is frozen. Nil without Gates.
+func (cc ControllerContext) otherGroupGate() SafetyGate {
+	if cc.Gates == nil {
 		return nil
 	}
-	return cc.Gates.Replacement
+	return cc.Gates
 }
 
 // targetNodes returns the target cluster's client and node informer, or

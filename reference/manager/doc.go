@@ -7,19 +7,47 @@
 //
 // # Flags
 //
-// MCM's names and defaults where MCM has the flag: --control-kubeconfig,
-// --target-kubeconfig, --namespace (default), --concurrent-syncs (50),
-// --kube-api-qps (20), --kube-api-burst (30), --machine-creation-timeout
-// (20m), --machine-health-timeout (10m), --machine-drain-timeout (2h),
-// --machine-max-evict-retries (360), --machine-pv-detach-timeout (2m),
-// --machine-pv-reattach-timeout (90s), --resource-exhausted-retry (10m),
-// --node-conditions, --leader-elect (true), --leader-elect-lease-duration
-// (15s), --leader-elect-renew-deadline (10s), --leader-elect-retry-period
-// (2s), --leader-elect-resource-namespace (--namespace),
-// --leader-elect-resource-name (machine-controller-manager), --address
-// (0.0.0.0), --port (10258; 0 serves nothing), --profiling, -v. Ours:
-// --controllers (names from the controller table, or *) and --driver (a
-// driver registry entry).
+// Every flag of MCM's two processes (machine-controller-manager and a
+// provider's machine-controller, v0.62.1) is accepted, with MCM's type and
+// default, so that their command lines work unchanged; MCM's spellings too
+// (--machine_drain_timeout, -v3). Those that work as in MCM:
+// --control-kubeconfig, --target-kubeconfig, --namespace (default),
+// --concurrent-syncs (50, the machine-controller's), --kube-api-qps (20),
+// --kube-api-burst (30), --kube-api-content-type (protobuf, for the
+// clients of Kubernetes' own types; machine.sapcloud.io is always JSON),
+// --machine-creation-timeout (20m), --machine-health-timeout (10m),
+// --machine-drain-timeout (2h), --machine-max-evict-retries (360),
+// --machine-pv-detach-timeout (2m), --machine-pv-reattach-timeout (90s; a
+// drained pod's volumes are waited for until attached elsewhere, 0 skips
+// the wait), --resource-exhausted-retry (10m), --node-conditions,
+// --bootstrap-token-auth-extra-groups, --safety-up (2), --safety-down (1),
+// --machine-safety-overshooting-period (1m),
+// --machine-safety-orphan-vms-period (15m),
+// --machine-safety-apiserver-statuscheck-period (1m) and -timeout (30s),
+// --autoscaler-scaledown-annotation-during-rollout (true), --leader-elect
+// (true), --leader-elect-lease-duration (15s), --leader-elect-renew-deadline
+// (10s), --leader-elect-retry-period (2s), --leader-elect-resource-lock
+// (leases, the only kind client-go still has; any other is refused),
+// --address (0.0.0.0, an IP), --port (10258; 0 serves nothing),
+// --profiling, --contention-profiling (with --profiling), -v.
+//
+// MCM's flags that mean nothing here are accepted and, when given, named
+// in one warning line at start-up (Config.IgnoredFlags): --cloud-provider
+// and --controller-start-interval (MCM reads neither), --min-resync-period
+// (informers here never resync), --machine-inplace-update-timeout and
+// --machine-preserve-timeout (no in-place updates, no preservation here),
+// --log-flush-frequency and --vmodule (the log is unbuffered and has one
+// verbosity). -h lists them apart. A value MCM refuses (a negative
+// duration, a malformed --vmodule) is refused here too.
+//
+// Ours: --controllers (names from the controller table, or *), --driver (a
+// driver registry entry), --leader-elect-resource-namespace (--namespace,
+// where MCM keeps its leases), --leader-elect-resource-name
+// (machine-controller-manager) and
+// --leader-elect-machine-controller-resource-name (machine-controller): the
+// leases of the two groups (see Leader election), and additions to MCM's
+// safety (--machine-max-unhealthy, --machine-safety-orphan-vms-grace-period)
+// and to the sim driver (--sim-*).
 //
 // Both kubeconfig flags are required, and mean exactly what they say: a
 // kubeconfig path, "in-cluster" (rest.InClusterConfig; MCM's
@@ -45,28 +73,64 @@
 //
 // # Leader election
 //
-// With --leader-elect, client-go's leaderelection with a Lease lock in the
-// control cluster. The controllers and their informers are built when the
-// lease is won and run in Run's goroutine; the lease is released
-// (ReleaseOnCancel) only after they have stopped, so two instances never
-// reconcile at once. Losing the lease stops the controllers and Run
-// returns ErrLeadershipLost: the process exits and its restart campaigns
-// afresh, with fresh caches.
+// The controllers run in two groups, as in MCM's two processes, each under
+// the lease that process holds, in --leader-elect-resource-namespace:
+//
+//   - MachineControllerGroup, lease machine-controller
+//     (--leader-elect-machine-controller-resource-name): the machine
+//     controller, and the safety controller, which gates it (API-server
+//     outages, the replacement budget) and collects orphan VMs — what MCM's
+//     provider machine-controller runs;
+//   - MachineControllerManagerGroup, lease machine-controller-manager
+//     (--leader-elect-resource-name): the MachineSet and MachineDeployment
+//     controllers — what MCM's machine-controller-manager runs.
+//
+// With --leader-elect, one client-go elector per group campaigns, with one
+// identity, and a group's controllers and informers are built when its
+// lease is won and run while it is held; so next to a running MCM process,
+// or another manager, no controller of a group runs twice, and nothing
+// waits for a lease whose holder runs other controllers. The first
+// group's lease is campaigned for at once, the second's once this manager
+// leads the first, or two retry periods after it saw another holder of
+// the first: two managers started together do not split the groups, and
+// a holder of the first lease that never takes the second (MCM's
+// machine-controller, a manager restricted to the machine controller) does
+// not keep this manager from taking it.
+//
+// The safety controller's overshoot check is the one piece of MCM's
+// machine-controller-manager in the machine controller's group (the safety
+// package runs its checks together): next to MCM's
+// machine-controller-manager it runs beside MCM's own, with the same label,
+// condition and thresholds; next to MCM's machine-controller it does not
+// run, as that process has none. The safety controller's gate freezes the
+// MachineSet and MachineDeployment controllers only while it runs in the
+// same manager (Gates.Frozen); MCM's machine-controller-manager has no such
+// freeze at all.
+//
+// A lease is released (emptied, as client-go's ReleaseOnCancel does) only
+// after every controller of the manager has stopped. Losing a lease stops
+// that group's controllers at once, then the others; their leases are
+// released and Run returns ErrLeadershipLost naming the lease: the process
+// exits and its restart campaigns afresh, with fresh caches.
 //
 // # Health
 //
-// /healthz is 200 unless the leader has failed to renew its lease for 20s
-// past its duration (client-go's HealthzAdaptor): then a restart helps.
+// /healthz is 200 unless a leader has failed to renew one of its leases
+// for 20s past its duration (client-go's HealthzAdaptor): then a restart
+// helps.
 //
 // /readyz is 200 ("ok: ..." with the role) when the startup checks have
 // passed, the manager is not shutting down, and either
 //
-//   - it is a standby (leader election on, lease held by another instance
-//     or by nobody yet): it is ready because it can take over at once, and
-//     a Deployment rollout must not wait for it to lead; or
-//   - it reconciles (it leads, or leader election is off), every informer
-//     cache of its controllers has synced, and none of its informers
-//     fails to list or watch.
+//   - it is a standby (leader election on, it leads no group: each lease is
+//     held by another instance or by nobody yet): it is ready because it
+//     can take over at once, and a Deployment rollout must not wait for it
+//     to lead ("standby; lease held by ..."); or
+//   - it reconciles (it leads one group or both, or leader election is
+//     off), every informer cache of the groups it runs has synced, and none
+//     of its informers fails to list or watch ("leader; ..." for both
+//     groups, "leader of machine-controller (standby for
+//     machine-controller-manager, lease held by ...); ..." for one).
 //
 // Otherwise it is 503 with the reason: waiting for an API server or the
 // CRDs, a new leader whose caches are syncing, informers that cannot list
@@ -86,7 +150,9 @@
 // # Metrics
 //
 // /metrics serves the manager's own registry (never the global one): the
-// Go and process collectors, mcm_manager_leader, the driver's own metrics
+// Go and process collectors, mcm_manager_leader (1 while a group runs),
+// mcm_manager_group_running{group} (1 while that group runs, 0 while this
+// manager stands by for it), the driver's own metrics
 // (the sim driver's requests to its simulated cloud, mcm_cloud_api_requests_total,
 // mcm_cloud_api_requests_failed_total and
 // mcm_cloud_api_api_request_duration_seconds), and everything the
@@ -101,14 +167,15 @@
 // drain engine's. Packages machine, machineset, deployment, workqueue and
 // driver list them. MCM's mcm_reflector_* are not exported: client-go no
 // longer reports reflector metrics. A standby has only the manager's and
-// the driver's: controller metrics appear when it starts leading.
+// the driver's: a group's controller metrics appear when it starts leading
+// that group.
 //
 // # Shutdown
 //
 // On SIGINT or SIGTERM (Main uses signal.NotifyContext; a second signal
 // kills at once) the controllers stop taking keys, finish the reconciles
 // in flight (their context is cancelled) and drop the rest, the informers
-// stop, the lease is released, the event broadcaster is flushed, the
+// stop, the leases are released, the event broadcaster is flushed, the
 // driver's background work ends and the HTTP server closes — typically
 // in milliseconds, well within 5s.
 //
@@ -128,8 +195,8 @@
 //
 // # Extending
 //
-// A controller is one line in DefaultControllers: its resources, whether
-// it needs the driver, and a constructor that takes its informers from the
+// A controller is one line in DefaultControllers: its group, its
+// resources, whether it needs the driver, and a constructor that takes its informers from the
 // shared factories of the ControllerContext and returns its run function.
 // A driver is one entry in the Drivers map handed to Main:
 //

@@ -2,8 +2,6 @@ package manager
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"flag"
 	"fmt"
@@ -12,8 +10,10 @@ import (
 	"net/http"
 	"os"
 	"os/signal"
+	goruntime "runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -24,7 +24,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -32,7 +31,6 @@ import (
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/leaderelection/resourcelock"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -40,8 +38,9 @@ import (
 	"github.com/mcmkit/mcm/tolerant"
 )
 
-// ErrLeadershipLost is returned by Run when the lease could not be renewed
-// in time. The controllers have stopped by then; exit and let the restart
+// ErrLeadershipLost is returned (wrapped, naming the lease) by Run when a
+// lease could not be renewed in time. Every controller has stopped by
+// then and the other leases are released; exit and let the restart
 // campaign afresh (controllers and their caches are built per term).
 var ErrLeadershipLost = errors.New("leadership lost: the lease was not renewed within --leader-elect-renew-deadline")
 
@@ -66,16 +65,22 @@ type Options struct {
 // and a target cluster, with leader election and an HTTP server for
 // metrics and health. Build it with New and call Run once.
 type Manager struct {
-	cfg      Config
-	opts     Options
-	log      logr.Logger
-	reg      *prometheus.Registry
-	state    *state
-	leader   prometheus.Gauge
-	watchdog *leaderelection.HealthzAdaptor
-	ran      atomic.Bool
+	cfg   Config
+	opts  Options
+	log   logr.Logger
+	reg   *prometheus.Registry
+	state *state
+	// leader is 1 while any group runs; groupRunning tells which.
+	leader       prometheus.Gauge
+	groupRunning *prometheus.GaugeVec
+	// watchdogs, one per group with leader election, make /healthz fail
+	// when a leader has not renewed its lease for too long.
+	watchdogs map[Group]*leaderelection.HealthzAdaptor
+	ran       atomic.Bool
 	// listWatch observes the controllers' clients for /readyz.
 	listWatch *listWatchHealth
+	// gates are shared by the groups' controllers.
+	gates *Gates
 }
 
 // New validates cfg against the tables of opts and returns a Manager.
@@ -100,18 +105,29 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	}
 	leader := prometheus.NewGauge(prometheus.GaugeOpts{
 		Namespace: "mcm", Subsystem: "manager", Name: "leader",
-		Help: "1 while this instance holds the lease and runs the controllers (always 1 without leader election).",
+		Help: "1 while this instance holds a group's lease and runs its controllers (always 1 without leader election).",
 	})
-	if err := reg.Register(leader); err != nil {
-		return nil, fmt.Errorf("registering metrics: %w", err)
+	groupRunning := prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Namespace: "mcm", Subsystem: "manager", Name: "group_running",
+		Help: "1 while this instance runs the controllers of the group (named after the MCM process that runs them): " +
+			"while it holds the group's lease, or always without leader election.",
+	}, []string{"group"})
+	for _, c := range []prometheus.Collector{leader, groupRunning} {
+		if err := reg.Register(c); err != nil {
+			return nil, fmt.Errorf("registering metrics: %w", err)
+		}
 	}
 	health := newListWatchHealth()
+	gates := &Gates{}
 	m := &Manager{
-		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, listWatch: health,
-		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect, listWatch: health},
+		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, groupRunning: groupRunning, listWatch: health, gates: gates,
+		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect, listWatch: health, gates: gates},
 	}
 	if cfg.LeaderElect {
-		m.watchdog = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		m.watchdogs = map[Group]*leaderelection.HealthzAdaptor{}
+		for _, g := range groups {
+			m.watchdogs[g] = leaderelection.NewLeaderHealthzAdaptor(20 * time.Second)
+		}
 	}
 	return m, nil
 }
@@ -127,18 +143,24 @@ func (m *Manager) Ready() (bool, string) { return m.state.readiness() }
 // --profiling, /debug/pprof/, for callers that serve it themselves (with
 // --port=0).
 func (m *Manager) Handler() http.Handler {
-	return newMux(m.reg, m.state, m.watchdog, m.cfg.Profiling)
+	watchdogs := make([]*leaderelection.HealthzAdaptor, 0, len(m.watchdogs))
+	for _, g := range groups {
+		if w := m.watchdogs[g]; w != nil {
+			watchdogs = append(watchdogs, w)
+		}
+	}
+	return newMux(m.reg, m.state, watchdogs, m.cfg.Profiling)
 }
 
 // Run serves HTTP, waits for the API servers and the machine CRDs (logging
 // why and retrying, never giving up), builds the driver, and then runs the
-// controllers — after winning the lease, with leader election. It returns
-// nil once ctx ends and everything has stopped: the controllers' workqueues
-// drained (in-flight reconciles finished), informers stopped, the lease
-// released, the driver's background work ended, the HTTP server closed.
-// It returns ErrLeadershipLost if the lease was lost, and other errors for
-// configuration that does not work (a kubeconfig that does not load, the
-// port in use).
+// controllers of each group — while holding the group's lease, with leader
+// election. It returns nil once ctx ends and everything has stopped: the
+// controllers' workqueues drained (in-flight reconciles finished),
+// informers stopped, the leases released, the driver's background work
+// ended, the HTTP server closed. It returns ErrLeadershipLost if a lease
+// was lost, and other errors for configuration that does not work (a
+// kubeconfig that does not load, the port in use).
 func (m *Manager) Run(ctx context.Context) (err error) {
 	if !m.ran.CompareAndSwap(false, true) {
 		return errors.New("manager: Run called twice")
@@ -154,6 +176,19 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 			err = nil // stopped while waiting: a clean shutdown
 		}
 	}()
+
+	if len(m.cfg.IgnoredFlags) > 0 {
+		names := make([]string, len(m.cfg.IgnoredFlags))
+		for i, f := range m.cfg.IgnoredFlags {
+			names[i] = "--" + f
+		}
+		log.Info("Flags accepted for compatibility with machine-controller-manager and ignored: " + strings.Join(names, ", "))
+	}
+	if m.cfg.Profiling && m.cfg.ContentionProfiling {
+		// As MCM: every blocking event, for /debug/pprof/block.
+		goruntime.SetBlockProfileRate(1)
+		defer goruntime.SetBlockProfileRate(0)
+	}
 
 	if m.cfg.Port != 0 {
 		stop, err := m.serve(log)
@@ -241,13 +276,50 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 	})
 	log.Info("Startup checks passed", "controllers", runnable, "driver", m.cfg.Driver,
 		"namespace", m.cfg.Namespace, "targetCluster", targetCfg != nil)
+	return m.runGroups(ctx, cc, runnable)
+}
 
-	if !m.cfg.LeaderElect {
-		m.setLeading(true)
-		defer m.setLeading(false)
-		return m.runControllers(ctx, cc, runnable)
+// runGroups runs the controllers names, each group under its lease (see
+// runLeaderElection), or all at once without leader election.
+func (m *Manager) runGroups(ctx context.Context, cc ControllerContext, names []string) error {
+	plan := m.groupPlan(names)
+	m.state.update(func(s *state) {
+		s.groups = make([]*groupState, len(plan))
+		for i, p := range plan {
+			s.groups[i] = &groupState{group: p.group, lease: p.lease}
+		}
+	})
+	for _, p := range plan {
+		m.groupRunning.WithLabelValues(string(p.group)).Set(0) // a standby's groups are 0, not absent
 	}
-	return m.runLeaderElection(ctx, cc, runnable)
+	if !m.cfg.LeaderElect {
+		return m.runWithoutLeaderElection(ctx, cc, plan)
+	}
+	return m.runLeaderElection(ctx, cc, plan)
+}
+
+// runWithoutLeaderElection runs every group until ctx ends or one fails,
+// which stops the others.
+func (m *Manager) runWithoutLeaderElection(ctx context.Context, cc ControllerContext, plan []groupPlan) error {
+	runCtx, stop := context.WithCancel(ctx)
+	defer stop()
+	failed := make(chan error, len(plan))
+	for _, p := range plan {
+		m.setGroupRunning(p.group, true)
+		go func() {
+			err := m.runControllers(runCtx, cc, p)
+			m.setGroupRunning(p.group, false)
+			failed <- err
+		}()
+	}
+	var first error
+	for range plan {
+		if err := <-failed; err != nil && first == nil {
+			first = err
+			stop()
+		}
+	}
+	return first
 }
 
 // serve starts the HTTP server and returns the function that stops it.
@@ -295,20 +367,20 @@ func (m *Manager) runnableControllers(served []string) (runnable []string, skipp
 // clients builds the clients and the event recorder; cleanup stops the
 // event broadcaster.
 func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
-	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log}
+	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log, Gates: m.gates}
 	controlCfg = listWatchTransport(controlCfg, m.listWatch, "control")
 	if targetCfg != nil {
 		targetCfg = listWatchTransport(targetCfg, m.listWatch, "target")
 	}
 	var err error
-	if cc.Machines, err = versioned.NewForConfig(controlCfg); err != nil {
+	if cc.Machines, err = versioned.NewForConfig(withContentType(controlCfg, runtime.ContentTypeJSON)); err != nil {
 		return cc, nil, fmt.Errorf("control cluster client: %w", err)
 	}
-	if cc.ControlCore, err = kubernetes.NewForConfig(controlCfg); err != nil {
+	if cc.ControlCore, err = kubernetes.NewForConfig(withContentType(controlCfg, m.cfg.KubeAPIContentType)); err != nil {
 		return cc, nil, fmt.Errorf("control cluster client: %w", err)
 	}
 	if targetCfg != nil {
-		if cc.TargetCore, err = kubernetes.NewForConfig(targetCfg); err != nil {
+		if cc.TargetCore, err = kubernetes.NewForConfig(withContentType(targetCfg, m.cfg.KubeAPIContentType)); err != nil {
 			return cc, nil, fmt.Errorf("target cluster client: %w", err)
 		}
 	}
@@ -327,110 +399,80 @@ func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Confi
 	return cc, broadcaster.Shutdown, nil
 }
 
-func (m *Manager) setLeading(leading bool) {
+// withContentType returns a copy of cfg whose requests carry contentType
+// and which accepts it, and JSON, in answers: the API server answers in
+// JSON what it has no protobuf for (custom resources, some errors).
+func withContentType(cfg *rest.Config, contentType string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = contentType
+	cfg.AcceptContentTypes = contentType
+	if contentType != runtime.ContentTypeJSON {
+		cfg.AcceptContentTypes += "," + runtime.ContentTypeJSON
+	}
+	return cfg
+}
+
+// setGroupRunning records whether a group's controllers run, for /readyz
+// and the metrics.
+func (m *Manager) setGroupRunning(g Group, running bool) {
+	anyRunning := false
 	m.state.update(func(s *state) {
-		s.leading = leading
-		if !leading {
-			s.synced = false
-		}
-	})
-	if leading {
-		m.leader.Set(1)
-	} else {
-		m.leader.Set(0)
-	}
-}
-
-// runLeaderElection campaigns for the lease and runs the controllers while
-// holding it. The lease is released only after the controllers have
-// stopped, so two instances never reconcile at once.
-func (m *Manager) runLeaderElection(ctx context.Context, cc ControllerContext, names []string) error {
-	log := m.log
-	id := m.cfg.LeaderElectIdentity
-	if id == "" {
-		host, err := os.Hostname()
-		if err != nil {
-			return fmt.Errorf("leader election identity: %w", err)
-		}
-		suffix := make([]byte, 4)
-		_, _ = rand.Read(suffix)
-		id = host + "_" + hex.EncodeToString(suffix)
-	}
-	lock := &resourcelock.LeaseLock{
-		LeaseMeta:  metav1.ObjectMeta{Namespace: m.cfg.leaseNamespace(), Name: m.cfg.LeaseName},
-		Client:     cc.ControlCore.CoordinationV1(),
-		LockConfig: resourcelock.ResourceLockConfig{Identity: id, EventRecorder: cc.Recorder},
-	}
-	leading := make(chan context.Context, 1)
-	le, err := leaderelection.NewLeaderElector(leaderelection.LeaderElectionConfig{
-		Lock:            lock,
-		LeaseDuration:   m.cfg.LeaseDuration,
-		RenewDeadline:   m.cfg.RenewDeadline,
-		RetryPeriod:     m.cfg.RetryPeriod,
-		ReleaseOnCancel: true,
-		Name:            m.cfg.LeaseName,
-		WatchDog:        m.watchdog,
-		Callbacks: leaderelection.LeaderCallbacks{
-			// Run the controllers here, in Run's goroutine, not in the
-			// elector's: le.Run does not wait for this callback, and the
-			// lease must outlive the controllers.
-			OnStartedLeading: func(leCtx context.Context) { leading <- leCtx },
-			OnStoppedLeading: func() { m.setLeading(false) },
-			OnNewLeader: func(holder string) {
-				m.state.update(func(s *state) { s.holder = holder })
-				if holder != id {
-					log.Info("Another instance leads; standing by", "leader", holder)
+		for _, gs := range s.groups {
+			if gs.group == g {
+				gs.running = running
+				if !running {
+					gs.synced = false
 				}
-			},
-		},
+			}
+			anyRunning = anyRunning || gs.running
+		}
+		s.syncGroups()
 	})
-	if err != nil {
-		return fmt.Errorf("leader election: %w", err)
-	}
-
-	// The elector runs on its own context, cancelled only once the
-	// controllers have stopped; cancelling it releases the lease.
-	electCtx, cancelElect := context.WithCancel(context.WithoutCancel(ctx))
-	defer cancelElect()
-	elected := make(chan struct{})
-	go func() {
-		defer close(elected)
-		le.Run(electCtx)
-	}()
-	log.Info("Campaigning for leadership", "lease", m.cfg.leaseNamespace()+"/"+m.cfg.LeaseName, "identity", id)
-
-	select {
-	case <-ctx.Done():
-		cancelElect()
-		<-elected
-		return nil
-	case leCtx := <-leading:
-		m.setLeading(true)
-		log.Info("Leading; starting controllers", "identity", id)
-		runCtx, cancel := context.WithCancel(leCtx)
-		stop := context.AfterFunc(ctx, cancel)
-		err := m.runControllers(runCtx, cc, names)
-		stop()
-		cancel()
-		lost := ctx.Err() == nil && leCtx.Err() != nil
-		cancelElect()
-		<-elected
-		m.setLeading(false)
-		if lost {
-			return ErrLeadershipLost
-		}
-		if err == nil {
-			log.Info("Controllers stopped; lease released")
-		}
-		return err
-	}
+	m.groupRunning.WithLabelValues(string(g)).Set(boolGauge(running))
+	m.leader.Set(boolGauge(anyRunning))
 }
 
-// runControllers builds the informer factories and the controllers, starts
-// them and waits until ctx ends or a controller fails; then it stops all of
-// them and returns once they have stopped.
-func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, names []string) error {
+func boolGauge(b bool) float64 {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// groupPlan is one group of the controllers to run: its lease (with
+// leader election) and its controllers.
+type groupPlan struct {
+	group Group
+	lease string
+	names []string
+}
+
+// groupPlan splits the controllers to run into their groups, in the order
+// of groups; a group with none is left out.
+func (m *Manager) groupPlan(names []string) []groupPlan {
+	var plan []groupPlan
+	for _, g := range groups {
+		p := groupPlan{group: g, lease: m.cfg.leaseName(g)}
+		for _, n := range names {
+			if m.opts.Controllers[n].Group == g {
+				p.names = append(p.names, n)
+			}
+		}
+		if len(p.names) > 0 {
+			plan = append(plan, p)
+		}
+	}
+	return plan
+}
+
+// runControllers builds the informer factories and the controllers of one
+// group, starts them and waits until ctx ends or a controller fails; then
+// it stops all of them and returns once they have stopped. Each group has
+// informers of its own, as each of MCM's processes has: a group starts
+// and stops with its lease, whatever the other does.
+func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p groupPlan) error {
 	ns := m.cfg.Namespace
+	names := p.names
 	// One stored object that cannot be decoded must not keep every informer
 	// of its kind from syncing: it is reported and left out.
 	var err error
@@ -456,7 +498,14 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 		}
 		return 0
 	})
-	cc.Gates = &Gates{}
+	if cc.Gates == nil {
+		cc.Gates = &Gates{}
+	}
+	if slices.ContainsFunc(names, func(n string) bool { return m.opts.Controllers[n].ProvidesSafetyGate }) {
+		// Cleared once the group's controllers have stopped (or failed to
+		// be built): a stopped safety controller freezes nobody.
+		defer cc.Gates.SetSafety(nil, nil)
+	}
 	runs := make([]Runnable, len(names))
 	for i, name := range names {
 		c := cc
@@ -468,8 +517,6 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 		runs[i] = r
 	}
 
-	m.state.update(func(s *state) { s.gate = cc.Gates.Safety })
-	defer m.state.update(func(s *state) { s.gate = nil })
 	runCtx, cancel := context.WithCancelCause(ctx)
 	cc.MachineInformers.Start(runCtx.Done())
 	cc.ControlInformers.Start(runCtx.Done())
@@ -492,8 +539,8 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 			}
 		}
 		if synced && runCtx.Err() == nil {
-			m.state.update(func(s *state) { s.synced = true })
-			m.log.Info("Informer caches synced; ready")
+			m.state.setSynced(p.group, true)
+			m.log.Info("Informer caches synced; ready", "group", p.group)
 		}
 	})
 	for i, run := range runs {
@@ -512,7 +559,7 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, name
 	if cc.TargetInformers != nil {
 		cc.TargetInformers.Shutdown()
 	}
-	m.state.update(func(s *state) { s.synced = false })
+	m.state.setSynced(p.group, false)
 	if parentDone {
 		return nil
 	}

@@ -18,34 +18,47 @@ import (
 //   - the API servers answered and the machine CRDs are served (the
 //     startup checks passed), the driver is built, and the manager is not
 //     shutting down; and
-//   - either it is a standby: leader election is on and another instance
-//     holds (or nobody yet holds) the lease — a standby is ready because it
-//     can take over at once, and a rollout of the Deployment must not wait
-//     for it to lead; or it reconciles (it leads, or leader election is
-//     off) and the informer caches of every running controller have
-//     synced.
+//   - either it is a standby: leader election is on and it leads no group
+//     (another instance holds, or nobody yet holds, each lease) — a
+//     standby is ready because it can take over at once, and a rollout of
+//     the Deployment must not wait for it to lead; or it runs groups (it
+//     leads them, or leader election is off) and the informer caches of
+//     every group it runs have synced.
 //
-// So a leader is not ready between acquiring the lease and its caches
-// syncing, and nobody is ready while the control cluster is unreachable at
-// startup. A leader whose informers cannot list or watch (an API server
-// out of reach, a CRD gone, RBAC that no longer allows it) is not ready
-// until they can again; it says which, and why. A restart would not help,
-// so /healthz stays ok.
+// So a leader is not ready between acquiring a lease and that group's
+// caches syncing, and nobody is ready while the control cluster is
+// unreachable at startup. A leader whose informers cannot list or watch
+// (an API server out of reach, a CRD gone, RBAC that no longer allows it)
+// is not ready until they can again; it says which, and why. A restart
+// would not help, so /healthz stays ok.
 type state struct {
 	mu          sync.Mutex
 	waiting     string // startup phase still in progress; "" once done
 	leaderElect bool
-	leading     bool
-	holder      string
-	synced      bool
-	skipped     []string // controllers skipped for missing CRDs
-	stopping    bool
-	// gate is the running safety controller's gate, nil when none runs;
-	// /readyz says when it is frozen.
-	gate SafetyGate
+	// groups are the groups this manager runs or campaigns for, in the
+	// order of groups; set once the startup checks passed.
+	groups []*groupState
+	// synced: the informer caches of every running group have synced
+	// (kept by syncGroups).
+	synced   bool
+	skipped  []string // controllers skipped for missing CRDs
+	stopping bool
+	// gates hold the running safety controller's gate, if any; /readyz
+	// says when it is frozen. Nil in tests of the state alone.
+	gates *Gates
 	// listWatch tells which informers cannot list or watch; nil in tests
 	// of the state alone.
 	listWatch *listWatchHealth
+}
+
+// groupState is one group's part of the state.
+type groupState struct {
+	group Group
+	lease string // "" without leader election
+	// running: its controllers run (it leads, or no leader election).
+	running bool
+	synced  bool
+	holder  string // the lease's holder, as last observed
 }
 
 func (s *state) setWaiting(why string) {
@@ -60,6 +73,35 @@ func (s *state) update(f func(*state)) {
 	f(s)
 }
 
+func (s *state) setHolder(g Group, holder string) {
+	s.update(func(s *state) {
+		for _, gs := range s.groups {
+			if gs.group == g {
+				gs.holder = holder
+			}
+		}
+	})
+}
+
+func (s *state) setSynced(g Group, synced bool) {
+	s.update(func(s *state) {
+		for _, gs := range s.groups {
+			if gs.group == g {
+				gs.synced = synced
+			}
+		}
+		s.syncGroups()
+	})
+}
+
+// syncGroups derives synced from the groups; call it with mu held.
+func (s *state) syncGroups() {
+	s.synced = true
+	for _, gs := range s.groups {
+		s.synced = s.synced && (gs.synced || !gs.running)
+	}
+}
+
 // readiness returns whether the manager is ready and why, in one line.
 func (s *state) readiness() (bool, string) {
 	s.mu.Lock()
@@ -68,35 +110,80 @@ func (s *state) readiness() (bool, string) {
 	if len(s.skipped) > 0 {
 		note = "; skipped controllers: " + strings.Join(s.skipped, ", ")
 	}
+	var running, standing []*groupState
+	for _, g := range s.groups {
+		if g.running {
+			running = append(running, g)
+		} else {
+			standing = append(standing, g)
+		}
+	}
 	switch {
 	case s.stopping:
 		return false, "shutting down"
 	case s.waiting != "":
 		return false, "starting: " + s.waiting
-	case s.leaderElect && !s.leading:
-		holder := s.holder
-		if holder == "" {
-			holder = "nobody yet"
-		}
-		return true, "standby; lease held by " + holder + note
-	case !s.synced:
-		return false, "leading; waiting for informer caches to sync" + s.listWatchFailures()
-	case s.listWatchFailures() != "":
+	case s.leaderElect && len(running) == 0:
+		return true, "standby; " + holders(standing) + note
+	}
+	role := "leader"
+	switch {
+	case !s.leaderElect:
+		role = "running without leader election"
+	case len(standing) > 0:
+		role = "leader of " + groupNames(running) + " (standby for " + groupNames(standing) + ", " + holders(standing) + ")"
+	}
+	if !s.synced {
+		return false, "leading" + strings.TrimPrefix(role, "leader") + "; waiting for informer caches to sync" + s.listWatchFailures()
+	}
+	if failures := s.listWatchFailures(); failures != "" {
 		// A cache that cannot list or watch no longer follows its cluster:
 		// what the controllers decide from it may be stale.
-		return false, "leading" + s.listWatchFailures()
-	default:
-		role := "leader"
-		if !s.leaderElect {
-			role = "running without leader election"
-		}
-		// Frozen is not unready: the manager works, deletions go on, and
-		// it thaws by itself; a restart would help nothing.
-		if s.gate != nil && s.gate.Frozen(context.Background()) {
-			note += "; frozen: an API server is out of reach, no machine is created or replaced"
-		}
-		return true, role + "; caches synced" + note
+		return false, "leading" + strings.TrimPrefix(role, "leader") + failures
 	}
+	// Frozen is not unready: the manager works, deletions go on, and it
+	// thaws by itself; a restart would help nothing.
+	if s.gates.Frozen(context.Background()) {
+		note += "; frozen: an API server is out of reach, no machine is created or replaced"
+	}
+	return true, role + "; caches synced" + note
+}
+
+// holders says who holds the leases of gs: "lease held by a", or, when
+// they differ, "lease machine-controller held by a, lease
+// machine-controller-manager held by b". A lease not seen held (a second
+// campaign not started yet, or a free lease) is left out when another is
+// seen held.
+func holders(gs []*groupState) string {
+	var seen []*groupState
+	for _, g := range gs {
+		if g.holder != "" {
+			seen = append(seen, g)
+		}
+	}
+	if len(seen) == 0 {
+		return "lease held by nobody yet"
+	}
+	same := true
+	for _, g := range seen {
+		same = same && g.holder == seen[0].holder
+	}
+	if same {
+		return "lease held by " + seen[0].holder
+	}
+	parts := make([]string, len(seen))
+	for i, g := range seen {
+		parts[i] = "lease " + g.lease + " held by " + g.holder
+	}
+	return strings.Join(parts, ", ")
+}
+
+func groupNames(gs []*groupState) string {
+	names := make([]string, len(gs))
+	for i, g := range gs {
+		names[i] = string(g.group)
+	}
+	return strings.Join(names, ", ")
 }
 
 // listWatchFailures says which informers cannot list or watch, or "".
@@ -112,13 +199,13 @@ func (s *state) listWatchFailures() string {
 
 // newMux serves /metrics from reg, /healthz, /readyz and, with profiling,
 // /debug/pprof/.
-func newMux(reg *prometheus.Registry, st *state, watchdog *leaderelection.HealthzAdaptor, profiling bool) *http.ServeMux {
+func newMux(reg *prometheus.Registry, st *state, watchdogs []*leaderelection.HealthzAdaptor, profiling bool) *http.ServeMux {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		// Alive unless the leader has failed to renew its lease for too
+		// Alive unless a leader has failed to renew its lease for too
 		// long: then a restart is the way out.
-		if watchdog != nil {
+		for _, watchdog := range watchdogs {
 			if err := watchdog.Check(r); err != nil {
 				http.Error(w, "leader election: "+err.Error(), http.StatusInternalServerError)
 				return
