@@ -33,12 +33,11 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 			out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
 		}
 	case driver.NotFound, driver.Unimplemented:
-		start := c.opts.Clock.Now()
 		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
 		if err != nil {
 			return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
 		}
-		c.metrics.create.WithLabelValues(labels...).Observe(c.opts.Clock.Since(start).Seconds())
+		c.metrics.create.WithLabelValues(labels...).Observe(c.opts.Clock.Since(m.CreationTimestamp.Time).Seconds())
 		out = createOutcome{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses, LastKnownState: resp.LastKnownState}
 		needInit = true // InitializeMachine is optional: Unimplemented skips it
 	default:

@@ -136,9 +136,10 @@
 // label of the machine's nodeTemplate or else the class's
 // nodeTemplate.zone. Join is the time from the start of the machine's
 // creation until its node was Ready, drain from the drain's first pass
-// until it was done, as in MCM; create, initialize and delete are the
-// durations of the successful driver calls, where MCM's create and delete
-// gauges count from the machine's creation and deletion timestamps.
+// until it was done, create from the machine's creation timestamp until
+// CreateMachine succeeded, delete from its deletion timestamp until
+// DeleteMachine succeeded (the drain included), all as in MCM; initialize
+// is the duration of the successful InitializeMachine call.
 //
 // At scrape time, from the machine cache: mcm_machine_items_total,
 // mcm_machine_current_status_phase (Terminating -4, Failed -3,

@@ -69,8 +69,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	m := &metrics{
 		reg: reg,
 		create: duration("create",
-			"Duration of the last successful CreateMachine call, by deployment and placement.",
-			"Durations of successful CreateMachine calls.", placementLabels),
+			"Time the last machine whose VM was created took from its creation timestamp until CreateMachine succeeded, by deployment and placement (MCM's meaning).",
+			"Times from a machine's creation timestamp until CreateMachine succeeded.", placementLabels),
 		initialize: duration("initialize",
 			"Duration of the last successful InitializeMachine call, by deployment and placement.",
 			"Durations of successful InitializeMachine calls.", placementLabels),
@@ -81,8 +81,8 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			"Time the last drain took from its first pass until the node was drained, by deployment.",
 			"Times from a drain's first pass until the node was drained.", drainLabels),
 		delete: duration("delete",
-			"Duration of the last successful DeleteMachine call, by deployment and placement.",
-			"Durations of successful DeleteMachine calls.", placementLabels),
+			"Time the last machine whose VM was deleted took from its deletion timestamp until DeleteMachine succeeded, drain included, by deployment and placement (MCM's meaning).",
+			"Times from a machine's deletion timestamp until DeleteMachine succeeded.", placementLabels),
 		failedJoins: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: "mcm", Subsystem: "machine", Name: "num_failed_join",
 			Help: "Machines that did not join within the creation timeout, by deployment and placement.",

@@ -85,7 +85,7 @@ func TestDurationMetricsGaugeAndHistogram(t *testing.T) {
 	m.failedJoins.WithLabelValues(lvs...).Inc()
 
 	want := `
-# HELP mcm_machine_create_duration_seconds Duration of the last successful CreateMachine call, by deployment and placement.
+# HELP mcm_machine_create_duration_seconds Time the last machine whose VM was created took from its creation timestamp until CreateMachine succeeded, by deployment and placement (MCM's meaning).
 # TYPE mcm_machine_create_duration_seconds gauge
 mcm_machine_create_duration_seconds{instance_type="m5.large",machine_deployment="workers",namespace="ns",zone="eu-1a"} 5
 # HELP mcm_machine_drain_duration_seconds Time the last drain took from its first pass until the node was drained, by deployment.

@@ -277,11 +277,10 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 // deleteVMStep calls the driver's DeleteMachine. A failure is reported
 // by the worker and retried after the driver code's delay.
 func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, creds credentials) (stepOutcome, error) {
-	start := c.opts.Clock.Now()
 	resp, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m, MachineClass: creds.class, Secret: creds.secret})
 	switch code := driver.CodeOf(err); code {
 	case driver.OK, driver.NotFound:
-		c.metrics.delete.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(start).Seconds())
+		c.metrics.delete.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(m.DeletionTimestamp.Time).Seconds())
 		out := stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion",
 			Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM " + m.Spec.ProviderID}}
 		if resp != nil {
