@@ -1,5 +1,5 @@
 // Command reference is the reference machine-controller-manager: the
-// controllers of this module (today the machine controller) with the
+// controllers of this module (machine, MachineSet, MachineDeployment, safety) with the
 // built-in drivers (today "sim", a simulated cloud), leader election and
 // metrics, configured by MCM's flags. All of it is package
 // reference/manager; this file only picks the tables.

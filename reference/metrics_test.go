@@ -86,6 +86,8 @@ var mcmMetrics = []struct {
 	{"mcm_workqueue_unfinished_work_seconds", "gauge", []string{"name"}},
 	{"mcm_workqueue_longest_running_processor_seconds", "gauge", []string{"name"}},
 	{"mcm_workqueue_retries_total", "counter", []string{"name"}},
+	{"rest_client_requests_total", "counter", []string{"code", "method", "host"}},
+	{"rest_client_request_latency_seconds", "histogram", []string{"verb", "url"}},
 }
 
 // transientMetrics exist only for a moment: a deployment's

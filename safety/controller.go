@@ -91,9 +91,31 @@ type Informers struct {
 	Secrets coreinformers.SecretInformer
 }
 
+// Checks selects the checks a Controller runs.
+type Checks uint8
+
+const (
+	// CheckOvershoot is the overshoot check (and, with MaxUnhealthy, the
+	// deployments' remediation condition): what MCM's
+	// machine-controller-manager process runs.
+	CheckOvershoot Checks = 1 << iota
+	// CheckMachines is the API-server reachability check (the freeze),
+	// the orphan VM collection and the marking of nodes without a
+	// machine: what MCM's provider machine-controller runs.
+	CheckMachines
+	// AllChecks runs both; the zero Checks means AllChecks.
+	AllChecks = CheckOvershoot | CheckMachines
+)
+
 // Options configures a Controller. The zero value works: MCM's periods and
 // thresholds, no events, no metrics, the real clock.
 type Options struct {
+	// Checks are the checks to run. Zero means AllChecks. A manager that
+	// runs MCM's two processes' controllers under their two leases runs a
+	// controller of each kind, one per lease, so that next to either MCM
+	// process no check runs twice. Without CheckMachines the controller is
+	// never Frozen; the replacement budget works either way.
+	Checks Checks
 	// OvershootPeriod is how often every namespace is checked even without
 	// a change. Zero means DefaultOvershootPeriod.
 	OvershootPeriod time.Duration
@@ -149,6 +171,12 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.CreationTimeout == 0 {
 		o.CreationTimeout = v1alpha1.DefaultMachineCreationTimeout
+	}
+	if o.Checks&^AllChecks != 0 {
+		return o, fmt.Errorf("Checks %#x has unknown checks", o.Checks)
+	}
+	if o.Checks == 0 {
+		o.Checks = AllChecks
 	}
 	if err := validMaxUnhealthy(o.MaxUnhealthy); err != nil {
 		return o, err
@@ -211,8 +239,11 @@ type Controller struct {
 	synced      []cache.InformerSynced
 
 	// overshoot is keyed by namespace: one check looks at all the sets
-	// and deployments of a namespace together.
+	// and deployments of a namespace together; nil without
+	// CheckOvershoot.
 	overshoot *workqueue.Queue[string]
+	// watchesAPIServers: CheckMachines is on.
+	watchesAPIServers bool
 	// unmanaged is keyed by node name; nil without a target cluster.
 	unmanaged *workqueue.Queue[string]
 	// outage is the API-server reachability check's state.
@@ -255,9 +286,17 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		return nil, err
 	}
 	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
-	if c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot), qopts); err != nil {
-		return nil, fmt.Errorf("safety: %w", err)
+	overshoot, machineChecks := o.Checks&CheckOvershoot != 0, o.Checks&CheckMachines != 0
+	if overshoot {
+		if c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot), qopts); err != nil {
+			return nil, fmt.Errorf("safety: %w", err)
+		}
 	}
+	if !machineChecks {
+		// No nodes to mark and no VMs to collect.
+		inf.Nodes, drv = nil, nil
+	}
+	c.watchesAPIServers = machineChecks
 	informers := []cache.SharedIndexInformer{inf.MachineSets.Informer(), inf.Deployments.Informer(), inf.Machines.Informer()}
 	if inf.Nodes != nil {
 		informers = append(informers, inf.Nodes.Informer())
@@ -284,7 +323,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		return nil, fmt.Errorf("safety: %w", err)
 	}
 	namespaceOf := func(obj any) {
-		if m, ok := workqueue.ObjectOf(obj).(interface{ GetNamespace() string }); ok {
+		if m, ok := workqueue.ObjectOf(obj).(interface{ GetNamespace() string }); ok && c.overshoot != nil {
 			c.overshoot.Add(m.GetNamespace())
 		}
 	}
@@ -372,16 +411,25 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	// outage during the caches' sync is seen too.
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	wg.Go(func() { c.watchAPIServers(ctx) })
+	if c.watchesAPIServers {
+		wg.Go(func() { c.watchAPIServers(ctx) })
+	}
 	if !workqueue.WaitForCaches(ctx, c.synced...) {
 		return nil
 	}
 	if c.driver != nil {
 		wg.Go(func() { c.watchOrphans(ctx) })
 	}
-	runs := []func(context.Context) error{c.overshoot.Runner(workers)}
+	var runs []func(context.Context) error
+	if c.overshoot != nil {
+		runs = append(runs, c.overshoot.Runner(workers))
+	}
 	if c.unmanaged != nil {
 		runs = append(runs, c.unmanaged.Runner(workers))
+	}
+	if len(runs) == 0 {
+		<-ctx.Done() // the reachability check alone, or nothing
+		return nil
 	}
 	return workqueue.RunAll(ctx, runs...)
 }

@@ -2,6 +2,11 @@
 // doing damage in bulk: the replacement budget, and the safety controller.
 // The controller runs the overshoot check, marks nodes no machine claims,
 // freezes creation during API-server outages and collects orphan VMs.
+// Options.Checks splits these as MCM's two processes split them — the
+// overshoot check (CheckOvershoot, MCM's machine-controller-manager) and
+// the rest (CheckMachines, its provider machine-controller) — so that a
+// manager running each half under its MCM process's lease never runs a
+// check twice next to either process.
 //
 // # Orphan VMs
 //
@@ -64,7 +69,9 @@
 // # Replacement budget
 //
 // A Budget bounds, per MachineDeployment, how many machines may be
-// replaced at once: Failed or being deleted. The machine controller asks
+// replaced at once: Failed, being deleted, or not up yet (phase empty,
+// Pending, CrashLoopBackOff: the replacements on their way), as MCM counts
+// them. The machine controller asks
 // it before the health timeout marks an unhealthy machine Failed (which
 // makes its MachineSet replace it), so that a zone outage that makes every
 // node NotReady does not replace the whole fleet at once. A Budget

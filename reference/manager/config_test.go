@@ -122,8 +122,8 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--control-kubeconfig is required (a kubeconfig path or in-cluster); --target-kubeconfig is required (a kubeconfig path or in-cluster or none)"},
 		{"control none", []string{"--control-kubeconfig", "none", "--target-kubeconfig", "none", "--driver", "sim"},
 			`--control-kubeconfig cannot be "none": the control cluster is required`},
-		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, safety)`},
-		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machinedeployment, machineset, safety)"},
+		{"unknown controller", append(ok, "--controllers=machine,foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, overshoot, safety)`},
+		{"no controller", append(ok, "--controllers="), "--controllers selects nothing (known: machine, machinedeployment, machineset, overshoot, safety)"},
 		{"unknown driver", append(ok, "--driver=aws"), `--driver: unknown driver "aws" (known: sim)`},
 		{"driver missing", []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc}, "--driver is required by the selected controllers (known: sim)"},
 		{"negative timeouts", append(ok, "--machine-creation-timeout=-1s", "--machine-drain-timeout=-2h"),
@@ -320,7 +320,7 @@ func TestControllerTableExtends(t *testing.T) {
 		t.Errorf("runnable (-want +got):\n%s", diff)
 	}
 	want := map[string][]string{"machineset": {"machinesets"}, "machinedeployment": {"machinedeployments", "machinesets"},
-		"safety": {"machinedeployments", "machinesets"}}
+		"safety": {"machinedeployments", "machinesets"}, "overshoot": {"machinedeployments", "machinesets"}}
 	if diff := cmp.Diff(want, skipped); diff != "" {
 		t.Errorf("skipped (-want +got):\n%s", diff)
 	}

@@ -169,6 +169,8 @@ func DefaultControllers() Controllers {
 			New: newMachineSetController},
 		"machinedeployment": {Group: MachineControllerManagerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"},
 			New: newDeploymentController},
+		"overshoot": {Group: MachineControllerManagerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"},
+			New: newOvershootController},
 	}
 }
 
@@ -266,10 +268,12 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	if err != nil {
 		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
 	}
-	// Without a driver (none selected) there are no VMs to collect.
+	// Without a driver (none selected) there are no VMs to collect. The
+	// overshoot check is MCM's machine-controller-manager's, and runs in
+	// that group (newOvershootController).
 	ctrl, err := safety.NewController(cc.Machines, target, inf, cc.Driver, safety.Options{
-		MaxUnhealthy: maxUnhealthy,
-		SafetyUp:     c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod, CreationTimeout: c.MachineCreationTimeout,
+		Checks:       safety.CheckMachines,
+		MaxUnhealthy: maxUnhealthy, CreationTimeout: c.MachineCreationTimeout,
 		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
 		OrphanVMsPeriod: c.OrphanVMsPeriod, OrphanGracePeriod: c.OrphanGracePeriod,
 		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
@@ -278,6 +282,30 @@ func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, err
 	}
 	if cc.Gates != nil {
 		cc.Gates.SetSafety(ctrl, ctrl.ReplacementGate())
+	}
+	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
+}
+
+// newOvershootController is the safety controller's overshoot check (and,
+// with --machine-max-unhealthy, the deployments' remediation condition),
+// which MCM's machine-controller-manager runs.
+func newOvershootController(_ context.Context, cc ControllerContext) (Runnable, error) {
+	c := cc.Config
+	maxUnhealthy, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy)
+	if err != nil {
+		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
+	}
+	ctrl, err := safety.NewController(cc.Machines, nil, safety.Informers{
+		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
+		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
+		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
+	}, nil, safety.Options{
+		Checks:       safety.CheckOvershoot,
+		MaxUnhealthy: maxUnhealthy,
+		SafetyUp:     c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod,
+		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	if err != nil {
+		return nil, fmt.Errorf("overshoot controller: %w", err)
 	}
 	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
 }

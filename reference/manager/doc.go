@@ -83,7 +83,8 @@
 //     provider machine-controller runs;
 //   - MachineControllerManagerGroup, lease machine-controller-manager
 //     (--leader-elect-resource-name): the MachineSet and MachineDeployment
-//     controllers — what MCM's machine-controller-manager runs.
+//     controllers, and the safety controller's overshoot check ("overshoot",
+//     safety.CheckOvershoot) — what MCM's machine-controller-manager runs.
 //
 // With --leader-elect, one client-go elector per group campaigns, with one
 // identity, and a group's controllers and informers are built when its
@@ -97,12 +98,7 @@
 // machine-controller, a manager restricted to the machine controller) does
 // not keep this manager from taking it.
 //
-// The safety controller's overshoot check is the one piece of MCM's
-// machine-controller-manager in the machine controller's group (the safety
-// package runs its checks together): next to MCM's
-// machine-controller-manager it runs beside MCM's own, with the same label,
-// condition and thresholds; next to MCM's machine-controller it does not
-// run, as that process has none. The safety controller's gate freezes the
+// The safety controller's gate freezes the
 // MachineSet and MachineDeployment controllers only while it runs in the
 // same manager (Gates.Frozen); MCM's machine-controller-manager has no such
 // freeze at all.
@@ -165,8 +161,12 @@
 // mcm_workqueue_* and the driver's mcm_cloud_api_driver_*; besides them
 // our own, such as the duration histograms mcm_machine_*_seconds and the
 // drain engine's. Packages machine, machineset, deployment, workqueue and
-// driver list them. MCM's mcm_reflector_* are not exported: client-go no
-// longer reports reflector metrics. A standby has only the manager's and
+// driver list them. The requests of the controllers' clients are counted
+// as client-go's global metrics would count them, under MCM's names:
+// rest_client_requests_total{code,method,host} and
+// rest_client_request_latency_seconds{verb,url} (the URL with namespaces
+// and names templated). MCM's mcm_reflector_* are not exported: client-go
+// no longer reports reflector metrics. A standby has only the manager's and
 // the driver's: a group's controller metrics appear when it starts leading
 // that group.
 //

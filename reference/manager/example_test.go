@@ -15,5 +15,5 @@ func ExampleParseFlags() {
 		"--controllers=machine,foo",
 	}, manager.DefaultControllers(), manager.BuiltinDrivers(), io.Discard)
 	fmt.Println(err)
-	// Output: --controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, safety)
+	// Output: --controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, overshoot, safety)
 }

@@ -368,11 +368,15 @@ func (m *Manager) runnableControllers(served []string) (runnable []string, skipp
 // event broadcaster.
 func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
 	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log, Gates: m.gates}
-	controlCfg = listWatchTransport(controlCfg, m.listWatch, "control")
-	if targetCfg != nil {
-		targetCfg = listWatchTransport(targetCfg, m.listWatch, "target")
+	restMetrics, err := newRESTClientMetrics(m.reg)
+	if err != nil {
+		return cc, nil, fmt.Errorf("REST client metrics: %w", err)
 	}
-	var err error
+	// Measured inside the list-watch retries, so that each attempt counts.
+	controlCfg = listWatchTransport(instrumentREST(controlCfg, restMetrics), m.listWatch, "control")
+	if targetCfg != nil {
+		targetCfg = listWatchTransport(instrumentREST(targetCfg, restMetrics), m.listWatch, "target")
+	}
 	if cc.Machines, err = versioned.NewForConfig(withContentType(controlCfg, runtime.ContentTypeJSON)); err != nil {
 		return cc, nil, fmt.Errorf("control cluster client: %w", err)
 	}
