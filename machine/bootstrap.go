@@ -377,11 +377,12 @@ func randomTokenSecret() (string, error) {
 	return string(out), nil
 }
 
-// validateBootstrapGroup checks an extra group of bootstrap tokens against
+// ValidateBootstrapGroup checks an extra group of bootstrap tokens (see
+// Options.BootstrapTokenAuthExtraGroups) against
 // the rule of kube-apiserver's bootstrap token authenticator, which rejects
 // the whole token if one group breaks it: "system:bootstrappers:", then up
 // to 256 of [a-z0-9:-], ending in a letter or digit.
-func validateBootstrapGroup(group string) error {
+func ValidateBootstrapGroup(group string) error {
 	rest, ok := strings.CutPrefix(group, bootstrapGroupPrefix)
 	valid := ok && rest != "" && len(rest) <= 256 &&
 		strings.ContainsRune("abcdefghijklmnopqrstuvwxyz0123456789", rune(rest[len(rest)-1]))

@@ -142,8 +142,8 @@ func TestValidateBootstrapGroup(t *testing.T) {
 		"system:bootstrappers:worker:pool_1":                 false,
 		"system:bootstrappers:mcm:" + strings.Repeat("9", 9): true,
 	} {
-		if err := validateBootstrapGroup(group); (err == nil) != ok {
-			t.Errorf("validateBootstrapGroup(%q) = %v, want valid %v", group, err, ok)
+		if err := ValidateBootstrapGroup(group); (err == nil) != ok {
+			t.Errorf("ValidateBootstrapGroup(%q) = %v, want valid %v", group, err, ok)
 		}
 	}
 	f := newFakeCluster(t)

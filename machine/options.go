@@ -232,7 +232,7 @@ func (o Options) complete() (Options, error) {
 		errs = append(errs, errors.New("worker counts must not be negative"))
 	}
 	for _, g := range o.BootstrapTokenAuthExtraGroups {
-		if err := validateBootstrapGroup(g); err != nil {
+		if err := ValidateBootstrapGroup(g); err != nil {
 			errs = append(errs, fmt.Errorf("BootstrapTokenAuthExtraGroups: %w", err))
 		}
 	}

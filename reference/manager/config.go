@@ -7,7 +7,6 @@ import (
 	"io"
 	"net"
 	"os"
-	"regexp"
 	"slices"
 	"strconv"
 	"strings"
@@ -640,8 +639,8 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		add("--kube-api-content-type must be %s or %s, got %q", runtime.ContentTypeProtobuf, runtime.ContentTypeJSON, c.KubeAPIContentType)
 	}
 	for _, g := range c.BootstrapTokenAuthExtraGroups {
-		if !bootstrapGroup.MatchString(g) {
-			add("--bootstrap-token-auth-extra-groups: %q is not a bootstrap group (system:bootstrappers: followed by lower-case letters, digits, : and -), which the API server would refuse", g)
+		if err := machine.ValidateBootstrapGroup(g); err != nil {
+			add("--bootstrap-token-auth-extra-groups: %v; the API server would refuse the tokens", err)
 		}
 	}
 	for _, d := range []struct {
@@ -753,12 +752,6 @@ func (c Config) validateSim() []string {
 	}
 	return errs
 }
-
-// bootstrapGroup is the pattern the API server's bootstrap token
-// authenticator requires of every auth-extra-groups entry; the machine
-// controller refuses others too, but only once it is built, after the
-// lease is won: checked with the flags, a typo fails at once.
-var bootstrapGroup = regexp.MustCompile(`\Asystem:bootstrappers:[a-z0-9:-]{0,255}[a-z0-9]\z`)
 
 // selectedControllers resolves --controllers against the table, sorted.
 func (c Config) selectedControllers(controllers Controllers) ([]string, error) {

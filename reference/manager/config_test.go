@@ -182,7 +182,7 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"address not an IP", append(ok, "--address=localhost"), `--address must be an IP address, got "localhost"`},
 		{"contention profiling without profiling", append(ok, "--contention-profiling"), "--contention-profiling needs --profiling"},
 		{"bootstrap group the API server refuses", append(ok, "--bootstrap-token-auth-extra-groups=system:bootstrappers:ok,workers"),
-			`--bootstrap-token-auth-extra-groups: "workers" is not a bootstrap group (system:bootstrappers: followed by lower-case letters, digits, : and -), which the API server would refuse`},
+			`--bootstrap-token-auth-extra-groups: "workers" is not a bootstrap token group: it must be "system:bootstrappers:" followed by lowercase letters, digits, ':' or '-' (at most 256), ending in a letter or digit; the API server would refuse the tokens`},
 		{"ignored flag with a value MCM refuses", append(ok, "--min-resync-period=-1h"), `invalid value "-1h" for flag -min-resync-period: must not be negative`},
 		{"ignored duration that is none", append(ok, "--machine-preserve-timeout=long"), `invalid value "long" for flag -machine-preserve-timeout: parse error`},
 		{"vmodule klog refuses", append(ok, "--vmodule=drain"), `invalid value "drain" for flag -vmodule: "drain" is not pattern=N`},
