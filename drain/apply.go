@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -92,19 +93,59 @@ func (d *Drainer) applyPods(ctx context.Context, logger logr.Logger, res *Result
 	}
 
 	var errs []error
-	bumped := map[string]bool{} // backoffs already lengthened in this pass
+	bumped := map[string]bool{}  // backoffs already lengthened in this pass
+	refused := map[string]bool{} // backoff keys whose eviction a budget refused
 	for range reqs {
 		o := <-outcomes
 		if o.interrupted {
 			res.Decisions[o.index].Reason = "interrupted"
 			continue
 		}
-		if err := d.record(logger, res, o, bumped); err != nil {
+		if err := d.record(logger, res, o, bumped, refused); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	wg.Wait()
+	countRefusals(res, refused)
 	return errs
+}
+
+// countRefusals counts a refusal for every pod held back in this pass by
+// a budget (or, for a pod's own key, the pod) whose eviction was refused:
+// the refused eviction stands for all of them, since a budget's pods are
+// asked for one at a time. Each pod counts at most once per pass.
+func countRefusals(res *Result, refused map[string]bool) {
+	if len(refused) == 0 {
+		return
+	}
+	st := &res.State
+	for _, dec := range res.Decisions {
+		if dec.Action != ActionBlocked || !refused[backoffKey(dec)] ||
+			(dec.Cause != CauseDisruptionBudget && dec.Cause != CauseTooManyRequests) {
+			continue
+		}
+		i := slices.IndexFunc(st.Refusals, func(r PodRefusals) bool { return r.Pod.UID == dec.Pod.UID })
+		if i < 0 {
+			st.Refusals = append(st.Refusals, PodRefusals{Pod: dec.Pod})
+			i = len(st.Refusals) - 1
+		}
+		st.Refusals[i].Count++
+	}
+}
+
+// budgetRefusal reports whether a 429 is a PodDisruptionBudget's refusal,
+// not throttling by the API server.
+func budgetRefusal(err error) bool {
+	var s apierrors.APIStatus
+	if !errors.As(err, &s) || s.Status().Details == nil {
+		return false
+	}
+	for _, c := range s.Status().Details.Causes {
+		if c.Type == policyv1.DisruptionBudgetCause {
+			return true
+		}
+	}
+	return false
 }
 
 // deleteAttachments deletes the VolumeAttachments the plan names, one
@@ -170,7 +211,7 @@ func (d *Drainer) send(ctx context.Context, dec Decision) error {
 
 // record applies one outcome to the result. It runs on the goroutine of
 // Pass, so events are emitted in order and the state needs no lock.
-func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped map[string]bool) error {
+func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped, refused map[string]bool) error {
 	dec := &res.Decisions[o.index]
 	now := d.opts.Clock.Now()
 	ev := func(typ EventType, msg string, err error) {
@@ -188,10 +229,15 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped map[
 	case err == nil && force:
 		d.metrics.forceDeleted()
 		res.ForceDeletions++
-		dec.Action = ActionWaitTermination
+		typ := EventForceDeleted
 		dec.Reason = fmt.Sprintf("force-deleted with %v grace", dec.GracePeriod)
+		if dec.Cause == CauseEvictRetries {
+			typ = EventEvictRetriesExhausted
+			dec.Reason = fmt.Sprintf("deleted with %v grace: %s", dec.GracePeriod, refusalsReason(res.State.MaxEvictRetries))
+		}
+		dec.Action = ActionWaitTermination
 		track(&res.State, dec)
-		ev(EventForceDeleted, dec.Reason, nil)
+		ev(typ, dec.Reason, nil)
 		return nil
 
 	case err == nil:
@@ -232,6 +278,9 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped map[
 			hint = time.Duration(secs) * time.Second
 		}
 		d.block(res, dec, key, cause, reason, hint, now, bumped)
+		if budgetRefusal(err) {
+			refused[key] = true
+		}
 		ev(EventEvictionBlocked, causeMessage(err), nil)
 		return nil
 

@@ -80,6 +80,21 @@ func BenchmarkDecide(b *testing.B) {
 			b.ReportMetric(float64(n)*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
 		})
 	}
+	// Every pod refused twice, with a bound of three: what counting
+	// refusals in the state costs the planner.
+	b.Run("pods=500/refusals", func(b *testing.B) {
+		node, objs := largeNode(500)
+		snap := snapshotOf(node, objs)
+		snap.State.MaxEvictRetries = 3
+		for _, p := range snap.Pods {
+			snap.State.Refusals = append(snap.State.Refusals, PodRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: 2})
+		}
+		b.ReportAllocs()
+		for b.Loop() {
+			Decide(snap, Options{})
+		}
+		b.ReportMetric(500*float64(b.N)/b.Elapsed().Seconds(), "pods/s")
+	})
 }
 
 // BenchmarkPlan measures observe and plan of a 500-pod node through a fake

@@ -45,6 +45,14 @@ func (b *budget) admit() bool {
 	return false
 }
 
+// take uses up one of the disruptions the budget has left, if any, for a
+// pod that goes without asking the budget.
+func (b *budget) take() {
+	if b.left > 0 {
+		b.left--
+	}
+}
+
 type budgetIndex struct {
 	byNamespace map[string][]*budget
 	byName      map[string]*budget

@@ -70,6 +70,44 @@
 // being the fallback. A controller indexes its draining nodes by them and
 // requeues those on budget updates.
 //
+// # Bounded retries
+//
+// State.MaxEvictRetries (or, for drains whose state sets none,
+// Options.MaxEvictRetries) bounds how often budgets may refuse one pod's
+// eviction: the Machine Controller Manager's maxEvictRetries. A refusal
+// is a 429 whose cause is a PodDisruptionBudget; throttling and errors do
+// not count. State.Refusals counts them per pod (by UID), so the count
+// survives passes and restarts. A budget is asked through one eviction
+// per backoff for all the healthy pods it holds back, so a refusal counts
+// for each of them, once per pass: as in the Machine Controller Manager,
+// where every pod retries on its own, the pods behind one budget reach the
+// bound together, not one after the other. Once a pod has been refused
+// that often, its next attempt, when the backoff allows it, deletes it
+// without the eviction API, as the deadline would: with its own grace
+// period (cut short by the deadline, if any), ActionForceDelete with
+// CauseEvictRetries, an EventEvictRetriesExhausted instead of
+// EventForceDeleted, and a Plan.ForceReason that names the bound. Its
+// order group, refused pods, its termination and volume slots still hold
+// it; its budgets, misconfigured or several, no longer do. Zero means no
+// bound: budgets are respected until the deadline.
+//
+// The bound counts refusals, not time, and is not converted. The Machine
+// Controller Manager retries every 20 seconds, so its N retries last N×20s
+// (its default of 360 is its default drain timeout of 2h), and its caller
+// caps N at drainTimeout/20s so that the retries end by the deadline.
+// Here a refused eviction is retried after the backoff, BackoffInitial
+// doubling up to BackoffMax (1s to 30s by default), and the attempt after
+// the Nth refusal comes 2^N-1 seconds after the first refusal for N ≤ 5,
+// 31s + (N-5)×30s beyond: 3 refusals take 7s (1 minute there), 10 about
+// 3 minutes (3m20s), 120 about an hour (40 minutes), 360 about 3 hours,
+// past the default deadline, which forces the drain first, as it does
+// there. Time is the deadline's business: the cap needs no counterpart,
+// since the deadline forces whatever is left anyway. A controller that
+// wants the Machine Controller Manager's timing exactly sets
+// BackoffInitial and BackoffMax to 20s, which makes the Nth refusal's
+// next attempt come N×20s after the first one; a budget that allows a
+// disruption again is still acted on at once.
+//
 // # Deadline
 //
 // Without a deadline, budgets are respected forever and the Result says
@@ -128,8 +166,9 @@
 // how many pods are left by action, and Result.Message names the blocking
 // pods and budgets in one line that only changes when the situation does.
 // Options.OnEvent and Result.Events report every pod event: eviction
-// started, blocked or failed, force deletion, pod gone, volumes detached,
-// and the deletion of an unreachable node's VolumeAttachments.
+// started, blocked or failed, force deletion (at the deadline or after
+// MaxEvictRetries refusals), pod gone, volumes detached, and the deletion
+// of an unreachable node's VolumeAttachments.
 //
 // # Guarantees
 //
@@ -147,7 +186,7 @@
 // With Options.Registerer set:
 //
 //	mcm_drain_eviction_requests_total{code}  counter; code is the HTTP status (201 accepted, 429, ...) or "error"
-//	mcm_drain_force_deletions_total          counter
+//	mcm_drain_force_deletions_total          counter; pods deleted without the eviction API (deadline, NotReady node, MaxEvictRetries)
 //	mcm_drain_duration_seconds               histogram, from the first pass to the pass that found the node drained
 //	mcm_drain_pods_remaining{node}           gauge; the series is removed when the node is drained or uncordoned
 //
@@ -177,6 +216,8 @@
 //
 //	func (c *Controller) drainNode(ctx context.Context, m *v1alpha1.Machine) (time.Duration, error) {
 //		state := loadDrainState(m) // e.g. JSON from an annotation; zero at first
+//		state.Deadline = drainDeadline(m)         // per machine, on every pass
+//		state.MaxEvictRetries = maxEvictRetries(m) // likewise; zero: no bound
 //		res, err := c.drainer.Pass(ctx, nodeName(m), state)
 //		if saveErr := c.saveDrainState(ctx, m, res.State, res.Message); saveErr != nil {
 //			return 0, errors.Join(err, saveErr)

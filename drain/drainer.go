@@ -73,6 +73,9 @@ func (d *Drainer) Plan(ctx context.Context, nodeName string) (Plan, error) {
 func (d *Drainer) Pass(ctx context.Context, nodeName string, state State) (Result, error) {
 	logger := logr.FromContextOrDiscard(ctx).WithValues("node", nodeName)
 	failed := Result{Plan: Plan{Node: nodeName, State: state}}
+	if state.MaxEvictRetries < 0 {
+		return failed, fmt.Errorf("drain: State.MaxEvictRetries must not be negative, got %d", state.MaxEvictRetries)
+	}
 
 	node, err := d.getNode(ctx, nodeName)
 	if err != nil {

@@ -8,12 +8,14 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	ktypes "k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 	"k8s.io/utils/ptr"
 
 	"github.com/mcmkit/mcm/drain"
@@ -224,4 +226,63 @@ func ExampleListersFromFactory() {
 	// create pods/eviction
 	// create pods/eviction
 	// 2 pods remaining: terminating: default/web-1, default/web-2
+}
+
+// ExampleDrainer_Pass_maxEvictRetries bounds the refusals of a budget that
+// never allows a disruption, as a machine's maxEvictRetries does: after
+// the second refusal, the pods behind it are deleted without the eviction
+// API.
+func ExampleDrainer_Pass_maxEvictRetries() {
+	web := map[string]string{"app": "web"}
+	pdb := &policyv1.PodDisruptionBudget{
+		ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec:       policyv1.PodDisruptionBudgetSpec{Selector: &metav1.LabelSelector{MatchLabels: web}},
+		Status:     policyv1.PodDisruptionBudgetStatus{DisruptionsAllowed: 0, DesiredHealthy: 2, CurrentHealthy: 2, ExpectedPods: 3},
+	}
+	client := fake.NewClientset(node("node-1"), pdb, pod("web-1", "ReplicaSet", web, nil), pod("web-2", "ReplicaSet", web, nil))
+	client.PrependReactor("create", "pods", func(action k8stesting.Action) (bool, runtime.Object, error) {
+		if action.GetSubresource() != "eviction" {
+			return false, nil, nil
+		}
+		err := apierrors.NewTooManyRequests("Cannot evict pod as it would violate the pod's disruption budget.", 0)
+		err.ErrStatus.Details.Causes = []metav1.StatusCause{{Type: policyv1.DisruptionBudgetCause,
+			Message: "The disruption budget web needs 2 healthy pods and has 2 currently"}}
+		return true, nil, err
+	})
+	clock := clocktesting.NewFakeClock(now)
+	d, err := drain.New(client, drain.Options{
+		Clock:               clock,
+		EvictionConcurrency: 1, // for a stable output order
+		OnEvent:             func(e drain.Event) { fmt.Println(e) },
+	})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+
+	state := drain.State{MaxEvictRetries: 2} // the caller's bound, like State.Deadline
+	for reconcile := 1; ; reconcile++ {
+		res, err := d.Pass(context.Background(), "node-1", state)
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		state = res.State
+		fmt.Printf("after %v: %s\n", clock.Since(now), res.Message)
+		if res.Done {
+			break
+		}
+		clock.SetTime(res.NextCheck)
+	}
+	// Output:
+	// EvictionBlocked default/web-1: The disruption budget web needs 2 healthy pods and has 2 currently
+	// after 0s: 2 pods remaining: blocked by PDB default/web (needs 2 healthy, has 2): default/web-1, default/web-2
+	// EvictionBlocked default/web-1: The disruption budget web needs 2 healthy pods and has 2 currently
+	// after 1s: 2 pods remaining: blocked by PDB default/web (needs 2 healthy, has 2): default/web-1, default/web-2
+	// EvictRetriesExhausted default/web-1: deleted with 30s grace: eviction refused 2 times by PodDisruptionBudgets (MaxEvictRetries)
+	// EvictRetriesExhausted default/web-2: deleted with 30s grace: eviction refused 2 times by PodDisruptionBudgets (MaxEvictRetries)
+	// after 3s: 2 pods remaining: terminating: default/web-1, default/web-2
+	// PodGone default/web-1: pod is gone from the node
+	// PodGone default/web-2: pod is gone from the node
+	// after 8s: node node-1 is drained
 }

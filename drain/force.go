@@ -103,8 +103,12 @@ func (f forcing) reason(now time.Time) string {
 }
 
 // forceGrace is the grace period of a force deletion at now: the pod's own,
-// shortened so that the pod is gone by the deadline, at least one second.
+// shortened so that the pod is gone by the deadline (if there is one), at
+// least one second.
 func forceGrace(grace time.Duration, deadline, now time.Time) time.Duration {
+	if deadline.IsZero() {
+		return max(grace, time.Second)
+	}
 	left := deadline.Sub(now).Truncate(time.Second)
 	return max(min(grace, left), time.Second)
 }

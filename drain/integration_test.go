@@ -686,6 +686,56 @@ func TestDrainHonoursContextDeadline(t *testing.T) {
 	}
 }
 
+// TestDrainBoundsBudgetRefusals drains three pods behind a budget of
+// minAvailable 2 on a node whose replacements cannot schedule: the first
+// pod is evicted, the API server then refuses the budget's evictions
+// (429, with the budget as cause), and after the third refusal
+// (MaxEvictRetries 3) the two pods left are deleted without the eviction
+// API, with no deadline at all.
+func TestDrainBoundsBudgetRefusals(t *testing.T) {
+	f := newFixture(t, sim.KubeletOptions{})
+	node := f.node(t, "retries")
+	f.deployment(t, "held", node, 3)
+	f.waitRunning(t, "app=held", 3)
+	f.pdb(t, "held", policyv1.PodDisruptionBudgetSpec{MinAvailable: ptr.To(intstr.FromInt32(2))}, 3)
+
+	var log eventLog
+	drainer, err := drain.New(f.client, drain.Options{
+		MaxEvictRetries: 3,
+		BackoffInitial:  200 * time.Millisecond,
+		BackoffMax:      time.Second,
+		PollInterval:    500 * time.Millisecond,
+		OnEvent:         log.add,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	res, err := drainer.Drain(ctx, node)
+	if err != nil {
+		t.Fatalf("drain: %v (%s)", err, res.Message)
+	}
+	if n := len(log.of(drain.EventEvictionStarted)); n != 1 {
+		t.Errorf("%d evictions accepted, want the one the budget allowed", n)
+	}
+	blocked := log.of(drain.EventEvictionBlocked)
+	exhausted := log.of(drain.EventEvictRetriesExhausted)
+	if len(blocked) < 3 || len(exhausted) != 2 {
+		t.Fatalf("%d refusals and %d deletions after them, want at least 3 and 2; events: %v", len(blocked), len(exhausted), log.events)
+	}
+	third := blocked[2].Time
+	for _, e := range exhausted {
+		if e.Time.Before(third) {
+			t.Errorf("%s deleted at %v, before the third refusal at %v", e.Pod, e.Time.Format(time.StampMilli), third.Format(time.StampMilli))
+		}
+	}
+	if len(log.of(drain.EventForceDeleted)) != 0 {
+		t.Error("pods force-deleted without a deadline")
+	}
+	t.Logf("%d refusals, the pods left deleted %v after the first", len(blocked), exhausted[0].Time.Sub(blocked[0].Time))
+}
+
 // TestDrainMixedNode drains simcluster's mixed node: a Deployment of six
 // pods behind a budget with maxUnavailable 1, one of ten pods without, a
 // DaemonSet, a bare pod with an emptyDir and a system-cluster-critical

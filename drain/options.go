@@ -136,6 +136,13 @@ type Options struct {
 	// PodDisruptionBudgets are respected forever. State.Deadline, when set
 	// by the caller, takes precedence.
 	Timeout time.Duration
+	// MaxEvictRetries is the bound on refused evictions per pod for
+	// drains whose State does not set one (see State.MaxEvictRetries):
+	// after that many refusals by PodDisruptionBudgets, a pod is deleted
+	// without the eviction API. Zero means no bound. A controller with a
+	// bound per node sets State.MaxEvictRetries instead, as it sets
+	// State.Deadline.
+	MaxEvictRetries int
 	// GracePeriod overrides the pods' terminationGracePeriodSeconds for
 	// evictions. Zero uses each pod's own; values below a second count as
 	// one second.
@@ -284,6 +291,9 @@ func (o Options) complete() (Options, error) {
 	neg("Unreachable.SkipWaitAfter", o.Unreachable.SkipWaitAfter)
 	neg("Volumes.DetachTimeout", o.Volumes.DetachTimeout)
 	neg("Volumes.ReattachTimeout", o.Volumes.ReattachTimeout)
+	if o.MaxEvictRetries < 0 {
+		errs = append(errs, fmt.Errorf("MaxEvictRetries must not be negative, got %d", o.MaxEvictRetries))
+	}
 	if o.EvictionConcurrency < 0 {
 		errs = append(errs, fmt.Errorf("EvictionConcurrency must not be negative, got %d", o.EvictionConcurrency))
 	}
@@ -347,6 +357,9 @@ func (o Options) withDefaults() Options {
 	}
 	if o.Timeout < 0 {
 		o.Timeout = 0
+	}
+	if o.MaxEvictRetries < 0 {
+		o.MaxEvictRetries = 0
 	}
 	if o.GracePeriod > 0 && o.GracePeriod < time.Second {
 		o.GracePeriod = time.Second

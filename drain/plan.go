@@ -56,7 +56,10 @@ type Snapshot struct {
 // groups never overlap; force deletions, which happen at deadline minus
 // the pod's grace period, are the only exception. The deadline is the
 // earlier of State.Deadline and the moment the node has been NotReady for
-// UnreachableOptions.ForceAfter.
+// UnreachableOptions.ForceAfter. Besides the deadline, a pod is deleted
+// without the eviction API only once budgets have refused its eviction
+// State.MaxEvictRetries times, in its own group and when its next attempt
+// is due.
 func Decide(s Snapshot, opts Options) Plan {
 	pl := newPlanner(s, opts.withDefaults()) // times, deadline, node health
 	pl.classifyPods()                        // policy, group, volumes, budgets of each pod
@@ -67,6 +70,7 @@ func Decide(s Snapshot, opts Options) Plan {
 	pl.orderGroups()                         // which group drains now
 	pl.decidePods()                          // one decision per pod
 	pl.keepBackoffs()                        // backoffs that still matter
+	pl.keepRefusals()                        // refusal counts of the pods still there
 	pl.explainForce()                        // why pods or attachments are deleted
 	pl.p.State = pl.st
 	finish(&pl.p, pl.opts)
@@ -98,6 +102,7 @@ type planner struct {
 	pending   map[Group]bool         // groups that still hold up later ones
 	inFlight  int                    // pods with volumes being evicted or detaching
 	backoffs  map[string]Backoff     // by key
+	refusals  map[types.UID]int      // refused evictions by pod
 }
 
 // newPlanner starts the plan and the state: when the drain started, its
@@ -108,10 +113,11 @@ func newPlanner(s Snapshot, opts Options) *planner {
 		pl.node = &corev1.Node{}
 	}
 	pl.st = State{
-		Start:        s.State.Start,
-		Deadline:     drainDeadline(s.State, opts, pl.now),
-		Completed:    s.State.Completed,
-		ForcedDetach: s.State.ForcedDetach,
+		Start:           s.State.Start,
+		Deadline:        drainDeadline(s.State, opts, pl.now),
+		MaxEvictRetries: cmp.Or(s.State.MaxEvictRetries, opts.MaxEvictRetries),
+		Completed:       s.State.Completed,
+		ForcedDetach:    s.State.ForcedDetach,
 	}
 	if pl.st.Start.IsZero() {
 		pl.st.Start = pl.now
@@ -132,6 +138,12 @@ func newPlanner(s Snapshot, opts Options) *planner {
 	pl.backoffs = make(map[string]Backoff, len(s.State.Backoffs))
 	for _, b := range s.State.Backoffs {
 		pl.backoffs[b.Key] = b
+	}
+	pl.refusals = make(map[types.UID]int, len(s.State.Refusals))
+	for _, r := range s.State.Refusals {
+		if r.Pod.UID != "" {
+			pl.refusals[r.Pod.UID] += r.Count
+		}
 	}
 	return pl
 }
@@ -223,16 +235,57 @@ func (pl *planner) keepBackoffs() {
 	}
 }
 
+// keepRefusals keeps the refusal counts of the pods still on the node, in
+// the order of the decisions.
+func (pl *planner) keepRefusals() {
+	for _, in := range pl.infos {
+		if n := pl.refusals[in.pod.UID]; n > 0 {
+			pl.st.Refusals = append(pl.st.Refusals, PodRefusals{Pod: in.ref(), Count: n})
+		}
+	}
+}
+
+// retriesExhausted reports whether budgets have refused the pod's
+// eviction as often as State.MaxEvictRetries allows.
+func (pl *planner) retriesExhausted(in *podInfo) bool {
+	return pl.st.MaxEvictRetries > 0 && pl.refusals[in.pod.UID] >= pl.st.MaxEvictRetries
+}
+
 // explainForce sets Plan.ForceReason when the plan deletes pods without
-// the eviction API or deletes VolumeAttachments.
+// the eviction API or deletes VolumeAttachments: the deadline's reason,
+// the bound on refused evictions, or both.
 func (pl *planner) explainForce() {
-	forced := len(pl.p.DeleteAttachments) > 0
+	byDeadline, byRefusals := len(pl.p.DeleteAttachments) > 0, false
 	for _, d := range pl.p.Decisions {
-		forced = forced || d.Action == ActionForceDelete
+		switch {
+		case d.Action != ActionForceDelete:
+		case d.Cause == CauseEvictRetries:
+			byRefusals = true
+		default:
+			byDeadline = true
+		}
 	}
-	if forced {
-		pl.p.ForceReason = pl.force.reason(pl.now)
+	var reasons []string
+	if byDeadline {
+		reasons = append(reasons, pl.force.reason(pl.now))
 	}
+	if byRefusals {
+		reasons = append(reasons, refusalsReason(pl.st.MaxEvictRetries))
+	}
+	pl.p.ForceReason = strings.Join(reasons, "; ")
+}
+
+// refusalsReason is the ForceReason of deletions after max refusals.
+func refusalsReason(n int) string {
+	return fmt.Sprintf("eviction refused %s by PodDisruptionBudgets (MaxEvictRetries)", times(n))
+}
+
+// times returns "once" or "n times".
+func times(n int) string {
+	if n == 1 {
+		return "once"
+	}
+	return fmt.Sprintf("%d times", n)
 }
 
 // decidePod makes the decision for one classified pod: first what holds it
@@ -315,19 +368,26 @@ func (pl *planner) holdPod(in *podInfo, d *Decision) bool {
 
 // decideEviction decides an eviction candidate of the current group: it
 // is blocked by a budget problem, a backoff or its budget's disruptions,
-// waits for a volume slot, or is evicted.
+// waits for a volume slot, is evicted, or, once budgets have refused it
+// State.MaxEvictRetries times, deleted.
 func (pl *planner) decideEviction(in *podInfo, d *Decision, slots *int) {
 	d.Cause, d.Reason = "", ""
 	block := func(c Cause, reason string, retry time.Time) {
 		d.Action, d.Cause, d.Reason, d.RetryAt = ActionBlocked, c, reason, retry
 	}
-	if c, reason, ok := budgetProblem(in, d.PDBs); ok {
+	// A pod out of retries no longer asks its budgets, so their problems
+	// no longer hold it; their backoff still paces the next attempt.
+	exhausted := pl.retriesExhausted(in)
+	if c, reason, ok := budgetProblem(in, d.PDBs); ok && !exhausted {
 		block(c, reason, time.Time{})
 		return
 	}
 	key := backoffKey(*d)
 	if b, ok := activeBackoff(pl.backoffs, key, pl.now, in); ok {
 		c, reason := backoffHold(in, key, b)
+		if exhausted {
+			reason += fmt.Sprintf("; refused %s, it is deleted at the next attempt", times(pl.refusals[in.pod.UID]))
+		}
 		block(c, reason, b.Until)
 		return
 	}
@@ -335,6 +395,13 @@ func (pl *planner) decideEviction(in *podInfo, d *Decision, slots *int) {
 	if hasVolumes && *slots <= 0 {
 		d.Action = ActionWaitVolumeSlot
 		d.Reason = fmt.Sprintf("waits until fewer than %d pods with volumes are in flight", pl.opts.Volumes.Parallelism)
+		return
+	}
+	if exhausted {
+		if hasVolumes {
+			*slots--
+		}
+		pl.deleteAfterRefusals(in, d)
 		return
 	}
 	if len(in.budgets) == 1 && in.healthy && !in.budgets[0].admit() {
@@ -353,4 +420,20 @@ func (pl *planner) decideEviction(in *podInfo, d *Decision, slots *int) {
 	case pl.opts.GracePeriod > 0:
 		d.GracePeriod = pl.opts.GracePeriod
 	}
+}
+
+// deleteAfterRefusals decides the deletion of a pod whose eviction budgets
+// refused State.MaxEvictRetries times. It is the deletion the deadline
+// would make: the pod's own grace period, shortened so that the pod is
+// gone by the deadline if there is one. A disruption its budget still
+// allows is taken, so that this plan does not hand it out to another pod
+// as well.
+func (pl *planner) deleteAfterRefusals(in *podInfo, d *Decision) {
+	if len(in.budgets) == 1 && in.healthy {
+		in.budgets[0].take()
+	}
+	d.Action, d.Cause = ActionForceDelete, CauseEvictRetries
+	d.GracePeriod = forceGrace(in.grace, pl.p.Deadline, pl.now)
+	d.Reason = fmt.Sprintf("eviction refused %s by PodDisruptionBudgets (MaxEvictRetries %d): delete with %v grace",
+		times(pl.refusals[in.pod.UID]), pl.st.MaxEvictRetries, d.GracePeriod)
 }

@@ -121,6 +121,12 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 			GoneAt:  now.Add(-time.Duration(rapid.IntRange(0, 200).Draw(t, "goneAgo")) * time.Second),
 		})
 	}
+	st.MaxEvictRetries = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "maxEvictRetries")
+	for _, p := range pods {
+		if n := rapid.IntRange(0, 4).Draw(t, "refusals"); n > 0 {
+			st.Refusals = append(st.Refusals, PodRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: n})
+		}
+	}
 	for _, pdb := range pdbs {
 		if rapid.Bool().Draw(t, "backoff") {
 			st.Backoffs = append(st.Backoffs, Backoff{Key: "pdb/" + pdb.Namespace + "/" + pdb.Name, Attempts: 1,
@@ -208,15 +214,71 @@ func TestPropertyDecide(t *testing.T) {
 			if d.Cause != CauseRefusedPods && !d.ForceAt.Equal(p.Deadline.Add(-g)) {
 				t.Fatalf("%v: ForceAt %v, want deadline %v - grace %v", d.Pod, d.ForceAt, p.Deadline, g)
 			}
-			if d.Action == ActionForceDelete {
+			switch {
+			case d.Action == ActionForceDelete && d.Cause == CauseEvictRetries:
+				// Checked below, with the bound; the deadline would have
+				// come first.
+				if !p.Now.Before(d.ForceAt) {
+					t.Fatalf("%v deleted for its refusals, but its force time %v has come", d.Pod, d.ForceAt)
+				}
+			case d.Action == ActionForceDelete:
 				if p.Now.Before(p.Deadline.Add(-g)) {
 					t.Fatalf("%v force-deleted at %v, before deadline - grace = %v", d.Pod, p.Now, p.Deadline.Add(-g))
 				}
 				if want := forceGrace(g, p.Deadline, p.Now); d.GracePeriod != want || d.GracePeriod < time.Second || d.GracePeriod > g {
 					t.Fatalf("%v force-deleted with grace %v, want %v (pod grace %v)", d.Pod, d.GracePeriod, want, g)
 				}
-			} else if d.Cause != CauseRefusedPods && !p.Now.Before(d.ForceAt) && d.Action != ActionWaitTermination {
+			case d.Cause != CauseRefusedPods && !p.Now.Before(d.ForceAt) && d.Action != ActionWaitTermination:
 				t.Fatalf("%v is past its force time %v but %s", d.Pod, d.ForceAt, d.Action)
+			}
+		}
+
+		// The bound on refused evictions: a pod is deleted for its
+		// refusals only once budgets have refused it MaxEvictRetries
+		// times, with the grace a deletion at the deadline would have.
+		// Such a pod is never evicted again, and stays only while
+		// something other than its budgets holds it: its policy or group,
+		// the refused pods, its termination, a volume slot, or the backoff
+		// that paces its next attempt.
+		refusals := map[types.UID]int{}
+		for _, r := range snap.State.Refusals {
+			refusals[r.Pod.UID] += r.Count
+		}
+		bound := snap.State.MaxEvictRetries
+		for _, d := range p.Decisions {
+			exhausted := bound > 0 && refusals[d.Pod.UID] >= bound
+			if d.Cause == CauseEvictRetries {
+				if !exhausted || d.Action != ActionForceDelete {
+					t.Fatalf("%v: %s %s after %d refusals, bound %d", d.Pod, d.Action, d.Cause, refusals[d.Pod.UID], bound)
+				}
+				if want := forceGrace(podGrace(onNode[d.Pod.UID]), p.Deadline, p.Now); d.GracePeriod != want {
+					t.Fatalf("%v deleted for its refusals with grace %v, want %v", d.Pod, d.GracePeriod, want)
+				}
+			}
+			if !exhausted {
+				continue
+			}
+			switch d.Action {
+			case ActionForceDelete, ActionSkip, ActionRefuse, ActionWaitGroup, ActionWaitCompletion,
+				ActionWaitTermination, ActionWaitVolumeSlot:
+			case ActionBlocked:
+				if d.Cause == CauseRefusedPods {
+					break
+				}
+				b, ok := findBackoff(snap.State, backoffKey(d))
+				if !ok || !d.RetryAt.Equal(b.Until) || !p.Now.Before(b.Until) {
+					t.Fatalf("%v refused %d times (bound %d) is %s %s (%s) without a backoff to wait for",
+						d.Pod, refusals[d.Pod.UID], bound, d.Action, d.Cause, d.Reason)
+				}
+			default:
+				t.Fatalf("%v refused %d times (bound %d) is %s", d.Pod, refusals[d.Pod.UID], bound, d.Action)
+			}
+		}
+		// The counts are kept for the pods still on the node, and only
+		// for them.
+		for _, r := range p.State.Refusals {
+			if onNode[r.Pod.UID] == nil || r.Count != refusals[r.Pod.UID] {
+				t.Fatalf("refusals %+v kept; pod on the node: %v, count before %d", r, onNode[r.Pod.UID] != nil, refusals[r.Pod.UID])
 			}
 		}
 
@@ -312,10 +374,11 @@ func TestPropertyDecide(t *testing.T) {
 			}
 		}
 
-		// Volume pods in flight stay within the parallelism.
+		// Volume pods in flight stay within the parallelism, deletions
+		// for refusals included.
 		withVolumes := 0
 		for _, d := range p.Decisions {
-			if d.Action == ActionEvict && len(d.Volumes) > 0 {
+			if (d.Action == ActionEvict || d.Cause == CauseEvictRetries) && len(d.Volumes) > 0 {
 				withVolumes++
 			}
 		}

@@ -98,7 +98,8 @@ const (
 	ActionEvict Action = "Evict"
 	// ActionForceDelete deletes the pod without the eviction API now,
 	// because the deadline minus its grace period has come (see
-	// Plan.Deadline and Plan.ForceReason).
+	// Plan.Deadline and Plan.ForceReason), or because budgets refused its
+	// eviction State.MaxEvictRetries times (CauseEvictRetries).
 	ActionForceDelete Action = "ForceDelete"
 	// ActionBlocked means the pod cannot be evicted now; Cause and PDBs say
 	// why, RetryAt when the next attempt comes.
@@ -168,6 +169,9 @@ const (
 	// CauseNodeNotReady: the node has been NotReady for
 	// UnreachableOptions.ForceAfter (minus the pod's grace period).
 	CauseNodeNotReady Cause = "NodeNotReady"
+	// CauseEvictRetries: PodDisruptionBudgets refused the pod's eviction
+	// State.MaxEvictRetries times; the next attempt is a deletion.
+	CauseEvictRetries Cause = "EvictRetries"
 )
 
 // PDBStatus summarizes a PodDisruptionBudget that affects a pod.
@@ -289,10 +293,12 @@ type Plan struct {
 	// it (see VolumeOptions).
 	DeleteAttachments []AttachmentRef `json:"deleteAttachments,omitempty"`
 	// ForceReason says why the drain is forced, e.g. "drain deadline
-	// 2026-01-02T15:04:05Z passed" or "node not Ready for more than
-	// 5m0s". It is empty unless the plan deletes pods without the eviction
-	// API (ActionForceDelete) or deletes VolumeAttachments; a Result keeps
-	// it for the deletions it made.
+	// 2026-01-02T15:04:05Z passed", "node not Ready for more than 5m0s"
+	// or "eviction refused 5 times by PodDisruptionBudgets
+	// (MaxEvictRetries)", several reasons joined by "; ". It is empty
+	// unless the plan deletes pods without the eviction API
+	// (ActionForceDelete) or deletes VolumeAttachments; a Result keeps it
+	// for the deletions it made.
 	ForceReason string `json:"forceReason,omitempty"`
 	// Remaining counts the pods that keep the drain from being done, by
 	// action. Skipped and gone pods are not counted.
@@ -348,13 +354,24 @@ type AttachmentRef struct {
 // State is all a drain remembers between passes. Persist Result.State
 // (it marshals to JSON) and hand it to the next Pass; the zero value
 // starts a new drain. Losing it is safe: terminating pods are picked up
-// again and the final sweep still waits for volumes, only timers restart.
+// again and the final sweep still waits for volumes, only timers and the
+// counts of refused evictions restart.
 type State struct {
 	// Start is when the drain began; set by the first pass.
 	Start time.Time `json:"start,omitzero"`
 	// Deadline after which pods are force-deleted. The first pass sets it
 	// from Options.Timeout unless the caller set it.
 	Deadline time.Time `json:"deadline,omitzero"`
+	// MaxEvictRetries bounds the evictions of one pod that
+	// PodDisruptionBudgets may refuse: once they refused it that many
+	// times (Refusals), the next attempt, when the backoff allows it,
+	// deletes the pod without the eviction API, with the grace period
+	// a deletion at the deadline would have. Zero means no bound: budgets
+	// are respected until the deadline. The first pass sets it from
+	// Options.MaxEvictRetries unless the caller set it; a caller with a
+	// bound per node sets it before every pass, like Deadline. Pass
+	// rejects a negative value.
+	MaxEvictRetries int `json:"maxEvictRetries,omitempty"`
 	// Completed is when a pass first found the drain done.
 	Completed time.Time `json:"completed,omitzero"`
 	// Tracked are pods that were evicted or seen terminating, until they
@@ -362,6 +379,11 @@ type State struct {
 	Tracked []Tracked `json:"tracked,omitempty"`
 	// Backoffs hold the next attempt after 429 answers.
 	Backoffs []Backoff `json:"backoffs,omitempty"`
+	// Refusals count, per pod still on the node, the evictions that
+	// PodDisruptionBudgets refused, for MaxEvictRetries. They are counted
+	// whether or not a bound is set, so that one set later counts the
+	// refusals before it.
+	Refusals []PodRefusals `json:"refusals,omitempty"`
 	// BlockedBy are the PodDisruptionBudgets ("namespace/name") that held
 	// back evictions in the last pass; see BlockingBudgets.
 	BlockedBy []string `json:"blockedBy,omitempty"`
@@ -396,6 +418,18 @@ type Tracked struct {
 	GaveUp bool `json:"gaveUp,omitempty"`
 }
 
+// PodRefusals counts the refused evictions of one pod. A refusal is a 429
+// whose cause is a PodDisruptionBudget (the eviction API's
+// DisruptionBudget cause); throttling, errors and the other reasons for
+// which an eviction is not sent or not accepted do not count. Since one
+// eviction per pass stands for all the pods a budget holds back (see the
+// package documentation), its refusal counts for each of them: every pod
+// the budget held back in that pass, at most once per pass.
+type PodRefusals struct {
+	Pod   PodRef `json:"pod"`
+	Count int    `json:"count"`
+}
+
 // Backoff delays evictions after a 429. Key is "pdb/<namespace>/<name>"
 // when the eviction was blocked by exactly one known budget, which then
 // holds back all pods it selects, and "pod/<uid>" otherwise.
@@ -424,6 +458,12 @@ const (
 	// because of the deadline, or because the node has been NotReady for
 	// UnreachableOptions.ForceAfter.
 	EventForceDeleted EventType = "ForceDeleted"
+	// EventEvictRetriesExhausted: the pod was deleted without the
+	// eviction API because PodDisruptionBudgets had refused its eviction
+	// State.MaxEvictRetries times. It takes the place of
+	// EventForceDeleted for such deletions, so that a controller can tell
+	// a budget overridden early from a drain that ran out of time.
+	EventEvictRetriesExhausted EventType = "EvictRetriesExhausted"
 	// EventPodGone: a pod the drain evicted or saw terminating is gone.
 	EventPodGone EventType = "PodGone"
 	// EventVolumesDetached: the volumes of a gone pod have detached.
