@@ -116,6 +116,10 @@ type deletionDecision struct {
 	Force         bool
 	ForceReason   string
 	DrainDeadline time.Time
+	// MaxEvictRetries bounds, per pod, the evictions PodDisruptionBudgets
+	// may refuse before the drain deletes the pod (the machine's
+	// maxEvictRetries); 0 means no bound.
+	MaxEvictRetries int
 	// RequeueAfter for delWait.
 	RequeueAfter time.Duration
 	// BadInput is set when the step cannot run until someone acts.
@@ -149,6 +153,9 @@ func decideDeletion(in deletionInput) deletionDecision {
 		}
 		d.Force, d.ForceReason = forceDrain(in)
 		d.DrainDeadline = m.DeletionTimestamp.Add(in.Config.MachineDrainTimeout.Duration)
+		if n := in.Config.MaxEvictRetries; n != nil {
+			d.MaxEvictRetries = int(*n)
+		}
 		if d.Force {
 			d.DrainDeadline = in.Now
 		}

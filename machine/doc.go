@@ -76,7 +76,9 @@
 //     each step is idempotent and only advances after its work, so a crash
 //     repeats at most one step. The drain runs in non-blocking passes of
 //     the drain engine (state in DrainStateAnnotation), forced after the
-//     drain timeout or with the force-deletion label; the engine itself
+//     drain timeout or with the force-deletion label; a pod whose eviction
+//     PodDisruptionBudgets refused maxEvictRetries times is deleted without
+//     eviction (event EvictRetriesExhausted); the engine itself
 //     forces on a node NotReady for long, waits for the volumes of evicted
 //     pods to detach and, on an unreachable node, deletes its
 //     VolumeAttachments. A machine whose drain waits on a

@@ -150,14 +150,17 @@ func phaseIs(mc versioned.Interface, ns, name string, phase v1alpha1.MachinePhas
 }
 
 func machineGone(mc versioned.Interface, ns, name string) func(context.Context) (bool, string) {
+	last := "not read yet"
 	return func(ctx context.Context) (bool, string) {
 		m, err := getMachine(ctx, mc, ns, name)
 		if apierrors.IsNotFound(err) {
 			return true, ""
 		}
 		if err != nil {
-			return false, err.Error()
+			// The last poll may fail at the deadline: keep what was seen.
+			return false, fmt.Sprintf("%v; last seen: %s", err, last)
 		}
-		return false, fmt.Sprintf("machine %s still there: step %q, lastOperation %+v", name, m.Annotations[machine.DeletionStepAnnotation], m.Status.LastOperation)
+		last = fmt.Sprintf("machine %s still there: step %q, lastOperation %+v", name, m.Annotations[machine.DeletionStepAnnotation], m.Status.LastOperation)
+		return false, last
 	}
 }

@@ -86,9 +86,12 @@ const (
 	ReasonHealthTimeout      = "HealthTimeout"
 	ReasonReplacementLimited = "ReplacementLimited"
 	ReasonDrainFailed        = "DrainFailed"
-	ReasonDrained            = "Drained"
-	ReasonDeleteFailed       = "DeleteFailed"
-	ReasonDeleted            = "Deleted"
+	// ReasonEvictRetriesExhausted: the drain deleted pods whose eviction
+	// PodDisruptionBudgets refused maxEvictRetries times.
+	ReasonEvictRetriesExhausted = "EvictRetriesExhausted"
+	ReasonDrained               = "Drained"
+	ReasonDeleteFailed          = "DeleteFailed"
+	ReasonDeleted               = "Deleted"
 )
 
 // Drainer runs one non-blocking drain pass over a node; *drain.Drainer

@@ -466,6 +466,10 @@ func TestDecideDeletion(t *testing.T) {
 				if !d.DrainDeadline.Equal(want) {
 					t.Errorf("drain deadline %v, want %v", d.DrainDeadline, want)
 				}
+				// The machine's effective maxEvictRetries (MCM's default).
+				if d.MaxEvictRetries != int(v1alpha1.DefaultMaxEvictRetries) {
+					t.Errorf("max evict retries %d, want %d", d.MaxEvictRetries, v1alpha1.DefaultMaxEvictRetries)
+				}
 			}
 		})
 	}

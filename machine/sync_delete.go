@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/go-logr/logr"
@@ -244,6 +245,9 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 	if state.Deadline.IsZero() || d.DrainDeadline.Before(state.Deadline) {
 		state.Deadline = d.DrainDeadline
 	}
+	// MCM also caps the retries at drainTimeout / 20s; the deadline does
+	// that here.
+	state.MaxEvictRetries = d.MaxEvictRetries
 	res, err := c.drainer.Pass(ctx, node, state)
 	if errors.Is(err, drain.ErrNodeNotFound) {
 		return stepOutcome{Done: true, Description: "Node is gone; nothing to drain. Initiate VM deletion"}, nil
@@ -261,7 +265,12 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 			desc = "Force-draining node (" + res.ForceReason + "): " + res.Message
 		}
 		wait := res.NextCheck.Sub(c.opts.Clock.Now())
-		return stepOutcome{Description: desc, DrainState: &res.State, RequeueAfter: max(wait, 100*time.Millisecond)}, nil
+		out := stepOutcome{Description: desc, DrainState: &res.State, RequeueAfter: max(wait, 100*time.Millisecond)}
+		if pods := evictRetriesExhausted(res.Events); len(pods) > 0 {
+			out.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonEvictRetriesExhausted,
+				Message: fmt.Sprintf("Deleted without eviction after %d refusals by PodDisruptionBudgets (maxEvictRetries): %s", d.MaxEvictRetries, strings.Join(pods, ", "))}
+		}
+		return out, nil
 	}
 	if !res.State.Start.IsZero() {
 		c.metrics.drain.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start).Seconds())
@@ -272,6 +281,18 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 	}
 	return stepOutcome{Done: true, Description: desc,
 		Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node " + node}}, nil
+}
+
+// evictRetriesExhausted names the pods the drain deleted because budgets
+// refused their eviction maxEvictRetries times.
+func evictRetriesExhausted(events []drain.Event) []string {
+	var pods []string
+	for _, e := range events {
+		if e.Type == drain.EventEvictRetriesExhausted {
+			pods = append(pods, e.Pod.Namespace+"/"+e.Pod.Name)
+		}
+	}
+	return pods
 }
 
 // deleteVMStep calls the driver's DeleteMachine. A failure is reported
