@@ -54,11 +54,18 @@ check-deps:
 ## one reference manager with the simulated cloud scaled to 5000 machines
 ## (bench/simscale: time to Running, peak RSS, API requests, node flaps;
 ## MCM_BENCH_SIM_MACHINES and MCM_BENCH_SIM_STABLE change the scale and the
-## stable period). Runs once: that one takes about seven minutes on two cores.
+## stable period); last, the same scenarios against Gardener MCM v0.62.1
+## (built from the Go module proxy) and against the reference manager, each
+## on a fresh control plane, printed as one table with progress lines while
+## it runs (bench/compare; bench/README.md says how to read it, and
+## MCM_BENCH_SCENARIOS picks scenarios and sizes). The simscale run takes
+## about seven minutes on two cores, the comparison's defaults well over an
+## hour.
 bench: testenv
 	$(GO) test -run '^$$' -bench . -benchtime 3x ./drain/ ./machineset/ ./deployment/
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 3x ./kubectldrain/
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./simscale/
+	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 8h ./compare/
 
 ## unit: tests that need no control plane (integration tests skip).
 unit:

@@ -1,8 +1,6 @@
 package simscale
 
 import (
-	"bufio"
-	"bytes"
 	"cmp"
 	"context"
 	"errors"
@@ -26,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/bench/internal/measure"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver/sim"
@@ -55,9 +54,9 @@ type result struct {
 	flapsRun, flapsStable    int
 	machinesLeftRunning      int
 	flapSamples              string
-	requests                 requestCounts // of the whole run
-	requestsStable           requestCounts // of the stable period
-	writersStable            string        // who wrote in the stable period
+	requests                 measure.Requests // of the whole run
+	requestsStable           measure.Requests // of the stable period
+	writersStable            string           // who wrote in the stable period
 }
 
 func newRun(b *testing.B, env *testenv.Env, machines int) *run {
@@ -91,7 +90,7 @@ func buildManager(b *testing.B) string {
 // Running and then for stable more, and returns the figures.
 func (r *run) scale(b *testing.B, stable time.Duration) result {
 	ctx := context.Background()
-	before, err := scrapeRequests(ctx, r.core)
+	before, err := measure.ScrapeRequests(ctx, r.core)
 	if err != nil {
 		b.Fatal(err)
 	}
@@ -110,17 +109,17 @@ func (r *run) scale(b *testing.B, stable time.Duration) result {
 			break
 		}
 		if err := mgr.exited(); err != nil {
-			b.Fatalf("the manager exited: %v\n%s", err, tail(r.logPath, 40))
+			b.Fatalf("the manager exited: %v\n%s", err, measure.Tail(r.logPath, 40))
 		}
 		if time.Now().After(deadline) {
 			b.Fatalf("after %v: %d of %d machines Running, %d nodes (%d Ready), phases %s\nmanager log:\n%s",
-				runTimeout, running, r.machines, nodes, ready, r.watch.phases(), tail(r.logPath, 40))
+				runTimeout, running, r.machines, nodes, ready, r.watch.phases(), measure.Tail(r.logPath, 40))
 		}
 		if time.Since(lastLog) >= 30*time.Second {
 			lastLog = time.Now()
-			rss, _, _ := mgr.usage()
+			u := mgr.usage()
 			progress("%v: %d of %d machines Running, %d nodes (%d Ready), %d flaps, manager RSS %d MiB; phases %s",
-				time.Since(start).Round(time.Second), running, r.machines, nodes, ready, r.watch.flaps(), rss>>20, r.watch.phases())
+				time.Since(start).Round(time.Second), running, r.machines, nodes, ready, r.watch.flaps(), u.RSS>>20, r.watch.phases())
 		}
 		time.Sleep(time.Second)
 	}
@@ -129,16 +128,16 @@ func (r *run) scale(b *testing.B, stable time.Duration) result {
 	progress("all %d machines Running after %v; watching for %v", r.machines, res.toRunning.Round(time.Second), stable)
 
 	stableStart := time.Now()
-	stableRequests, err := scrapeRequests(ctx, r.core)
+	stableRequests, err := measure.ScrapeRequests(ctx, r.core)
 	if err != nil {
 		b.Fatal(err)
 	}
-	_, _, cpuBefore := mgr.usage()
+	cpuBefore := mgr.usage().CPU
 	busyBefore, totalBefore := machineCPU()
 	end := time.Now().Add(stable)
 	for time.Now().Before(end) {
 		if err := mgr.exited(); err != nil {
-			b.Fatalf("the manager exited: %v\n%s", err, tail(r.logPath, 40))
+			b.Fatalf("the manager exited: %v\n%s", err, measure.Tail(r.logPath, 40))
 		}
 		time.Sleep(time.Second)
 	}
@@ -151,14 +150,15 @@ func (r *run) scale(b *testing.B, stable time.Duration) result {
 	res.flapsStable = r.watch.flaps() - res.flapsRun
 	res.machinesLeftRunning = r.watch.leftRunning()
 	res.flapSamples = r.watch.samples()
-	_, res.peakRSS, res.cpu = mgr.usage()
+	u := mgr.usage()
+	res.peakRSS, res.cpu = u.PeakRSS, u.CPU
 	res.cpuStable = res.cpu - cpuBefore
-	after, err := scrapeRequests(ctx, r.core)
+	after, err := measure.ScrapeRequests(ctx, r.core)
 	if err != nil {
 		b.Fatal(err)
 	}
-	res.requests = after.minus(before)
-	res.requestsStable = after.minus(stableRequests)
+	res.requests = after.Minus(before)
+	res.requestsStable = after.Minus(stableRequests)
 	res.writersStable = r.writersSince(ctx, stableStart)
 	return res
 }
@@ -295,7 +295,7 @@ func (r *run) startManager(b *testing.B) *manager {
 			<-m.done
 		}
 		if b.Failed() {
-			b.Logf("manager log, last lines:\n%s", tail(r.logPath, 60))
+			b.Logf("manager log, last lines:\n%s", measure.Tail(r.logPath, 60))
 		}
 	})
 	return m
@@ -314,38 +314,11 @@ func (m *manager) exited() error {
 	}
 }
 
-// usage reads the manager's current and peak resident set size and the
-// CPU time it used from /proc.
-func (m *manager) usage() (rss, peak int64, cpu time.Duration) {
-	pid := strconv.Itoa(m.cmd.Process.Pid)
-	if status, err := os.ReadFile(filepath.Join("/proc", pid, "status")); err == nil {
-		for line := range strings.SplitSeq(string(status), "\n") {
-			f := strings.Fields(line)
-			if len(f) < 2 {
-				continue
-			}
-			kb, _ := strconv.ParseInt(f[1], 10, 64)
-			switch f[0] {
-			case "VmRSS:":
-				rss = kb << 10
-			case "VmHWM:":
-				peak = kb << 10
-			}
-		}
-	}
-	if stat, err := os.ReadFile(filepath.Join("/proc", pid, "stat")); err == nil {
-		// Fields after the command, which is in parentheses and may hold
-		// spaces: utime and stime are the 12th and 13th.
-		if i := bytes.LastIndexByte(stat, ')'); i >= 0 {
-			f := strings.Fields(string(stat[i+1:]))
-			if len(f) > 12 {
-				ut, _ := strconv.ParseInt(f[11], 10, 64)
-				st, _ := strconv.ParseInt(f[12], 10, 64)
-				cpu = time.Duration(ut+st) * time.Second / 100 // USER_HZ
-			}
-		}
-	}
-	return rss, peak, cpu
+// usage reads the manager's memory and CPU time from /proc; a manager
+// that is gone reads as zero, and the caller finds out from exited.
+func (m *manager) usage() measure.Usage {
+	u, _ := measure.ProcessUsage(m.cmd.Process.Pid)
+	return u
 }
 
 // watcher follows the machines and nodes and counts flaps: a node whose
@@ -488,23 +461,4 @@ func (w *watcher) samples() string {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	return strings.Join(w.flapLog, "\n")
-}
-
-// tail returns the last n lines of the file at path.
-func tail(path string, n int) string {
-	f, err := os.Open(path)
-	if err != nil {
-		return err.Error()
-	}
-	defer f.Close()
-	var lines []string
-	s := bufio.NewScanner(f)
-	s.Buffer(make([]byte, 1<<20), 1<<20)
-	for s.Scan() {
-		lines = append(lines, s.Text())
-		if len(lines) > n {
-			lines = lines[1:]
-		}
-	}
-	return strings.Join(lines, "\n")
 }

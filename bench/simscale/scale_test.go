@@ -89,17 +89,17 @@ func BenchmarkSimMachines(b *testing.B) {
 	progress("machine (all processes, control plane included): %.0f%% of its CPUs busy in the stable period", 100*res.machineBusyStable)
 	progress("node flaps (Ready to not Ready): %d during the run, %d in the stable period; machines that left Running: %d",
 		res.flapsRun, res.flapsStable, res.machinesLeftRunning)
-	progress("API requests of the run: %d in %v (%.0f/s); busiest:\n%s", res.requests.total(), res.total.Round(time.Second),
-		float64(res.requests.total())/res.total.Seconds(), res.requests.top(12))
+	progress("API requests of the run: %d in %v (%.0f/s); busiest:\n%s", res.requests.Total(), res.total.Round(time.Second),
+		float64(res.requests.Total())/res.total.Seconds(), res.requests.Top(12))
 	progress("API requests of the stable period: %.0f/s; busiest:\n%s",
-		float64(res.requestsStable.total())/res.stable.Seconds(), res.requestsStable.top(8))
+		float64(res.requestsStable.Total())/res.stable.Seconds(), res.requestsStable.Top(8))
 	progress("writers in the stable period:\n%s", res.writersStable)
 	b.ReportMetric(res.toRunning.Seconds(), "s-to-running")
 	b.ReportMetric(float64(res.peakRSS)/(1<<20), "MiB-peak-rss")
 	b.ReportMetric(res.cpu.Seconds(), "manager-cpu-s")
 	b.ReportMetric(100*res.machineBusyStable, "%cpu-busy-stable")
 	b.ReportMetric(float64(res.flapsRun+res.flapsStable), "flaps")
-	b.ReportMetric(float64(res.requests.total())/res.total.Seconds(), "api-req/s")
+	b.ReportMetric(float64(res.requests.Total())/res.total.Seconds(), "api-req/s")
 	b.ReportMetric(0, "ns/op") // one run: the figures above say it
 	if res.flapsRun+res.flapsStable > 0 || res.machinesLeftRunning > 0 {
 		b.Errorf("%d node flaps and %d machines that left Running; want none:\n%s",

@@ -1,0 +1,156 @@
+//go:build linux
+
+package compare
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/go-cmp/cmp"
+
+	"github.com/mcmkit/mcm/bench/internal/measure"
+)
+
+func TestParseScenarios(t *testing.T) {
+	for _, tc := range []struct {
+		in      string
+		want    []scenarioSizes
+		wantErr string
+	}{
+		{in: defaultScenario, want: []scenarioSizes{
+			{"M", []int{100, 500, 1000}}, {"D", []int{100, 500, 1000}}, {"R", []int{1000}}, {"S", []int{1000}}, {"X", []int{10000}},
+		}},
+		{in: "  D:5   M:1,2 ", want: []scenarioSizes{{"D", []int{5}}, {"M", []int{1, 2}}}},
+		{in: "", wantErr: "no scenario"},
+		{in: "M", wantErr: "want a scenario and its machine counts"},
+		{in: "M:", wantErr: "want a scenario and its machine counts"},
+		{in: "Q:10", wantErr: `unknown scenario "Q"`},
+		{in: "M:10 M:20", wantErr: "given twice"},
+		{in: "M:10,0", wantErr: `"0" is not a positive number`},
+		{in: "M:ten", wantErr: `"ten" is not a positive number`},
+	} {
+		got, err := parseScenarios(tc.in)
+		if tc.wantErr != "" {
+			if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+				t.Errorf("parseScenarios(%q) = %v, %v; want an error with %q", tc.in, got, err, tc.wantErr)
+			}
+			continue
+		}
+		if err != nil {
+			t.Errorf("parseScenarios(%q): %v", tc.in, err)
+			continue
+		}
+		if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(scenarioSizes{})); diff != "" {
+			t.Errorf("parseScenarios(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+func TestParseSystems(t *testing.T) {
+	got, err := parseSystems("mcm, gardener,mcm")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if diff := cmp.Diff([]string{systemRef, systemMCM}, got); diff != "" {
+		t.Errorf("parseSystems (-want +got):\n%s", diff)
+	}
+	if _, err := parseSystems("mcm,kubectl"); err == nil || !strings.Contains(err.Error(), `unknown system "kubectl"`) {
+		t.Errorf("parseSystems with an unknown system: %v", err)
+	}
+}
+
+func TestWaves(t *testing.T) {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	at := func(seconds ...float64) []time.Time {
+		var out []time.Time
+		for _, s := range seconds {
+			out = append(out, t0.Add(time.Duration(s*float64(time.Second))))
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name           string
+		created, ready []time.Time
+		wantWaves      int
+		wantGap        time.Duration
+	}{
+		{name: "nothing", wantWaves: 0},
+		{name: "one wave, no gap", created: at(0, 0.1, 0.2), ready: at(5, 5.5, 6), wantWaves: 1},
+		{
+			// Waves at 0, 6.2 and 12.5; the nodes that let them start
+			// were Ready at 6 and 11.5.
+			name:      "three waves",
+			created:   at(12.5, 0, 0.3, 6.2, 6.4, 12.6),
+			ready:     at(6, 5, 5.5, 11, 11.5, 17, 17.2),
+			wantWaves: 3, wantGap: time.Second,
+		},
+		{
+			// Creations that trickle less than the pause apart are one wave.
+			name: "trickle", created: at(0, 2, 4, 6, 8), ready: at(5, 7), wantWaves: 1,
+		},
+		{
+			// A wave before any node was Ready has no gap to measure.
+			name: "no ready node before the second wave", created: at(0, 10), wantWaves: 2,
+		},
+		{
+			// A node Ready exactly as the wave starts does not count as
+			// before it.
+			name: "ready at the wave's start", created: at(0, 10), ready: at(4, 10), wantWaves: 2, wantGap: 6 * time.Second,
+		},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			waves, gap := waves(tc.created, tc.ready, 2500*time.Millisecond)
+			if waves != tc.wantWaves || gap != tc.wantGap {
+				t.Errorf("waves = %d, longest gap %v; want %d, %v", waves, gap, tc.wantWaves, tc.wantGap)
+			}
+		})
+	}
+}
+
+// TestTable renders both systems and their ratio, a failed run, and the
+// breakdown of the writes by who made them.
+func TestTable(t *testing.T) {
+	results := []result{
+		{
+			Scenario: "M", Machines: 100, System: systemMCM, Wall: 10 * time.Second,
+			Writes:        measure.Requests{"PUT machines": 300, "POST nodes": 100, "PATCH nodes": 100, "POST events": 100},
+			ManagerWrites: measure.Requests{"PUT machines": 300},
+			KubeletWrites: measure.Requests{"POST nodes": 100},
+			PeakRSS:       100 << 20, CPU: 4 * time.Second,
+			Processes: []processUsage{{Name: "machine-controller", PeakRSS: 60 << 20, CPU: 3 * time.Second}},
+		},
+		{
+			Scenario: "M", Machines: 100, System: systemRef, Wall: 5 * time.Second,
+			Writes:        measure.Requests{"PATCH machines": 150, "POST nodes": 100, "PATCH nodes": 100, "POST events": 50},
+			ManagerWrites: measure.Requests{"PATCH machines": 150},
+			KubeletWrites: measure.Requests{"POST nodes": 100},
+			PeakRSS:       50 << 20, CPU: time.Second,
+		},
+		{Scenario: "R", Machines: 1000, System: systemMCM, Error: "timed out after 30m0s waiting for the rollout\nmore detail"},
+		{
+			Scenario: "R", Machines: 1000, System: systemRef, Wall: time.Minute, Waves: 10, LongestGap: 1500 * time.Millisecond,
+			Writes: measure.Requests{"POST machines": 1000},
+		},
+	}
+	got := table(results, []string{systemMCM, systemRef})
+	for _, want := range []string{
+		"M   100  MCM v0.62.1  10.0 s     600            6.00       3.00   100 MiB  4.0 s",
+		"M   100          mcm   5.0 s     400            4.00       1.50    50 MiB  1.0 s",
+		"M   100    mcm / MCM   0.50×   0.67×                      0.50×     0.50×  0.25×",
+		"R  1000  MCM v0.62.1  failed",
+		"R N=1000, MCM v0.62.1 failed: timed out after 30m0s waiting for the rollout\n",
+		"0.0 s 10 waves, longest gap 1.5 s\n",
+		"  the manager's own, 300:\n       300 PUT machines\n",
+		"  the control plane's and others, 200:\n       100 PATCH nodes\n       100 POST events\n",
+		"machine-controller 60 MiB peak, 3.0 s CPU in its life",
+		"    more detail",
+	} {
+		if !strings.Contains(got, want) {
+			t.Errorf("the table lacks %q:\n%s", want, got)
+		}
+	}
+	if strings.Contains(got, "R  1000    mcm / MCM") {
+		t.Errorf("a ratio against a failed run:\n%s", got)
+	}
+}

@@ -1,0 +1,246 @@
+//go:build linux
+
+package compare
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/mcmkit/mcm/bench/internal/measure"
+)
+
+// result is what one scenario of one system measured.
+type result struct {
+	Scenario string `json:"scenario"`
+	Machines int    `json:"machines"`
+	System   string `json:"system"`
+	// Error says why the run failed; the figures are then incomplete.
+	Error string `json:"error,omitempty"`
+
+	// Wall is the measured phase: from the load generator's first request
+	// until the scenario's end condition held.
+	Wall time.Duration `json:"wall"`
+	// Writes are the API server's write requests of the measured phase
+	// and the settle period after it, the load generator's own
+	// subtracted, by verb and resource.
+	Writes measure.Requests `json:"writes"`
+	// ManagerWrites are the writes of the system's controllers and
+	// KubeletWrites those of the simulated kubelet registering Nodes, of
+	// the same period, as the proxy between them and the API server
+	// counted them; the rest of Writes are the control plane's
+	// (kube-controller-manager's node lifecycle and TTL controllers, its
+	// events) and the API server's own.
+	ManagerWrites measure.Requests `json:"managerWrites"`
+	KubeletWrites measure.Requests `json:"kubeletWrites"`
+	// Reads are the other requests of the same period (GET, LIST,
+	// WATCH), the generator's subtracted, by verb and resource.
+	Reads measure.Requests `json:"reads"`
+	// GeneratorWrites counts the load generator's own writes, which
+	// Writes excludes.
+	GeneratorWrites int `json:"generatorWrites"`
+	// PeakRSS is the largest sum of the resident set sizes of the
+	// system's processes, sampled every 200 ms over their whole life
+	// (setup phases included), in bytes; Processes has each one's own
+	// peak (VmHWM).
+	PeakRSS int64 `json:"peakRSS"`
+	// CPU is the CPU time the system's processes used in the measured
+	// phase and the settle period.
+	CPU       time.Duration  `json:"cpu"`
+	Processes []processUsage `json:"processes"`
+
+	// R only: the waves of machine creations of the rollout and the
+	// longest time from a node of the rollout becoming Ready to the next
+	// wave starting (see waves).
+	Waves      int           `json:"waves,omitempty"`
+	LongestGap time.Duration `json:"longestGap,omitempty"`
+
+	// X only: the steady state after all machines run, for Steady: the
+	// largest summed RSS in it, the CPU cores used on average and the
+	// writes per second.
+	Steady       time.Duration `json:"steady,omitempty"`
+	SteadyRSS    int64         `json:"steadyRSS,omitempty"`
+	SteadyCores  float64       `json:"steadyCores,omitempty"`
+	SteadyWrites float64       `json:"steadyWrites,omitempty"`
+
+	// Events counts the run's events by source and reason (the busiest),
+	// to tell the managers' writes from the control plane's: events of
+	// the whole run, setup phases included.
+	Events []string `json:"events,omitempty"`
+}
+
+// processUsage is one process of a system.
+type processUsage struct {
+	Name    string        `json:"name"`
+	PeakRSS int64         `json:"peakRSS"` // VmHWM, bytes
+	CPU     time.Duration `json:"cpu"`     // over its whole life
+}
+
+func (r result) writesPerMachine() float64 {
+	return float64(r.Writes.Total()) / float64(r.Machines)
+}
+
+func (r result) managerWritesPerMachine() float64 {
+	return float64(r.ManagerWrites.Total()) / float64(r.Machines)
+}
+
+// table renders the results: one block per scenario and machine count,
+// one row per system and the ratio mcm / MCM when both ran, then the
+// writes of each run by verb and resource and the scenario-specific
+// figures.
+func table(results []result, systems []string) string {
+	var b strings.Builder
+	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(w, "scenario\tN\tsystem\twall\twrites\twrites/machine\tmanager's\tpeak RSS\tCPU\t extra")
+	type key struct {
+		scenario string
+		n        int
+	}
+	var keys []key
+	bySystem := map[key]map[string]result{}
+	for _, r := range results {
+		k := key{r.Scenario, r.Machines}
+		if bySystem[k] == nil {
+			bySystem[k] = map[string]result{}
+			keys = append(keys, k)
+		}
+		bySystem[k][r.System] = r
+	}
+	var failures []string
+	for _, k := range keys {
+		for _, system := range systems {
+			r, ok := bySystem[k][system]
+			if !ok {
+				continue
+			}
+			if r.Error != "" {
+				fmt.Fprintf(w, "%s\t%d\t%s\tfailed\t\t\t\t\t\t\n", k.scenario, k.n, systemLabels[system])
+				failures = append(failures, fmt.Sprintf("%s N=%d, %s failed: %s", k.scenario, k.n, systemLabels[system], firstLine(r.Error)))
+				continue
+			}
+			fmt.Fprintf(w, "%s\t%d\t%s\t%.1f s\t%d\t%.2f\t%.2f\t%.0f MiB\t%.1f s\t %s\n", k.scenario, k.n, systemLabels[system],
+				r.Wall.Seconds(), r.Writes.Total(), r.writesPerMachine(), r.managerWritesPerMachine(), mib(r.PeakRSS), r.CPU.Seconds(), extra(r))
+		}
+		theirs, okT := bySystem[k][systemMCM]
+		ours, okO := bySystem[k][systemRef]
+		if okT && okO && theirs.Error == "" && ours.Error == "" {
+			fmt.Fprintf(w, "%s\t%d\tmcm / MCM\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", k.scenario, k.n,
+				ratio(ours.Wall.Seconds(), theirs.Wall.Seconds()),
+				ratio(float64(ours.Writes.Total()), float64(theirs.Writes.Total())), "",
+				ratio(float64(ours.ManagerWrites.Total()), float64(theirs.ManagerWrites.Total())),
+				ratio(float64(ours.PeakRSS), float64(theirs.PeakRSS)),
+				ratio(ours.CPU.Seconds(), theirs.CPU.Seconds()),
+				extraRatio(ours, theirs))
+		}
+	}
+	_ = w.Flush()
+	for _, f := range failures {
+		b.WriteString(f + "\n")
+	}
+
+	b.WriteString("\nWrites by who made them, verb and resource, and where the events came from:\n")
+	for _, k := range keys {
+		for _, system := range systems {
+			r, ok := bySystem[k][system]
+			if !ok {
+				continue
+			}
+			fmt.Fprintf(&b, "\n%s N=%d, %s:", k.scenario, k.n, systemLabels[system])
+			if r.Error != "" {
+				fmt.Fprintf(&b, " failed:\n%s\n", indent(r.Error))
+				continue
+			}
+			others := r.Writes.Minus(r.ManagerWrites).Minus(r.KubeletWrites)
+			fmt.Fprintf(&b, " %d writes (the load generator's %d not included), %d reads\n", r.Writes.Total(), r.GeneratorWrites, r.Reads.Total())
+			fmt.Fprintf(&b, "  the manager's own, %d:\n%s", r.ManagerWrites.Total(), r.ManagerWrites.Top(len(r.ManagerWrites)))
+			fmt.Fprintf(&b, "  the simulated kubelet's (Node registration), %d:\n%s", r.KubeletWrites.Total(), r.KubeletWrites.Top(len(r.KubeletWrites)))
+			fmt.Fprintf(&b, "  the control plane's and others, %d:\n%s", others.Total(), others.Top(len(others)))
+			var procs []string
+			for _, p := range r.Processes {
+				procs = append(procs, fmt.Sprintf("%s %.0f MiB peak, %.1f s CPU in its life", p.Name, mib(p.PeakRSS), p.CPU.Seconds()))
+			}
+			if len(procs) > 0 {
+				fmt.Fprintf(&b, "  processes: %s\n", strings.Join(procs, "; "))
+			}
+			if len(r.Events) > 0 {
+				fmt.Fprintf(&b, "  events of the run by source and reason:\n%s\n", indent(strings.Join(r.Events, "\n")))
+			}
+		}
+	}
+	return b.String()
+}
+
+// extra is the scenario's own figures: R's waves and longest gap, X's
+// steady state.
+func extra(r result) string {
+	switch r.Scenario {
+	case "R":
+		return fmt.Sprintf("%d waves, longest gap %.1f s", r.Waves, r.LongestGap.Seconds())
+	case "X":
+		return fmt.Sprintf("steady: %.0f MiB, %.2f cores, %.1f writes/s", mib(r.SteadyRSS), r.SteadyCores, r.SteadyWrites)
+	}
+	return ""
+}
+
+func extraRatio(ours, theirs result) string {
+	if ours.Scenario != "X" {
+		return ""
+	}
+	return fmt.Sprintf("steady: RSS %s, CPU %s", ratio(float64(ours.SteadyRSS), float64(theirs.SteadyRSS)), ratio(ours.SteadyCores, theirs.SteadyCores))
+}
+
+func ratio(ours, theirs float64) string {
+	if theirs == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.2f×", ours/theirs)
+}
+
+func mib(bytes int64) float64 { return float64(bytes) / (1 << 20) }
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+func indent(s string) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	for i := range lines {
+		lines[i] = "    " + lines[i]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// waves groups the creations of a rollout's new machines into waves and
+// measures how promptly each wave followed the nodes that became Ready
+// before it. A wave is a run of creations in which no two consecutive ones
+// are more than pause apart: the creations a controller makes when
+// machines became available, told apart by the boot delay that passes
+// before the next machines can become available. The gap of a wave is the
+// time from the last node of the rollout that became Ready before the
+// wave's first creation to that creation: how long the controllers took
+// to act on a node that let the rollout go on. The first wave has none.
+func waves(created, ready []time.Time, pause time.Duration) (count int, longestGap time.Duration) {
+	created = slices.Clone(created)
+	slices.SortFunc(created, func(a, b time.Time) int { return a.Compare(b) })
+	ready = slices.Clone(ready)
+	slices.SortFunc(ready, func(a, b time.Time) int { return a.Compare(b) })
+	for i, c := range created {
+		if i > 0 && c.Sub(created[i-1]) <= pause {
+			continue
+		}
+		count++
+		if count == 1 {
+			continue
+		}
+		// The last Ready strictly before c.
+		j, _ := slices.BinarySearchFunc(ready, c, func(a, b time.Time) int { return a.Compare(b) })
+		if j == 0 {
+			continue
+		}
+		longestGap = max(longestGap, c.Sub(ready[j-1]))
+	}
+	return count, longestGap
+}

@@ -1,0 +1,221 @@
+//go:build linux
+
+package compare
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+)
+
+// watcher follows the run's machines, nodes and deployment from informers
+// of its own (reads only, not counted as writes) and remembers when it
+// first saw each machine, each machine Running and each node Ready.
+type watcher struct {
+	mu         sync.Mutex
+	machines   map[string]*machineSeen
+	nodeReady  map[string]time.Time // when first seen Ready; zero while not
+	nodes      int
+	deployment *v1alpha1.MachineDeployment
+}
+
+type machineSeen struct {
+	class   string
+	phase   v1alpha1.MachinePhase
+	created time.Time // when first seen
+	running time.Time // when first seen Running; zero before
+}
+
+func startWatcher(ctx context.Context, core kubernetes.Interface, mc versioned.Interface, ns string) (*watcher, error) {
+	w := &watcher{machines: map[string]*machineSeen{}, nodeReady: map[string]time.Time{}}
+	nf := informers.NewSharedInformerFactory(core, 0)
+	mf := externalversions.NewSharedInformerFactoryWithOptions(mc, 0, externalversions.WithNamespace(ns))
+	handlers := []struct {
+		informer cache.SharedIndexInformer
+		handler  cache.ResourceEventHandlerFuncs
+	}{{
+		nf.Core().V1().Nodes().Informer(),
+		cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.node(obj.(*corev1.Node), false) },
+			UpdateFunc: func(_, obj any) { w.node(obj.(*corev1.Node), false) },
+			DeleteFunc: func(obj any) {
+				if n, ok := obj.(*corev1.Node); ok {
+					w.node(n, true)
+				} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					if n, ok := t.Obj.(*corev1.Node); ok {
+						w.node(n, true)
+					}
+				}
+			},
+		},
+	}, {
+		mf.Machine().V1alpha1().Machines().Informer(),
+		cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.machine(obj.(*v1alpha1.Machine), false) },
+			UpdateFunc: func(_, obj any) { w.machine(obj.(*v1alpha1.Machine), false) },
+			DeleteFunc: func(obj any) {
+				if m, ok := obj.(*v1alpha1.Machine); ok {
+					w.machine(m, true)
+				} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					if m, ok := t.Obj.(*v1alpha1.Machine); ok {
+						w.machine(m, true)
+					}
+				}
+			},
+		},
+	}, {
+		mf.Machine().V1alpha1().MachineDeployments().Informer(),
+		cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.setDeployment(obj.(*v1alpha1.MachineDeployment)) },
+			UpdateFunc: func(_, obj any) { w.setDeployment(obj.(*v1alpha1.MachineDeployment)) },
+		},
+	}}
+	for _, h := range handlers {
+		if _, err := h.informer.AddEventHandler(h.handler); err != nil {
+			return nil, err
+		}
+	}
+	nf.Start(ctx.Done())
+	mf.Start(ctx.Done())
+	for typ, ok := range nf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("the watch of %v never synced", typ)
+		}
+	}
+	for typ, ok := range mf.WaitForCacheSync(ctx.Done()) {
+		if !ok {
+			return nil, fmt.Errorf("the watch of %v never synced", typ)
+		}
+	}
+	return w, nil
+}
+
+func (w *watcher) node(n *corev1.Node, deleted bool) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	_, known := w.nodeReady[n.Name]
+	switch {
+	case deleted:
+		if known {
+			delete(w.nodeReady, n.Name)
+			w.nodes--
+		}
+		return
+	case !known:
+		w.nodes++
+		w.nodeReady[n.Name] = time.Time{}
+	}
+	if w.nodeReady[n.Name].IsZero() && nodeIsReady(n) {
+		w.nodeReady[n.Name] = now
+	}
+}
+
+func nodeIsReady(n *corev1.Node) bool {
+	for _, c := range n.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
+}
+
+func (w *watcher) machine(m *v1alpha1.Machine, deleted bool) {
+	now := time.Now()
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if deleted {
+		delete(w.machines, m.Name)
+		return
+	}
+	seen, ok := w.machines[m.Name]
+	if !ok {
+		seen = &machineSeen{created: now}
+		w.machines[m.Name] = seen
+	}
+	seen.class = m.Spec.Class.Name
+	seen.phase = m.Status.CurrentStatus.Phase
+	if seen.running.IsZero() && seen.phase == v1alpha1.MachineRunning {
+		seen.running = now
+	}
+}
+
+func (w *watcher) setDeployment(d *v1alpha1.MachineDeployment) {
+	w.mu.Lock()
+	w.deployment = d
+	w.mu.Unlock()
+}
+
+// state is a snapshot of what the watcher saw.
+type state struct {
+	machines       int
+	running        int            // machines Running
+	runningOfClass map[string]int // Running machines by class
+	ofClass        map[string]int // machines by class
+	phases         map[v1alpha1.MachinePhase]int
+	nodes          int
+	deployment     *v1alpha1.MachineDeployment // nil before one was seen
+}
+
+func (w *watcher) state() state {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	s := state{
+		machines: len(w.machines), nodes: w.nodes, deployment: w.deployment,
+		runningOfClass: map[string]int{}, ofClass: map[string]int{}, phases: map[v1alpha1.MachinePhase]int{},
+	}
+	for _, m := range w.machines {
+		s.ofClass[m.class]++
+		s.phases[m.phase]++
+		if m.phase == v1alpha1.MachineRunning {
+			s.running++
+			s.runningOfClass[m.class]++
+		}
+	}
+	return s
+}
+
+// rollout returns when the machines of class were first seen, and when
+// their nodes (named after them, as the simulated cloud names them) first
+// were Ready.
+func (w *watcher) rollout(class string) (created, ready []time.Time) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	for name, m := range w.machines {
+		if m.class != class {
+			continue
+		}
+		created = append(created, m.created)
+		if t := w.nodeReady[name]; !t.IsZero() {
+			ready = append(ready, t)
+		}
+	}
+	return created, ready
+}
+
+// deploymentDone tells whether the deployment's status reports n machines,
+// all of its current template and available, for its current generation.
+func (s state) deploymentDone(n int) bool {
+	d := s.deployment
+	return d != nil && d.Status.ObservedGeneration >= d.Generation &&
+		d.Status.Replicas == int32(n) && d.Status.UpdatedReplicas == int32(n) && d.Status.AvailableReplicas == int32(n)
+}
+
+func (s state) String() string {
+	out := fmt.Sprintf("%d machines %v, %d nodes", s.machines, s.phases, s.nodes)
+	if d := s.deployment; d != nil {
+		out += fmt.Sprintf("; deployment: %d replicas, %d updated, %d available (generation %d observed %d)",
+			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Generation, d.Status.ObservedGeneration)
+	}
+	return out
+}
