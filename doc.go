@@ -45,7 +45,14 @@
 //   - reference: a thin binary wiring the controllers together.
 //
 // Every controller writes the fields it owns with guarded JSON merge
-// patches, only when they changed (the module's internal patch package).
+// patches, only when they changed (the module's internal patch package);
+// on Nodes, whose labels, annotations and finalizers other writers change
+// all the time, keys and added finalizers go as unguarded strategic merge
+// patches, which cannot undo anyone's change. A machine on its way from
+// created to Running costs the machine controller three machine writes and
+// one node write when its node joins within the machine controller's
+// PendingDelay (one more, the Pending status, when it takes longer), and a
+// MachineSet's machine one write less: it is created with the finalizer.
 //
 // # Switching from MCM
 //

@@ -552,9 +552,9 @@ func (w *tokenWorld) tokens(t *testing.T) []corev1.Secret {
 	return list.Items
 }
 
-// createPending creates machine name and syncs it until its VM exists
-// (phase Pending).
-func (w *tokenWorld) createPending(t *testing.T, name string) *v1alpha1.Machine {
+// createUnjoined creates machine name and syncs it until its VM exists,
+// its node not registered.
+func (w *tokenWorld) createUnjoined(t *testing.T, name string) *v1alpha1.Machine {
 	t.Helper()
 	ctx := context.Background()
 	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns"},
@@ -566,9 +566,11 @@ func (w *tokenWorld) createPending(t *testing.T, name string) *v1alpha1.Machine 
 		cl, err := w.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
 		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
 	})
-	eventually(t, "machine Pending", w.reconcile(name), func() bool {
+	// Its status waits for the node (Options.PendingDelay); the provider
+	// ID says the VM was created.
+	eventually(t, "machine's VM created", w.reconcile(name), func() bool {
 		got := w.machine(t, name)
-		return got != nil && got.Status.CurrentStatus.Phase == v1alpha1.MachinePending
+		return got != nil && got.Spec.ProviderID != ""
 	})
 	return w.machine(t, name)
 }
@@ -579,7 +581,7 @@ func (w *tokenWorld) createPending(t *testing.T, name string) *v1alpha1.Machine 
 // and is retried until it succeeds.
 func TestBootstrapTokenLifecycle(t *testing.T) {
 	w := newTokenWorld(t)
-	m := w.createPending(t, "pool-abc12")
+	m := w.createUnjoined(t, "pool-abc12")
 	tokens := w.tokens(t)
 	if len(tokens) != 1 || tokens[0].Name != "bootstrap-token-"+mcmFormula(m.Name) ||
 		tokens[0].Annotations[bootstrapTokenMachineAnnotation] != "ns/pool-abc12" ||
@@ -658,7 +660,7 @@ func TestBootstrapTokenGoesWithMachine(t *testing.T) {
 	if _, err := w.target.CoreV1().Secrets("kube-system").Create(context.Background(), other, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	m := w.createPending(t, "pool-abc12")
+	m := w.createUnjoined(t, "pool-abc12")
 	if n := len(w.tokens(t)); n != 2 {
 		t.Fatalf("%d tokens, want the other machine's and one under the second ID", n)
 	}

@@ -70,9 +70,11 @@ type Controller struct {
 	secretQueue  *workqueue.Queue[string]
 	nodeQueue    *workqueue.Queue[string] // nil without target
 
-	metrics  *metrics
-	writes   *expectations.Writes[string]
-	failures failureCounter
+	metrics *metrics
+	// writes are the machines' last writes, nodeWrites the nodes' (by
+	// name), until the caches show them.
+	writes, nodeWrites *expectations.Writes[string]
+	failures           failureCounter
 }
 
 // NewController returns a machine controller. control is the clientset of
@@ -113,6 +115,7 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 		classes:    inf.Classes.Lister(),
 		secrets:    inf.Secrets.Lister(),
 		writes:     expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		nodeWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
 	}
 	if c.metrics, err = newMetrics(o.Registerer); err != nil {
 		return nil, fmt.Errorf("machine: %w", err)

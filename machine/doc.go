@@ -18,7 +18,10 @@
 //     gets lastOperation state Failed with a clear description and a
 //     Warning event; nothing is created, and the machine is retried with
 //     backoff (sooner when the class or secret changes).
-//   - Creation: first, with a target cluster and <<BOOTSTRAP_TOKEN>>
+//   - Creation: first the machine finalizer and CreationStartedAnnotation
+//     are stored (a machine created with the finalizer, as a MachineSet
+//     creates them, stores the creation start with the provider ID
+//     instead). Then, with a target cluster and <<BOOTSTRAP_TOKEN>>
 //     (plain or URL-encoded) in the user data, the machine's bootstrap
 //     token: a bootstrap.kubernetes.io/token Secret bootstrap-token-<id>
 //     in the target's kube-system, with MCM's ID for the machine name (so
@@ -35,7 +38,10 @@
 //     afterwards (Unimplemented skips it; NotFound is a failure, as in
 //     MCM's controller). The provider ID, the node label and the default
 //     priority annotation are stored, then phase Pending (Available
-//     without a target cluster, with the driver's addresses). A VM whose
+//     without a target cluster, with the driver's addresses) — on a first
+//     creation only once Options.PendingDelay has passed without the node
+//     joining: a node that joins sooner takes the machine from no phase
+//     straight to Running. A VM whose
 //     node name belongs to another machine's Node is deleted and the
 //     machine marked Failed. Failures give CrashLoopBackOff, or Failed
 //     once the creation timeout has passed since

@@ -220,6 +220,7 @@ func (c *Controller) onNode(oldObj, obj any) {
 func nodeChanged(old, n *corev1.Node) bool {
 	return !conditionsEquivalent(old.Status.Conditions, n.Status.Conditions) ||
 		!maps.Equal(old.Labels, n.Labels) || !maps.Equal(old.Annotations, n.Annotations) ||
+		!slices.Equal(old.Finalizers, n.Finalizers) ||
 		!slices.EqualFunc(old.Spec.Taints, n.Spec.Taints, taintEqual) ||
 		(old.DeletionTimestamp == nil) != (n.DeletionTimestamp == nil)
 }

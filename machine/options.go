@@ -33,6 +33,9 @@ const (
 	// DefaultHealthCheckPeriod is how often a Pending or Unknown machine is
 	// looked at again while a timeout runs.
 	DefaultHealthCheckPeriod = 30 * time.Second
+	// DefaultPendingDelay is how long a machine whose VM was created waits
+	// for its node before its status says Pending.
+	DefaultPendingDelay = 10 * time.Second
 	// DefaultWorkers is the number of workers of the class, secret and node
 	// queues when Options leave them unset.
 	DefaultWorkers = 5
@@ -45,9 +48,11 @@ const (
 // flow; status.lastOperation.description is only ever written, never read.
 const (
 	// CreationStartedAnnotation records (RFC 3339) when the controller first
-	// tried to create the machine's VM. The creation timeout counts from
-	// here (falling back to metadata.creationTimestamp), never from a
-	// lastUpdateTime that other writes move.
+	// tried to create the machine's VM: written before the driver is
+	// called, or, for a machine created with the finalizer, with the VM's
+	// provider ID. The creation timeout counts from here (falling back to
+	// metadata.creationTimestamp), never from a lastUpdateTime that other
+	// writes move.
 	CreationStartedAnnotation = "mcmkit.io/creation-started"
 	// UnhealthySinceAnnotation records (RFC 3339) when the machine was last
 	// found unhealthy after being Running. The health timeout counts from
@@ -167,6 +172,18 @@ type Options struct {
 	// re-examined. Zero means DefaultHealthCheckPeriod.
 	HealthCheckPeriod time.Duration
 
+	// PendingDelay is how long after its creation started a machine whose
+	// VM was created keeps the status it had (none, on a first creation)
+	// while waiting for its node, before the status says Pending. A node
+	// that joins sooner takes the machine straight to Running, one status
+	// write instead of two; with a real cloud, whose nodes take a minute
+	// to join, it only makes Pending a few seconds late. The provider ID
+	// and node label are written at once either way. A creation that
+	// follows a failed one (CrashLoopBackOff) writes Pending at once, so
+	// the failure does not stay on the machine. Zero means
+	// DefaultPendingDelay; negative means no delay.
+	PendingDelay time.Duration
+
 	// Drainer drains nodes. Nil means a *drain.Drainer built on the target
 	// client with DrainOptions.
 	Drainer Drainer
@@ -253,6 +270,7 @@ func (o Options) complete() (Options, error) {
 	def(&o.ResourceExhaustedRetry, o.LongRetry)
 	def(&o.MaxRetryDelay, DefaultMaxRetryDelay)
 	def(&o.HealthCheckPeriod, DefaultHealthCheckPeriod)
+	def(&o.PendingDelay, DefaultPendingDelay)
 	for _, w := range []*int{&o.ClassWorkers, &o.SecretWorkers, &o.NodeWorkers} {
 		if *w == 0 {
 			*w = DefaultWorkers

@@ -35,6 +35,10 @@ type observation struct {
 	SecretProblem, SecretReason string
 	// Node is the machine's node in the target cluster, nil if absent.
 	Node *corev1.Node
+	// NodeStale is set when the cached node does not show the
+	// controller's last write to it yet: it is not synced from that copy
+	// (its update event brings the machine back).
+	NodeStale bool
 	// ReplacementDenied is the replacement gate's reason for not letting
 	// the health timeout mark the machine Failed now; "" when it was not
 	// asked or agreed. The gate is asked only when a plan wants to mark
@@ -140,10 +144,20 @@ func planMachine(obs observation, o *Options) machinePlan {
 		return p
 	}
 	planHealth(&p, obs, o)
-	if obs.Node != nil {
+	if obs.Node != nil && !obs.NodeStale {
 		p.Node = planNodeSync(obs.Node, m, obs.Class)
 	}
 	return p
+}
+
+// pendingTransition is the status of a machine whose VM was created and
+// whose node has not joined yet.
+var pendingTransition = transition{
+	Phase: v1alpha1.MachinePending, TimeoutActive: true,
+	Op: v1alpha1.LastOperation{
+		Description: "Creating machine on cloud provider",
+		State:       v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationCreate,
+	},
 }
 
 // needsCreate reports whether the machine still needs its VM created (or
@@ -154,7 +168,14 @@ func needsCreate(m *v1alpha1.Machine) bool {
 	if phase == v1alpha1.MachineFailed || phase == v1alpha1.MachineTerminating {
 		return false
 	}
-	return m.Spec.ProviderID == "" || phase == "" || phase == v1alpha1.MachineCrashLoopBackOff
+	if m.Spec.ProviderID == "" || phase == v1alpha1.MachineCrashLoopBackOff {
+		return true
+	}
+	// A provider ID without a phase: with a node label, the VM was
+	// created and the status waits for Options.PendingDelay; without, the
+	// creation stopped between its two writes, and is repeated (the
+	// driver adopts the VM).
+	return phase == "" && nodeNameOf(m) == ""
 }
 
 // badInput reports a problem with the machine, its class or its secret.
@@ -234,13 +255,7 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
 		setAnnotation(m, v1alpha1.MachinePriorityAnnotation, v1alpha1.MachinePriorityDefault)
 	}
-	created := transition{
-		Phase: v1alpha1.MachinePending, TimeoutActive: true,
-		Op: v1alpha1.LastOperation{
-			Description: "Creating machine on cloud provider",
-			State:       v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationCreate,
-		},
-	}
+	created := pendingTransition
 	p.RequeueAfter = o.HealthCheckPeriod
 	if obs.HasTarget {
 		setLabel(m, v1alpha1.NodeLabelKey, out.NodeName)
@@ -260,17 +275,27 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 	m := p.Machine
 	now := obs.Now
 	node := obs.Node
+	healthy, why := nodeHealth(node, conditionTypes(obs.Config.NodeConditions))
+	joined := healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey)
+	if m.Status.CurrentStatus.Phase == "" && !joined {
+		// The VM was created and its status not written yet
+		// (Options.PendingDelay).
+		if wait := o.PendingDelay - now.Sub(creationStart(m)); wait > 0 {
+			p.RequeueAfter = wait
+			return
+		}
+		report(m, now, pendingTransition)
+	}
 	if node != nil && !conditionsEquivalent(m.Status.Conditions, node.Status.Conditions) {
 		m.Status.Conditions = nil
 		for _, c := range node.Status.Conditions {
 			m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
 		}
 	}
-	healthy, why := nodeHealth(node, conditionTypes(obs.Config.NodeConditions))
 	period := o.HealthCheckPeriod
 	switch m.Status.CurrentStatus.Phase {
-	case v1alpha1.MachinePending, v1alpha1.MachineAvailable:
-		if healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey) {
+	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable:
+		if joined {
 			// The join duration is the lastOperation's and the join
 			// metric's; MCM's machine-join-duration annotation would cost
 			// a write of its own.

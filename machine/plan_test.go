@@ -673,3 +673,78 @@ func TestHealthTimeoutResetAfterOutage(t *testing.T) {
 		})
 	}
 }
+
+// TestPendingDelay: a machine whose VM was created keeps its empty status
+// while its node may still join within Options.PendingDelay, goes straight
+// to Running when it does, and says Pending after the delay; a creation
+// that never wrote its node label is repeated instead.
+func TestPendingDelay(t *testing.T) {
+	o := testOptions(t)
+	created := func(since time.Duration) *v1alpha1.Machine {
+		m := withPhase(baseMachine(), "", "sim:///vm-1")
+		m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-since))}
+		return m
+	}
+	ready := node(cond(corev1.NodeReady, corev1.ConditionTrue))
+	tests := []struct {
+		name        string
+		m           *v1alpha1.Machine
+		node        *corev1.Node
+		wantPhase   v1alpha1.MachinePhase
+		wantRequeue time.Duration
+	}{
+		{"within the delay, no node: nothing written", created(time.Second), nil, "", DefaultPendingDelay - time.Second},
+		{"within the delay, node not Ready: nothing written", created(time.Second),
+			node(cond(corev1.NodeReady, corev1.ConditionFalse)), "", DefaultPendingDelay - time.Second},
+		{"within the delay, node Ready: Running", created(time.Second), ready, v1alpha1.MachineRunning, o.LongRetry},
+		{"after the delay: Pending", created(DefaultPendingDelay), nil, v1alpha1.MachinePending, o.HealthCheckPeriod},
+		{"after the delay, node Ready: Running", created(time.Minute), ready, v1alpha1.MachineRunning, o.LongRetry},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			obs := obsFor(tt.m)
+			obs.Node = tt.node
+			p := planMachine(obs, o)
+			if p.Kind != planUpdate {
+				t.Fatalf("plan %v, want Update", p.Kind)
+			}
+			if got := p.Machine.Status.CurrentStatus.Phase; got != tt.wantPhase {
+				t.Errorf("phase %q, want %q", got, tt.wantPhase)
+			}
+			if tt.wantPhase == "" && !cmp.Equal(p.Machine.Status, tt.m.Status) {
+				t.Errorf("status changed: %s", cmp.Diff(tt.m.Status, p.Machine.Status))
+			}
+			if p.RequeueAfter != tt.wantRequeue {
+				t.Errorf("requeue after %v, want %v", p.RequeueAfter, tt.wantRequeue)
+			}
+		})
+	}
+
+	unlabelled := created(time.Second)
+	unlabelled.Labels = nil
+	if p := planMachine(obsFor(unlabelled), o); p.Kind != planCreate {
+		t.Errorf("a provider ID without node label or phase: plan %v, want Create", p.Kind)
+	}
+	noDelay, err := Options{PendingDelay: -1}.complete()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p := planMachine(obsFor(created(0)), &noDelay); p.Machine.Status.CurrentStatus.Phase != v1alpha1.MachinePending {
+		t.Errorf("negative PendingDelay: phase %q, want Pending at once", p.Machine.Status.CurrentStatus.Phase)
+	}
+}
+
+// TestStaleNodeIsNotSynced: a node whose cached copy does not show the
+// controller's last write is not patched from that copy.
+func TestStaleNodeIsNotSynced(t *testing.T) {
+	o := testOptions(t)
+	obs := obsFor(withPhase(baseMachine(), v1alpha1.MachineRunning, "sim:///vm-1"))
+	obs.Node = node(cond(corev1.NodeReady, corev1.ConditionTrue))
+	if p := planMachine(obs, o); p.Node == nil {
+		t.Fatal("a node without the machine-name label: no node sync planned")
+	}
+	obs.NodeStale = true
+	if p := planMachine(obs, o); p.Node != nil {
+		t.Errorf("stale node: node sync planned: %+v", p.Node.ObjectMeta)
+	}
+}

@@ -96,6 +96,7 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		node = nil
+		c.nodeWrites.Forget(name)
 	} else if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting node %s: %w", name, err)
 	}

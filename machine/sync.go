@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -66,14 +67,23 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	logger.V(4).Info("Planned", "plan", p.Kind, "phase", cached.Status.CurrentStatus.Phase)
 
 	if p.Kind == planCreate {
-		// Record the creation start before calling the driver, so the
-		// creation timeout survives restarts.
-		cur, err := c.writeMachine(ctx, cached, p.Machine)
-		if err != nil {
-			return workqueue.Result{}, err
+		// The finalizer must be stored before a VM can exist; the
+		// creation start goes with it. A machine created with the
+		// finalizer (by a MachineSet) records its creation start with
+		// the VM's provider ID instead, one write fewer: until then its
+		// creation timeout counts from its creation timestamp, and its
+		// deletion asks the driver for a VM (see lookUpNodeName).
+		cur := cached
+		if !slices.Contains(cached.Finalizers, v1alpha1.MachineFinalizer) {
+			var err error
+			if cur, err = c.writeMachine(ctx, cached, p.Machine); err != nil {
+				return workqueue.Result{}, err
+			}
+			obs.Machine = cur
+		} else {
+			obs.Machine = p.Machine
 		}
-		obs.Machine = cur
-		out := c.create(ctx, cur, obs.Class, secret)
+		out := c.create(ctx, obs.Machine, obs.Class, secret)
 		p = planCreateOutcome(obs, out, &c.opts)
 		if out.FailedOp == "" {
 			logger.Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
@@ -137,12 +147,14 @@ type joinedPlan struct {
 }
 
 // joinedAtOnce writes the metadata of a VM just created (provider ID,
-// node label, priority), and then, if the node is in the cache by now —
-// with drivers that wait for the node to register, it is — plans the
-// machine from there: a node that is already Ready takes the machine
-// straight to Running instead of through a Pending status write, and the
-// node is synced in the same sync. ok is false when it did nothing (no
-// target cluster, or the creation failed).
+// node label, priority), and plans the machine's status from there: if
+// the node is in the cache by now — with drivers that wait for the node
+// to register, it is — and Ready, the machine goes straight to Running
+// and the node is synced in the same sync; if not, a first creation
+// leaves the status alone for Options.PendingDelay, in which the node's
+// arrival takes the machine to Running with one status write instead of
+// two. ok is false when it did nothing (no target cluster, or the
+// creation failed).
 func (c *Controller) joinedAtOnce(ctx context.Context, cur *v1alpha1.Machine, obs observation, created machinePlan) (joinedPlan, bool, error) {
 	m := created.Machine
 	if c.nodes == nil || created.Retry != retryNone || m.Status.CurrentStatus.Phase != v1alpha1.MachinePending {
@@ -155,11 +167,20 @@ func (c *Controller) joinedAtOnce(ctx context.Context, cur *v1alpha1.Machine, ob
 		return joinedPlan{}, false, err
 	}
 	next := written.DeepCopy()
-	next.Status = m.Status
+	if cur.Status.CurrentStatus.Phase != "" {
+		// A creation after a failed one says Pending at once, so that the
+		// failure does not stay on the machine.
+		next.Status = m.Status
+	}
 	out := joinedPlan{cached: written, plan: created}
 	out.plan.Machine = next
-	if node, err := c.nodes.Get(nodeNameOf(next)); err == nil {
+	node, err := c.nodes.Get(nodeNameOf(next))
+	if err != nil {
+		node = nil
+	}
+	if node != nil || next.Status.CurrentStatus.Phase == "" {
 		obs.Now, obs.Machine, obs.Node = c.opts.Clock.Now(), next, node
+		obs.NodeStale = node != nil && !c.nodeWrites.Observed(node.Name, node.ResourceVersion)
 		if q := planMachine(obs, &c.opts); q.Kind == planUpdate {
 			out.plan, out.node = q, node
 		}
@@ -202,7 +223,7 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 	if c.nodes != nil {
 		if name := nodeNameOf(m); name != "" {
 			if n, err := c.nodes.Get(name); err == nil {
-				obs.Node = n
+				obs.Node, obs.NodeStale = n, !c.nodeWrites.Observed(n.Name, n.ResourceVersion)
 			}
 		}
 	}

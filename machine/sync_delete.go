@@ -151,9 +151,9 @@ func (c *Controller) lookUpNodeName(ctx context.Context, m *v1alpha1.Machine) st
 	if nodes, err := c.nodes.List(sel); err == nil && len(nodes) == 1 {
 		return nodes[0].Name
 	}
-	if m.Spec.ProviderID == "" && m.Annotations[CreationStartedAnnotation] == "" {
-		return "" // no VM was ever asked for
-	}
+	// The driver is asked even without a provider ID or creation start:
+	// a machine created with its finalizer records its creation start
+	// only with the VM's provider ID, so a VM may exist without either.
 	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
 	if err != nil {
 		return ""

@@ -2,10 +2,14 @@ package machine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
@@ -78,9 +82,9 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 	return updated, nil
 }
 
-// patchNode writes what planNodeSync changed, each part guarded by the
-// node's resourceVersion: status.capacity first, then labels,
-// annotations, finalizers and taints. The capacity goes first because the
+// patchNode writes what planNodeSync changed: status.capacity first,
+// guarded by the node's resourceVersion, then labels, annotations,
+// finalizers and taints (see nodeMetaPatch for which need a guard). The capacity goes first because the
 // virtual-capacity record (an annotation) must never claim what the
 // status does not have yet: a crash in between then repeats the status
 // write instead of forgetting a resource to remove.
@@ -92,14 +96,18 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 		var written *corev1.Node
 		if written, err = patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager, "status"); err == nil {
 			rv = written.ResourceVersion
+			c.nodeWrites.Wrote(cur.Name, rv)
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("syncing virtual capacity to node %s: %w", cur.Name, err)
 	}
-	data, err = patch.Diff(nodeFields(cur), nodeFields(desired), rv)
+	data, pt, err := nodeMetaPatch(cur, desired, rv)
 	if err == nil && data != nil {
-		_, err = patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager)
+		var written *corev1.Node
+		if written, err = nodes.Patch(ctx, cur.Name, pt, data, metav1.PatchOptions{FieldManager: c.opts.FieldManager}); err == nil {
+			c.nodeWrites.Wrote(cur.Name, written.ResourceVersion)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("syncing node template to node %s: %w", cur.Name, err)
@@ -108,6 +116,42 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 		logr.FromContextOrDiscard(ctx).V(2).Info("Synced node template to node", "node", cur.Name)
 	}
 	return nil
+}
+
+// nodeMetaPatch is the patch of the node's labels, annotations,
+// finalizers and taints from cur to desired, nil when they are equal.
+//
+// Labels and annotations are merged key by key, so a patch of them alone
+// cannot undo anyone's concurrent change and needs no guard; a finalizer
+// that is only added goes as a strategic merge patch, which the API server
+// merges into the node's list. Such a patch is sent without a
+// resourceVersion: the kubelet updates a new node's status right after
+// registering it, and a guard would make the write fail on that alone. A
+// patch that removes a finalizer or changes the taints, lists a merge
+// patch replaces whole, is guarded by rv.
+func nodeMetaPatch(cur, desired *corev1.Node, rv string) ([]byte, types.PatchType, error) {
+	added := slices.DeleteFunc(slices.Clone(desired.Finalizers), func(f string) bool { return slices.Contains(cur.Finalizers, f) })
+	removed := slices.ContainsFunc(cur.Finalizers, func(f string) bool { return !slices.Contains(desired.Finalizers, f) })
+	if removed || !slices.EqualFunc(cur.Spec.Taints, desired.Spec.Taints, taintEqual) {
+		data, err := patch.Diff(nodeFields(cur), nodeFields(desired), rv)
+		return data, types.MergePatchType, err
+	}
+	maps := func(n *corev1.Node) patch.Fields {
+		return patch.Fields{"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations}}
+	}
+	data, err := patch.Diff(maps(cur), maps(desired), "")
+	if err != nil || len(added) == 0 {
+		return data, types.StrategicMergePatchType, err
+	}
+	p := map[string]map[string]any{"metadata": {}}
+	if data != nil {
+		if err := json.Unmarshal(data, &p); err != nil {
+			return nil, "", err
+		}
+	}
+	p["metadata"]["finalizers"] = added
+	data, err = json.Marshal(p)
+	return data, types.StrategicMergePatchType, err
 }
 
 func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {

@@ -289,15 +289,25 @@ func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet
 }
 
 // newMachine is a machine of the set: named <set>-<random>, with the
-// template's labels, annotations and spec, controlled by the set.
+// template's labels, annotations and spec, controlled by the set. It
+// carries from its creation what the machine controller would otherwise
+// write before creating its VM: the machine finalizer, and the default
+// deletion priority unless the template sets one.
 func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
 	t := set.Spec.Template.DeepCopy()
+	if t.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
+		if t.Annotations == nil {
+			t.Annotations = map[string]string{}
+		}
+		t.Annotations[v1alpha1.MachinePriorityAnnotation] = v1alpha1.MachinePriorityDefault
+	}
 	return &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{
 			GenerateName:    set.Name + "-",
 			Namespace:       set.Namespace,
 			Labels:          t.Labels,
 			Annotations:     t.Annotations,
+			Finalizers:      []string{v1alpha1.MachineFinalizer},
 			OwnerReferences: []metav1.OwnerReference{controllerRef(set)},
 		},
 		Spec: t.Spec,

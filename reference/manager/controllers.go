@@ -11,6 +11,7 @@ import (
 	"k8s.io/client-go/informers"
 	coreinformers "k8s.io/client-go/informers/core/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -50,6 +51,11 @@ type ControllerContext struct {
 	Registerer prometheus.Registerer
 	Recorder   record.EventRecorder
 	Logger     logr.Logger
+
+	// controlCfg and targetCfg (nil without a target cluster) are what
+	// the clients above are built from, so that each group can have its
+	// own (withOwnClients).
+	controlCfg, targetCfg *rest.Config
 
 	// Gates are shared by the controllers of one manager, across groups:
 	// a controller whose table entry says ProvidesSafetyGate sets them

@@ -377,16 +377,9 @@ func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Confi
 	if targetCfg != nil {
 		targetCfg = listWatchTransport(instrumentREST(targetCfg, restMetrics), m.listWatch, "target")
 	}
-	if cc.Machines, err = versioned.NewForConfig(withContentType(controlCfg, runtime.ContentTypeJSON)); err != nil {
-		return cc, nil, fmt.Errorf("control cluster client: %w", err)
-	}
-	if cc.ControlCore, err = kubernetes.NewForConfig(withContentType(controlCfg, m.cfg.KubeAPIContentType)); err != nil {
-		return cc, nil, fmt.Errorf("control cluster client: %w", err)
-	}
-	if targetCfg != nil {
-		if cc.TargetCore, err = kubernetes.NewForConfig(withContentType(targetCfg, m.cfg.KubeAPIContentType)); err != nil {
-			return cc, nil, fmt.Errorf("target cluster client: %w", err)
-		}
+	cc.controlCfg, cc.targetCfg = controlCfg, targetCfg
+	if cc, err = cc.withOwnClients(); err != nil {
+		return cc, nil, err
 	}
 	scheme := runtime.NewScheme()
 	if err := kscheme.AddToScheme(scheme); err != nil {
@@ -401,6 +394,29 @@ func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Confi
 	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.ControlCore.CoreV1().Events("")})
 	cc.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource})
 	return cc, broadcaster.Shutdown, nil
+}
+
+// withOwnClients returns cc with clients of its own: each client of
+// client-go has its own rate limiter, so the controllers given these
+// clients get a budget of --kube-api-qps and --kube-api-burst per cluster
+// and API of their own (see runControllers).
+func (cc ControllerContext) withOwnClients() (ControllerContext, error) {
+	if cc.controlCfg == nil {
+		return cc, nil // clients given as they are (tests with fakes)
+	}
+	var err error
+	if cc.Machines, err = versioned.NewForConfig(withContentType(cc.controlCfg, runtime.ContentTypeJSON)); err != nil {
+		return cc, fmt.Errorf("control cluster client: %w", err)
+	}
+	if cc.ControlCore, err = kubernetes.NewForConfig(withContentType(cc.controlCfg, cc.Config.KubeAPIContentType)); err != nil {
+		return cc, fmt.Errorf("control cluster client: %w", err)
+	}
+	if cc.targetCfg != nil {
+		if cc.TargetCore, err = kubernetes.NewForConfig(withContentType(cc.targetCfg, cc.Config.KubeAPIContentType)); err != nil {
+			return cc, fmt.Errorf("target cluster client: %w", err)
+		}
+	}
+	return cc, nil
 }
 
 // withContentType returns a copy of cfg whose requests carry contentType
@@ -477,9 +493,16 @@ func (m *Manager) groupPlan(names []string) []groupPlan {
 func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p groupPlan) error {
 	ns := m.cfg.Namespace
 	names := p.names
+	// Each group has clients, and so client rate limits, of its own, as
+	// each of MCM's two processes has: the machine controller's writes do
+	// not queue behind the MachineSet controller's creations, nor the
+	// other way round.
+	cc, err := cc.withOwnClients()
+	if err != nil {
+		return err
+	}
 	// One stored object that cannot be decoded must not keep every informer
 	// of its kind from syncing: it is reported and left out.
-	var err error
 	cc.MachineInformers, err = tolerant.NewSharedInformerFactory(cc.Machines, ns, 0, tolerant.Options{
 		Recorder: cc.Recorder, Registerer: m.reg, Logger: m.log.WithName("informers"),
 	})
