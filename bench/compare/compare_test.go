@@ -46,6 +46,8 @@ import (
 const (
 	nodeMonitorGracePeriod = 2 * time.Hour
 	simLeasePeriod         = time.Hour
+	// simKubeletQPS is the simulated kubelet's client limit (and burst).
+	simKubeletQPS = 2000
 )
 
 // Client limits of both managers, as the comparison is specified: every
@@ -65,6 +67,7 @@ const (
 	envSettle       = "MCM_BENCH_SETTLE"
 	envSteady       = "MCM_BENCH_STEADY"
 	envRunTimeout   = "MCM_BENCH_RUN_TIMEOUT"
+	envToken        = "MCM_BENCH_BOOTSTRAP_TOKEN"
 	envLock         = "MCM_BENCH_LOCK"
 	envRun          = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	defaultScenario = "M:100,500,1000 D:100,500,1000 R:1000 S:1000 X:10000"
@@ -95,6 +98,9 @@ type options struct {
 	// classes' providerSpec bootDelay; the simulated cloud adds up to
 	// three seconds of jitter), rolloutBootDelay R's.
 	bootDelay, rolloutBootDelay time.Duration
+	// bootstrapToken makes the machines' user data ask for a bootstrap
+	// token.
+	bootstrapToken bool
 	// settle is how long writes are still counted after a run's end
 	// condition holds, so that the writes a scenario causes and that
 	// come a little late (status updates) are counted.
@@ -167,6 +173,13 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		steady:           envDuration(b, envSteady, time.Minute),
 		runTimeout:       envDuration(b, envRunTimeout, 30*time.Minute),
 		lock:             os.Getenv(envLock),
+	}
+	switch v := os.Getenv(envToken); v {
+	case "", "0", "false":
+	case "1", "true":
+		opts.bootstrapToken = true
+	default:
+		b.Fatalf("%s=%q: want 1 or 0", envToken, v)
 	}
 	var err error
 	if opts.scenarios, err = parseScenarios(cmp.Or(os.Getenv(envScenarios), defaultScenario)); err != nil {

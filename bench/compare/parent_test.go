@@ -34,9 +34,12 @@ type runSpec struct {
 	Bins             binaries      `json:"bins"`
 	BootDelay        time.Duration `json:"bootDelay"`
 	RolloutBootDelay time.Duration `json:"rolloutBootDelay"`
-	Settle           time.Duration `json:"settle"`
-	Steady           time.Duration `json:"steady"`
-	Timeout          time.Duration `json:"timeout"`
+	// BootstrapToken puts MCM's bootstrap token placeholder into the
+	// user data.
+	BootstrapToken bool          `json:"bootstrapToken,omitempty"`
+	Settle         time.Duration `json:"settle"`
+	Steady         time.Duration `json:"steady"`
+	Timeout        time.Duration `json:"timeout"`
 	// Out is the file the child writes its result to.
 	Out string `json:"out"`
 }
@@ -59,7 +62,7 @@ func compare(b *testing.B, opts options) {
 			for _, system := range opts.systems {
 				runs = append(runs, runSpec{
 					Scenario: sc.name, Machines: n, System: system, Bins: bins,
-					BootDelay: opts.bootDelay, RolloutBootDelay: opts.rolloutBootDelay,
+					BootDelay: opts.bootDelay, RolloutBootDelay: opts.rolloutBootDelay, BootstrapToken: opts.bootstrapToken,
 					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout,
 					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
 				})

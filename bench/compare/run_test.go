@@ -36,11 +36,13 @@ const (
 	className      = "bench-v1"
 	nextClassName  = "bench-v2" // R's new template
 	deploymentName = "bench"
-	// userData carries MCM's bootstrap token placeholder, as a worker's
-	// user data does: both managers then issue a bootstrap token for
-	// each machine, as in production (MCM issues one whatever the user
-	// data says; mcm only for a placeholder).
-	userData = "#cloud-config\nbootstrap-token: <<BOOTSTRAP_TOKEN>>\n"
+	// userData is a bare machine's: it asks for no bootstrap token, so
+	// mcm issues none, while MCM issues one for every machine whatever
+	// the user data says. tokenUserData carries MCM's placeholder, as a
+	// worker's user data does (MCM_BENCH_BOOTSTRAP_TOKEN): both managers
+	// then issue a token per machine, a Secret created and deleted.
+	userData      = "#cloud-config\n"
+	tokenUserData = "#cloud-config\nbootstrap-token: <<BOOTSTRAP_TOKEN>>\n"
 )
 
 // generatorParallelism and the generator's client limits make the load
@@ -412,10 +414,14 @@ func (r *run) steadyState(ctx context.Context) error {
 // createClasses creates the run's secret and a class of each name whose
 // VMs boot after bootDelay (plus the simulated cloud's jitter).
 func (r *run) createClasses(ctx context.Context, bootDelay time.Duration, names ...string) error {
+	ud := userData
+	if r.spec.BootstrapToken {
+		ud = tokenUserData
+	}
 	secret := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.ns},
 		Data: map[string][]byte{
-			v1alpha1.UserDataKey: []byte(userData),
+			v1alpha1.UserDataKey: []byte(ud),
 			sim.CredentialsKey:   []byte("token"),
 		},
 	}
