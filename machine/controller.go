@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -74,7 +75,10 @@ type Controller struct {
 	// writes are the machines' last writes, nodeWrites the nodes' (by
 	// name), until the caches show them.
 	writes, nodeWrites *expectations.Writes[string]
-	failures           failureCounter
+	// finalized holds the UID of each machine, by key, whose finalizer
+	// the controller removed, until the cache drops the machine.
+	finalized sync.Map
+	failures  failureCounter
 }
 
 // NewController returns a machine controller. control is the clientset of

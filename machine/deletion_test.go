@@ -12,6 +12,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	k8stesting "k8s.io/client-go/testing"
@@ -265,8 +266,10 @@ func TestDeleteNodeStep(t *testing.T) {
 		for _, a := range target.Actions() {
 			verbs = append(verbs, a.GetVerb())
 			if p, ok := a.(k8stesting.PatchAction); ok {
-				if want := `{"metadata":{"finalizers":["other"],"resourceVersion":"5"}}`; string(p.GetPatch()) != want {
-					t.Errorf("patch %s, want %s", p.GetPatch(), want)
+				// Only this finalizer, whatever the node's list is by now.
+				want := `{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + v1alpha1.NodeFinalizer + `"]}}`
+				if string(p.GetPatch()) != want || p.GetPatchType() != types.StrategicMergePatchType {
+					t.Errorf("patch %s %s, want %s %s", p.GetPatchType(), p.GetPatch(), types.StrategicMergePatchType, want)
 				}
 			}
 		}

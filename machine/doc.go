@@ -78,9 +78,12 @@
 //     for a Failed machine, ScaleDown otherwise), and a machine without
 //     the node label finds its node by the node's machine-name label or,
 //     failing that, through the driver's GetMachineStatus. Each sync observes,
-//     decides the step (decideDeletion), runs it and writes the outcome;
-//     each step is idempotent and only advances after its work, so a crash
-//     repeats at most one step. The drain runs in non-blocking passes of
+//     decides the step (decideDeletion), runs it, and goes on with the next
+//     until one waits or fails; only then is the outcome (step, phase
+//     Terminating, lastOperation) written, and a flow that ends within the
+//     sync writes only the finalizer's removal. Each step is idempotent and
+//     the stored step only advances after its work, so a crash repeats the
+//     steps done since the last write. The drain runs in non-blocking passes of
 //     the drain engine (state in DrainStateAnnotation), forced after the
 //     drain timeout or with the force-deletion label; a pod whose eviction
 //     PodDisruptionBudgets refused maxEvictRetries times is deleted without

@@ -107,6 +107,23 @@ func (f *fakeController) createMachine(t *testing.T, name string) {
 	})
 }
 
+// deleteAndSync marks machine name deleted (the fake clientset keeps an
+// object with finalizers as it is) and syncs it until the controller
+// removed its finalizer.
+func (f *fakeController) deleteAndSync(t *testing.T, name string, reconcile func() error) {
+	t.Helper()
+	got, _ := f.machine(t, name)
+	del := got.DeepCopy()
+	del.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "machine finalizer removed", reconcile, func() bool {
+		got, ok := f.machine(t, name)
+		return !ok || !slices.Contains(got.Finalizers, v1alpha1.MachineFinalizer)
+	})
+}
+
 // TestFrozenBlocksCreationButNotDeletion: while the safety gate is
 // closed, no VM is created; a machine being deleted is still deleted.
 func TestFrozenBlocksCreationButNotDeletion(t *testing.T) {
@@ -146,16 +163,7 @@ func TestFrozenBlocksCreationButNotDeletion(t *testing.T) {
 
 	// Frozen again: the deletion runs all the same.
 	f.frozen.Store(true)
-	got, _ := f.machine(t, "m1")
-	del := got.DeepCopy()
-	del.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
-		t.Fatal(err)
-	}
-	eventually(t, "machine finalizer removed", reconcile, func() bool {
-		got, ok := f.machine(t, "m1")
-		return !ok || !slices.Contains(got.Finalizers, v1alpha1.MachineFinalizer)
-	})
+	f.deleteAndSync(t, "m1", reconcile)
 	if n := f.cloud.Calls(driver.OperationDeleteMachine); n == 0 {
 		t.Error("DeleteMachine not called while frozen")
 	}
@@ -237,5 +245,34 @@ func TestDriverFailureIsAnError(t *testing.T) {
 	got, _ := f.machine(t, "m1")
 	if got.Status.CurrentStatus.Phase != v1alpha1.MachineCrashLoopBackOff || got.Status.LastOperation.ErrorCode != "Unavailable" {
 		t.Errorf("machine status %+v, want CrashLoopBackOff with code Unavailable", got.Status)
+	}
+}
+
+// TestFinishedDeletionIsNotRepeated: once the controller removed a
+// machine's finalizer, a sync of the copy the cache still holds does
+// nothing: no driver call, no write.
+func TestFinishedDeletionIsNotRepeated(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
+	f.createMachine(t, "m1")
+	eventually(t, "machine Available", reconcile, func() bool {
+		got, ok := f.machine(t, "m1")
+		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
+	})
+	f.deleteAndSync(t, "m1", reconcile)
+	deletes, writes := f.cloud.Calls(driver.OperationDeleteMachine), len(f.mc.Actions())
+	// The fake clientset keeps the object; the cache may still show the
+	// finalizer. Either way nothing more happens.
+	for range 3 {
+		if err := reconcile(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if n := f.cloud.Calls(driver.OperationDeleteMachine); n != deletes {
+		t.Errorf("DeleteMachine called %d more times after the finalizer was removed", n-deletes)
+	}
+	if extra := f.mc.Actions()[writes:]; len(extra) != 0 {
+		t.Errorf("API calls after the finalizer was removed: %v", extra)
 	}
 }

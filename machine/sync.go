@@ -32,11 +32,18 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 	cached, err := c.machines.Machines(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.writes.Forget(key)
+		c.finalized.Delete(key)
 		c.failures.reset(key)
 		return workqueue.Result{}, nil
 	}
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting machine %s: %w", key, err)
+	}
+	if uid, ok := c.finalized.Load(key); ok {
+		if uid == cached.UID {
+			return workqueue.Result{}, nil // gone; the cache does not know yet
+		}
+		c.finalized.Delete(key) // a new machine of the same name
 	}
 	if !c.writes.Observed(key, cached.ResourceVersion) {
 		// Our last write is not in the cache yet; its event requeues us.

@@ -27,19 +27,25 @@ import (
 const maxStepsPerSync = 8
 
 // syncDeletion runs the deletion flow of a machine: observe, decide the
-// current step (decideDeletion), run it (one function per step), write the
+// current step (decideDeletion), run it (one function per step), plan the
 // outcome (planDeletionWrite), and go on with the next step until one has
-// to wait. Every step's work happens before the step annotation moves on,
-// so after a crash the current step is repeated.
+// to wait. The outcome is written when a step waits or fails, not after
+// every step that is done at once: steps done back to back in one sync
+// cost no write until one waits, and a machine whose flow ends in the
+// sync costs only the finalizer's removal. Every step's work happens
+// before the stored step moves on and every step can be repeated, so
+// after a crash the flow goes on from the last stored step.
 func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine) (workqueue.Result, error) {
 	if !slices.Contains(cached.Finalizers, v1alpha1.MachineFinalizer) {
 		return workqueue.Result{}, nil // not ours (any more)
 	}
 	logger := logr.FromContextOrDiscard(ctx)
-	cur, err := c.prepareNodeForDeletion(ctx, cached)
+	stored, err := c.prepareNodeForDeletion(ctx, cached)
 	if err != nil {
 		return workqueue.Result{}, err
 	}
+	cur := stored // as planned: stored, and the steps done since
+	var events []*event
 	for range maxStepsPerSync {
 		in, creds := c.observeDeletion(cur)
 		d := decideDeletion(in)
@@ -48,23 +54,45 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 			// A machine deleted before it joined leaves no bootstrap token
 			// behind; a failure keeps the finalizer and is retried.
 			if err := c.deleteBootstrapTokens(ctx, cur); err != nil {
+				// The steps done so far are stored, so that the retry does
+				// not repeat them.
+				written, werr := c.writeMachine(ctx, stored, cur)
+				if werr == nil {
+					c.recordEvents(written, events)
+				}
+				return workqueue.Result{}, errors.Join(err, werr)
+			}
+			if err := c.removeFinalizer(ctx, stored); err != nil {
 				return workqueue.Result{}, err
 			}
-			return workqueue.Result{}, c.removeFinalizer(ctx, cur, in.Now)
+			c.recordEvents(cur, events)
+			return workqueue.Result{}, nil
 		}
 		out, stepErr := c.runDeletionStep(ctx, cur, in, d, creds)
-		written, err := c.writeMachine(ctx, cur, planDeletionWrite(cur, in.Now, d, out))
-		if err != nil {
-			return workqueue.Result{}, errors.Join(stepErr, err)
-		}
-		c.recordEvent(written, out.Event)
+		cur = planDeletionWrite(cur, in.Now, d, out)
+		events = append(events, out.Event)
 		if stepErr != nil || !out.Done {
+			written, err := c.writeMachine(ctx, stored, cur)
+			if err != nil {
+				return workqueue.Result{}, errors.Join(stepErr, err)
+			}
+			c.recordEvents(written, events)
 			return workqueue.Result{RequeueAfter: out.RequeueAfter}, stepErr
 		}
 		c.failures.reset(workqueue.KeyOf(cur))
-		cur = written
 	}
+	written, err := c.writeMachine(ctx, stored, cur)
+	if err != nil {
+		return workqueue.Result{}, err
+	}
+	c.recordEvents(written, events)
 	return workqueue.Result{RequeueAfter: time.Second}, nil
+}
+
+func (c *Controller) recordEvents(m *v1alpha1.Machine, events []*event) {
+	for _, e := range events {
+		c.recordEvent(m, e)
+	}
 }
 
 // prepareNodeForDeletion runs before the drain can start: it makes sure
@@ -328,9 +356,13 @@ func (c *Controller) deleteNodeStep(ctx context.Context, d deletionDecision, nam
 		return failedStep(d, err), fmt.Errorf("getting node %s: %w", name, err)
 	}
 	nodes := c.target.CoreV1().Nodes()
-	data, err := patch.Finalizer(n.Finalizers, v1alpha1.NodeFinalizer, false, n.ResourceVersion)
-	if err == nil && data != nil {
-		_, err = patch.Send(ctx, nodes.Patch, name, data, c.opts.FieldManager)
+	if slices.Contains(n.Finalizers, v1alpha1.NodeFinalizer) {
+		// A strategic merge patch removes just this finalizer, however the
+		// node changed since the cache saw it (the drain's cordon, the
+		// Terminating condition, the control plane's taints): no conflict
+		// to retry.
+		_, err = nodes.Patch(ctx, name, types.StrategicMergePatchType, removeNodeFinalizerPatch,
+			metav1.PatchOptions{FieldManager: c.opts.FieldManager})
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return failedStep(d, err), fmt.Errorf("removing finalizer of node %s: %w", name, err)
@@ -343,34 +375,36 @@ func (c *Controller) deleteNodeStep(ctx context.Context, d deletionDecision, nam
 	return stepOutcome{Done: true}, nil
 }
 
+// removeNodeFinalizerPatch removes the node finalizer and nothing else.
+var removeNodeFinalizerPatch = []byte(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + v1alpha1.NodeFinalizer + `"]}}`)
+
 // failedStep reports a step that failed with err; the worker retries it.
 func failedStep(d deletionDecision, err error) stepOutcome {
 	return stepOutcome{Failed: true, Description: fmt.Sprintf("%s failed: %v. Will retry", d.Description, err)}
 }
 
-// removeFinalizer ends the deletion: the last status first (the object
-// vanishes with the finalizer), then the finalizer itself.
-func (c *Controller) removeFinalizer(ctx context.Context, m *v1alpha1.Machine, now time.Time) error {
-	final := m.DeepCopy()
-	setLastOperation(final, v1alpha1.LastOperation{Description: "Machine deletion complete. Removing finalizer",
-		State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}, now)
-	// writeMachine returns the machine as stored, so the finalizer patch
-	// needs no fresh read.
-	latest, err := c.writeMachine(ctx, m, final)
-	if apierrors.IsNotFound(err) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	data, err := patch.Finalizer(latest.Finalizers, v1alpha1.MachineFinalizer, false, latest.ResourceVersion)
+// removeFinalizer ends the deletion. The finalizer goes in a write of its
+// own, guarded by the machine as stored: the object vanishes with it, so
+// a last status would be read by nobody.
+func (c *Controller) removeFinalizer(ctx context.Context, m *v1alpha1.Machine) error {
+	data, err := patch.Finalizer(m.Finalizers, v1alpha1.MachineFinalizer, false, m.ResourceVersion)
 	if err != nil || data == nil {
 		return err
 	}
-	if _, err := patch.Send(ctx, c.control.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager); err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer of machine %s: %w", workqueue.KeyOf(m), err)
+	key := workqueue.KeyOf(m)
+	_, err = patch.Send(ctx, c.control.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("removing finalizer of machine %s: %w", key, err)
 	}
-	c.failures.reset(workqueue.KeyOf(m))
+	if err == nil {
+		// Until the cache drops the machine, a sync queued meanwhile (its
+		// node's deletion queues one) must not run the flow again on the
+		// copy that still has the finalizer. The answer to the write that
+		// deleted the object may carry the version the cache already has,
+		// so the read-your-writes check cannot tell.
+		c.finalized.Store(key, m.UID)
+	}
+	c.failures.reset(key)
 	logr.FromContextOrDiscard(ctx).Info("Machine deleted")
 	return nil
 }
