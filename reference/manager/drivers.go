@@ -140,7 +140,9 @@ func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, 
 // SimDriver returns the factory of the "sim" driver: a simulated cloud
 // (driver/sim) run by this process. With a target cluster its background
 // Runnable is a sim.Kubelet that registers a Node for every running VM and
-// keeps it Ready, so machines go Pending → Running as with a real cloud;
+// keeps it Ready, so machines join and become Running as with a real cloud
+// (its VMs boot within seconds, sooner than the machine controller's
+// PendingDelay, so a machine shows Pending only when its node is slow);
 // without one, machines become Available. The kubelet talks to the target
 // cluster through a client of its own (user agent SimKubeletUserAgent,
 // rate limit KubeletQPS and KubeletBurst). It is for demos and tests.
