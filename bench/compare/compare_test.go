@@ -46,8 +46,10 @@ import (
 const (
 	nodeMonitorGracePeriod = 2 * time.Hour
 	simLeasePeriod         = time.Hour
-	// simKubeletQPS is the simulated kubelet's client limit (and burst).
-	simKubeletQPS = 2000
+	// simKubeletQPS is the simulated kubelet's client limit (and burst),
+	// simKubeletParallelism the API calls it makes at once.
+	simKubeletQPS         = 2000
+	simKubeletParallelism = 128
 )
 
 // Client limits of both managers, as the comparison is specified: every

@@ -48,13 +48,14 @@ type system struct {
 // manager and for the simcloud process beside MCM: Nodes register Ready
 // and are never heartbeated during a run (see simLeasePeriod). Each real
 // node has a kubelet, and a client, of its own; the one simulated kubelet
-// of all nodes gets a client limit that does not make registering
-// hundreds of Nodes at once (four requests each) the slowest part of a
-// run.
+// of all nodes gets a client limit and a parallelism that do not make
+// registering hundreds of Nodes at once (four requests each) the slowest
+// part of a run.
 func simFlags() []string {
 	return []string{
 		"--sim-kubelet-qps=" + strconv.Itoa(simKubeletQPS),
 		"--sim-kubelet-burst=" + strconv.Itoa(simKubeletQPS),
+		"--sim-kubelet-parallelism=" + strconv.Itoa(simKubeletParallelism),
 		"--sim-node-lease-duration=" + (2 * simLeasePeriod).String(),
 		"--sim-node-lease-renew-period=" + simLeasePeriod.String(),
 		"--sim-node-status-report-period=" + simLeasePeriod.String(),

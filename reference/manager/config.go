@@ -95,6 +95,9 @@ type Config struct {
 	// kubelet, which has a client of the target cluster of its own.
 	SimKubeletQPS   float64
 	SimKubeletBurst int
+	// SimKubeletParallelism is how many API calls the simulated kubelet
+	// makes at once (sim.KubeletOptions.Parallelism).
+	SimKubeletParallelism int
 	// SimNodeLeaseDuration, SimNodeLeaseRenewPeriod (zero: a quarter of the
 	// duration) and SimNodeStatusReportPeriod are the simulated kubelet's
 	// node heartbeats (SimDriverOptions).
@@ -224,6 +227,7 @@ func DefaultConfig() Config {
 
 		SimKubeletQPS:             DefaultSimKubeletQPS,
 		SimKubeletBurst:           DefaultSimKubeletBurst,
+		SimKubeletParallelism:     sim.DefaultParallelism,
 		SimNodeLeaseDuration:      DefaultSimNodeLeaseDuration,
 		SimNodeLeaseRenewPeriod:   DefaultSimNodeLeaseRenewPeriod,
 		SimNodeStatusReportPeriod: DefaultSimNodeStatusReportPeriod,
@@ -290,6 +294,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Float64Var(&c.SimKubeletQPS, "sim-kubelet-qps", c.SimKubeletQPS,
 		"with --driver=sim: queries per second of the simulated kubelet's own target-cluster client; its lease renewals alone need nodes / --sim-node-lease-renew-period")
 	fs.IntVar(&c.SimKubeletBurst, "sim-kubelet-burst", c.SimKubeletBurst, "with --driver=sim: burst of the simulated kubelet's target-cluster client")
+	fs.IntVar(&c.SimKubeletParallelism, "sim-kubelet-parallelism", c.SimKubeletParallelism,
+		"with --driver=sim: how many API calls the simulated kubelet makes at once; registering many nodes at once needs more")
 	fs.DurationVar(&c.SimNodeLeaseDuration, "sim-node-lease-duration", c.SimNodeLeaseDuration,
 		"with --driver=sim: duration of the simulated nodes' leases, whole seconds")
 	fs.DurationVar(&c.SimNodeLeaseRenewPeriod, "sim-node-lease-renew-period", c.SimNodeLeaseRenewPeriod,
@@ -565,7 +571,7 @@ func checkExplicit(fs *flag.FlagSet, c Config) error {
 // simKubeletFlags configure the sim driver's simulated kubelet, which runs
 // only with a target cluster.
 var simKubeletFlags = []string{
-	"sim-kubelet-qps", "sim-kubelet-burst", "sim-node-lease-duration", "sim-node-lease-renew-period", "sim-node-status-report-period",
+	"sim-kubelet-qps", "sim-kubelet-burst", "sim-kubelet-parallelism", "sim-node-lease-duration", "sim-node-lease-renew-period", "sim-node-status-report-period",
 }
 
 // simFlags are meaningless with another driver than sim.
@@ -732,6 +738,9 @@ func (c Config) validateSim() []string {
 	}
 	if c.SimKubeletBurst < 1 {
 		add("--sim-kubelet-burst must be at least 1, got %d", c.SimKubeletBurst)
+	}
+	if c.SimKubeletParallelism < 1 {
+		add("--sim-kubelet-parallelism must be at least 1, got %d", c.SimKubeletParallelism)
 	}
 	switch d := c.SimNodeLeaseDuration; {
 	case d < time.Second:

@@ -63,10 +63,10 @@ func TestParseFlagsAccepts(t *testing.T) {
 			withDefaults(func(c *Config) { c.ControlKubeconfig, c.TargetKubeconfig = "inClusterConfig", InCluster })},
 		{"empty node conditions", []string{"--node-conditions="}, withDefaults(func(c *Config) { c.NodeConditions = "" })},
 		{"sim kubelet", []string{
-			"--sim-kubelet-qps=500", "--sim-kubelet-burst=1000", "--sim-node-lease-duration=1m",
+			"--sim-kubelet-qps=500", "--sim-kubelet-burst=1000", "--sim-kubelet-parallelism=64", "--sim-node-lease-duration=1m",
 			"--sim-node-lease-renew-period=20s", "--sim-node-status-report-period=10m",
 		}, withDefaults(func(c *Config) {
-			c.SimKubeletQPS, c.SimKubeletBurst = 500, 1000
+			c.SimKubeletQPS, c.SimKubeletBurst, c.SimKubeletParallelism = 500, 1000, 64
 			c.SimNodeLeaseDuration, c.SimNodeLeaseRenewPeriod, c.SimNodeStatusReportPeriod = time.Minute, 20*time.Second, 10*time.Minute
 		})},
 		{"sim kubelet renewing as the kubelet", []string{"--sim-node-lease-duration=20s", "--sim-node-lease-renew-period=0"},
@@ -135,8 +135,8 @@ func TestParseFlagsRejects(t *testing.T) {
 			`--sim-kubelet-qps is for --driver=sim, not ""`},
 		{"sim kubelet flag without a target cluster", []string{"--control-kubeconfig", kc, "--target-kubeconfig", "none", "--driver", "sim", "--sim-node-lease-renew-period=20s"},
 			"--sim-node-lease-renew-period contradicts --target-kubeconfig=none: without a target cluster there is no simulated kubelet"},
-		{"bad sim kubelet rate", append(ok, "--sim-kubelet-qps=0", "--sim-kubelet-burst=0"),
-			"--sim-kubelet-qps must be positive, got 0; --sim-kubelet-burst must be at least 1, got 0"},
+		{"bad sim kubelet rate", append(ok, "--sim-kubelet-qps=0", "--sim-kubelet-burst=0", "--sim-kubelet-parallelism=0"),
+			"--sim-kubelet-qps must be positive, got 0; --sim-kubelet-burst must be at least 1, got 0; --sim-kubelet-parallelism must be at least 1, got 0"},
 		{"sim lease of fractional seconds", append(ok, "--sim-node-lease-duration=1500ms"),
 			"--sim-node-lease-duration must be whole seconds (a lease holds seconds), got 1.5s"},
 		{"sim lease too short", append(ok, "--sim-node-lease-duration=0s"), "--sim-node-lease-duration must be at least 1s, got 0s"},

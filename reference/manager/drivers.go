@@ -98,6 +98,9 @@ type SimDriverOptions struct {
 	// clientset) gets a kubelet on Target, with Target's limit.
 	KubeletQPS   float64
 	KubeletBurst int
+	// KubeletParallelism is the simulated kubelet's Parallelism
+	// (sim.KubeletOptions); zero means sim's default.
+	KubeletParallelism int
 	// NodeLeaseDuration, NodeLeaseRenewPeriod and NodeStatusReportPeriod
 	// are the simulated kubelet's LeaseDuration, LeaseRenewPeriod and
 	// StatusReportPeriod (sim.KubeletOptions); zero means sim's defaults.
@@ -111,8 +114,8 @@ type SimDriverOptions struct {
 // validate refuses what the kubelet would otherwise change silently.
 func (o SimDriverOptions) validate() error {
 	switch {
-	case o.KubeletQPS < 0 || o.KubeletBurst < 0:
-		return fmt.Errorf("negative kubelet QPS %v or burst %d", o.KubeletQPS, o.KubeletBurst)
+	case o.KubeletQPS < 0 || o.KubeletBurst < 0 || o.KubeletParallelism < 0:
+		return fmt.Errorf("negative kubelet QPS %v, burst %d or parallelism %d", o.KubeletQPS, o.KubeletBurst, o.KubeletParallelism)
 	case o.NodeLeaseDuration < 0 || o.NodeLeaseRenewPeriod < 0 || o.NodeStatusReportPeriod < 0:
 		return fmt.Errorf("negative node lease duration %v, renew period %v or status report period %v",
 			o.NodeLeaseDuration, o.NodeLeaseRenewPeriod, o.NodeStatusReportPeriod)
@@ -131,6 +134,7 @@ func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, 
 		StateFile:              c.SimStateFile,
 		KubeletQPS:             c.SimKubeletQPS,
 		KubeletBurst:           c.SimKubeletBurst,
+		KubeletParallelism:     c.SimKubeletParallelism,
 		NodeLeaseDuration:      c.SimNodeLeaseDuration,
 		NodeLeaseRenewPeriod:   c.SimNodeLeaseRenewPeriod,
 		NodeStatusReportPeriod: c.SimNodeStatusReportPeriod,
@@ -186,6 +190,7 @@ func SimDriver(opts SimDriverOptions) DriverFactory {
 			LeaseDuration:      opts.NodeLeaseDuration,
 			LeaseRenewPeriod:   opts.NodeLeaseRenewPeriod,
 			StatusReportPeriod: opts.NodeStatusReportPeriod,
+			Parallelism:        opts.KubeletParallelism,
 		})
 		run := func(ctx context.Context) error {
 			return kubelet.Run(logr.NewContext(ctx, env.Logger))

@@ -227,7 +227,8 @@ func TestSimDriverRefusesBadOptions(t *testing.T) {
 		opts SimDriverOptions
 		want string
 	}{
-		{"negative QPS", SimDriverOptions{KubeletQPS: -1}, "sim driver: negative kubelet QPS -1 or burst 0"},
+		{"negative QPS", SimDriverOptions{KubeletQPS: -1}, "sim driver: negative kubelet QPS -1, burst 0 or parallelism 0"},
+		{"negative parallelism", SimDriverOptions{KubeletParallelism: -1}, "sim driver: negative kubelet QPS 0, burst 0 or parallelism -1"},
 		{"negative renew period", SimDriverOptions{NodeLeaseRenewPeriod: -time.Second},
 			"sim driver: negative node lease duration 0s, renew period -1s or status report period 0s"},
 		{"lease of fractional seconds", SimDriverOptions{NodeLeaseDuration: 1500 * time.Millisecond}, "sim driver: node lease duration 1.5s is not whole seconds"},
