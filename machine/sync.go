@@ -181,13 +181,9 @@ func (c *Controller) joinedAtOnce(ctx context.Context, cur *v1alpha1.Machine, ob
 	}
 	out := joinedPlan{cached: written, plan: created}
 	out.plan.Machine = next
-	node, err := c.nodes.Get(nodeNameOf(next))
-	if err != nil {
-		node = nil
-	}
+	node, stale := c.cachedNode(nodeNameOf(next))
 	if node != nil || next.Status.CurrentStatus.Phase == "" {
-		obs.Now, obs.Machine, obs.Node = c.opts.Clock.Now(), next, node
-		obs.NodeStale = node != nil && !c.nodeWrites.Observed(node.Name, node.ResourceVersion)
+		obs.Now, obs.Machine, obs.Node, obs.NodeStale = c.opts.Clock.Now(), next, node, stale
 		if q := planMachine(obs, &c.opts); q.Kind == planUpdate {
 			out.plan, out.node = q, node
 		}
@@ -227,14 +223,22 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 			}
 		}
 	}
-	if c.nodes != nil {
-		if name := nodeNameOf(m); name != "" {
-			if n, err := c.nodes.Get(name); err == nil {
-				obs.Node, obs.NodeStale = n, !c.nodeWrites.Observed(n.Name, n.ResourceVersion)
-			}
-		}
-	}
+	obs.Node, obs.NodeStale = c.cachedNode(nodeNameOf(m))
 	return obs, secret
+}
+
+// cachedNode returns the node of that name from the cache (nil when there
+// is none, or no target cluster), and whether the cached copy does not
+// show the controller's last write to it yet.
+func (c *Controller) cachedNode(name string) (*corev1.Node, bool) {
+	if c.nodes == nil || name == "" {
+		return nil, false
+	}
+	n, err := c.nodes.Get(name)
+	if err != nil {
+		return nil, false
+	}
+	return n, !c.nodeWrites.Observed(n.Name, n.ResourceVersion)
 }
 
 // resolveSecret merges the class's secrets. It returns a problem

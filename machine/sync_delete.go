@@ -46,6 +46,17 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 	}
 	cur := stored // as planned: stored, and the steps done since
 	var events []*event
+	// store writes the steps done since the last write, and then their
+	// events.
+	store := func() error {
+		written, err := c.writeMachine(ctx, stored, cur)
+		if err == nil {
+			for _, e := range events {
+				c.recordEvent(written, e)
+			}
+		}
+		return err
+	}
 	for range maxStepsPerSync {
 		in, creds := c.observeDeletion(cur)
 		d := decideDeletion(in)
@@ -56,43 +67,31 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 			if err := c.deleteBootstrapTokens(ctx, cur); err != nil {
 				// The steps done so far are stored, so that the retry does
 				// not repeat them.
-				written, werr := c.writeMachine(ctx, stored, cur)
-				if werr == nil {
-					c.recordEvents(written, events)
-				}
-				return workqueue.Result{}, errors.Join(err, werr)
+				return workqueue.Result{}, errors.Join(err, store())
 			}
 			if err := c.removeFinalizer(ctx, stored); err != nil {
 				return workqueue.Result{}, err
 			}
-			c.recordEvents(cur, events)
+			for _, e := range events {
+				c.recordEvent(cur, e)
+			}
 			return workqueue.Result{}, nil
 		}
 		out, stepErr := c.runDeletionStep(ctx, cur, in, d, creds)
 		cur = planDeletionWrite(cur, in.Now, d, out)
 		events = append(events, out.Event)
 		if stepErr != nil || !out.Done {
-			written, err := c.writeMachine(ctx, stored, cur)
-			if err != nil {
+			if err := store(); err != nil {
 				return workqueue.Result{}, errors.Join(stepErr, err)
 			}
-			c.recordEvents(written, events)
 			return workqueue.Result{RequeueAfter: out.RequeueAfter}, stepErr
 		}
 		c.failures.reset(workqueue.KeyOf(cur))
 	}
-	written, err := c.writeMachine(ctx, stored, cur)
-	if err != nil {
+	if err := store(); err != nil {
 		return workqueue.Result{}, err
 	}
-	c.recordEvents(written, events)
 	return workqueue.Result{RequeueAfter: time.Second}, nil
-}
-
-func (c *Controller) recordEvents(m *v1alpha1.Machine, events []*event) {
-	for _, e := range events {
-		c.recordEvent(m, e)
-	}
 }
 
 // prepareNodeForDeletion runs before the drain can start: it makes sure

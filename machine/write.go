@@ -2,7 +2,6 @@ package machine
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"slices"
 
@@ -84,8 +83,8 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 
 // patchNode writes what planNodeSync changed: status.capacity first,
 // guarded by the node's resourceVersion, then labels, annotations,
-// finalizers and taints (see nodeMetaPatch for which need a guard). The capacity goes first because the
-// virtual-capacity record (an annotation) must never claim what the
+// finalizers and taints (see nodeMetaPatch for which need a guard). The
+// capacity goes first because the virtual-capacity record (an annotation) must never claim what the
 // status does not have yet: a crash in between then repeats the status
 // write instead of forgetting a resource to remove.
 func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
@@ -136,21 +135,14 @@ func nodeMetaPatch(cur, desired *corev1.Node, rv string) ([]byte, types.PatchTyp
 		data, err := patch.Diff(nodeFields(cur), nodeFields(desired), rv)
 		return data, types.MergePatchType, err
 	}
-	maps := func(n *corev1.Node) patch.Fields {
-		return patch.Fields{"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations}}
+	meta := func(n *corev1.Node) patch.Fields {
+		return patch.Fields{"labels": n.Labels, "annotations": n.Annotations}
 	}
-	data, err := patch.Diff(maps(cur), maps(desired), "")
-	if err != nil || len(added) == 0 {
-		return data, types.StrategicMergePatchType, err
+	want := meta(desired)
+	if len(added) > 0 {
+		want["finalizers"] = added // merged into the node's list
 	}
-	p := map[string]map[string]any{"metadata": {}}
-	if data != nil {
-		if err := json.Unmarshal(data, &p); err != nil {
-			return nil, "", err
-		}
-	}
-	p["metadata"]["finalizers"] = added
-	data, err = json.Marshal(p)
+	data, err := patch.Diff(patch.Fields{"metadata": meta(cur)}, patch.Fields{"metadata": want}, "")
 	return data, types.StrategicMergePatchType, err
 }
 

@@ -452,3 +452,25 @@ func TestMetricsUnderMCMNames(t *testing.T) {
 		t.Errorf("stale machines %v, want the 1 Failed machine the set deleted", have["mcm_machine_stale_machines_total"])
 	}
 }
+
+// TestNewMachineCarriesFinalizerAndPriority: a set's machine is created
+// with what the machine controller would otherwise write before creating
+// its VM — the machine finalizer and the default deletion priority — and
+// a priority the template sets is kept.
+func TestNewMachineCarriesFinalizerAndPriority(t *testing.T) {
+	set := testSet(1)
+	m := newMachine(set)
+	if !slices.Equal(m.Finalizers, []string{v1alpha1.MachineFinalizer}) {
+		t.Errorf("finalizers %v, want [%s]", m.Finalizers, v1alpha1.MachineFinalizer)
+	}
+	if got := m.Annotations[v1alpha1.MachinePriorityAnnotation]; got != v1alpha1.MachinePriorityDefault {
+		t.Errorf("priority %q, want the default %q", got, v1alpha1.MachinePriorityDefault)
+	}
+	if set.Spec.Template.Annotations != nil {
+		t.Errorf("the set's template was changed: %v", set.Spec.Template.Annotations)
+	}
+	set.Spec.Template.Annotations = map[string]string{v1alpha1.MachinePriorityAnnotation: "1"}
+	if got := newMachine(set).Annotations[v1alpha1.MachinePriorityAnnotation]; got != "1" {
+		t.Errorf("priority %q, want the template's 1", got)
+	}
+}
