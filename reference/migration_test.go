@@ -63,6 +63,26 @@ func TestSwitchFromMCM(t *testing.T) {
 	first := start(t, binary(t), "first", args...)
 	converged(t, mc, ns, "before the switch", 3, "sim")
 	terminate(t, first)
+	// Machines are Running as soon as their Nodes are Ready, which can be
+	// before kube-controller-manager has finished with the new Nodes (the
+	// not-ready taint removed, the beta labels added); the snapshot waits
+	// for that, so that only the switch can change the Nodes after it.
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		machines, err := mc.MachineV1alpha1().Machines(ns).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range machines.Items {
+			n, err := kube.CoreV1().Nodes().Get(ctx, m.Labels[v1alpha1.NodeLabelKey], metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			if _, ok := n.Labels["beta.kubernetes.io/arch"]; !ok || len(n.Spec.Taints) > 0 {
+				return false, fmt.Sprintf("node %s not settled by kube-controller-manager: taints %v", n.Name, n.Spec.Taints)
+			}
+		}
+		return true, ""
+	})
 
 	// The namespace as MCM leaves it.
 	rewriteAsMCM(t, env, mc, ns)
