@@ -14,11 +14,13 @@
 // holds the lock file MCM_BENCH_LOCK for its whole run if one is named,
 // and hands its figures back in a file.
 //
-// Both systems drive the same simulated cloud: the reference manager runs
-// its "sim" driver in-process; MCM's provider machine controller
-// (bench/mcm, built from the module proxy with MCM's own dependencies)
-// calls the same driver, served by the simcloud command over a unix
-// socket. Nodes register once, Ready, and are not heartbeated: the
+// Both systems drive the same simulated cloud, the reference manager's
+// "sim" driver and its simulated kubelet, served by the simcloud command
+// over a unix socket in a process of its own: MCM's provider machine
+// controller (bench/mcm, built from the module proxy with MCM's own
+// dependencies) and the bench's build of the reference manager
+// (./reference, with its "simcloud" driver) call it. The managers' RSS
+// and CPU leave that process out. Nodes register once, Ready, and are not heartbeated: the
 // simulated kubelets' leases and status reports are set to an hour and
 // kube-controller-manager's node monitor grace period to two, so that no
 // run pays for heartbeats and no node goes NotReady.
@@ -62,23 +64,25 @@ const (
 // The environment variables that configure a comparison, and their
 // defaults (bench/README.md documents them).
 const (
-	envScenarios    = "MCM_BENCH_SCENARIOS"
-	envSystems      = "MCM_BENCH_SYSTEMS"
-	envBootDelay    = "MCM_BENCH_BOOT_DELAY"
-	envRolloutBoot  = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
-	envSettle       = "MCM_BENCH_SETTLE"
-	envSteady       = "MCM_BENCH_STEADY"
-	envRunTimeout   = "MCM_BENCH_RUN_TIMEOUT"
-	envToken        = "MCM_BENCH_BOOTSTRAP_TOKEN"
-	envLock         = "MCM_BENCH_LOCK"
-	envRun          = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
-	defaultScenario = "M:100,500,1000 D:100,500,1000 R:1000 S:1000 X:10000"
+	envScenarios   = "MCM_BENCH_SCENARIOS"
+	envSystems     = "MCM_BENCH_SYSTEMS"
+	envBootDelay   = "MCM_BENCH_BOOT_DELAY"
+	envRolloutBoot = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
+	envSettle      = "MCM_BENCH_SETTLE"
+	envSteady      = "MCM_BENCH_STEADY"
+	envRunTimeout  = "MCM_BENCH_RUN_TIMEOUT"
+	envToken       = "MCM_BENCH_BOOTSTRAP_TOKEN"
+	envLock        = "MCM_BENCH_LOCK"
+	envRun         = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
+	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
+	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
+	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 S:1000 X:10000"
 )
 
 // The systems compared.
 const (
 	systemMCM = "gardener" // Gardener MCM v0.62.1: its two processes, with the simulated cloud in a third
-	systemRef = "mcm"      // mcm's reference manager with --driver=sim
+	systemRef = "mcm"      // mcm's reference manager with the simcloud driver (./reference)
 )
 
 var systemLabels = map[string]string{systemMCM: "MCM v0.62.1", systemRef: "mcm"}

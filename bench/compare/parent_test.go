@@ -19,8 +19,8 @@ import (
 
 // binaries are what the runs start, built once per comparison.
 type binaries struct {
-	Reference string `json:"reference,omitempty"` // mcm's reference manager
-	SimCloud  string `json:"simCloud,omitempty"`  // the simulated cloud for MCM's provider (./simcloud)
+	Reference string `json:"reference,omitempty"` // mcm's reference manager with the simcloud driver (./reference)
+	SimCloud  string `json:"simCloud,omitempty"`  // the simulated cloud both managers' drivers call (./simcloud)
 	MCM       string `json:"mcm,omitempty"`       // MCM's machine-controller-manager
 	MC        string `json:"mc,omitempty"`        // MCM's provider machine controller (bench/mcm/provider)
 	MCMCRDs   string `json:"mcmCRDs,omitempty"`   // MCM's CRDs, in its module (kubernetes/crds)
@@ -116,10 +116,12 @@ func build(b *testing.B, dir string, systems []string) binaries {
 		progress("built %s in %v", what, time.Since(start).Round(100*time.Millisecond))
 	}
 	// The test runs in bench/compare.
-	root, benchDir, mcmDir := filepath.Join("..", ".."), "..", filepath.Join("..", "mcm")
+	benchDir, mcmDir := "..", filepath.Join("..", "mcm")
+	bins.SimCloud = filepath.Join(dir, "simcloud")
+	goBuild("the simulated cloud's server", benchDir, "-o", bins.SimCloud, "./compare/simcloud")
 	if slices.Contains(systems, systemRef) {
 		bins.Reference = filepath.Join(dir, "mcm-reference")
-		goBuild("mcm's reference manager", root, "-o", bins.Reference, "./reference")
+		goBuild("mcm's reference manager with the simulated cloud's driver", benchDir, "-o", bins.Reference, "./compare/reference")
 	}
 	if slices.Contains(systems, systemMCM) {
 		progress("building Gardener MCM v0.62.1 from the Go module proxy (the first time it downloads its modules and compiles for minutes)")
@@ -127,8 +129,6 @@ func build(b *testing.B, dir string, systems []string) binaries {
 		goBuild("MCM's machine-controller-manager", mcmDir, "-o", bins.MCM, "github.com/gardener/machine-controller-manager/cmd/machine-controller-manager")
 		bins.MC = filepath.Join(dir, "machine-controller")
 		goBuild("MCM's provider machine controller with the simulated cloud's driver", mcmDir, "-o", bins.MC, "./provider")
-		bins.SimCloud = filepath.Join(dir, "simcloud")
-		goBuild("the simulated cloud's server", benchDir, "-o", bins.SimCloud, "./compare/simcloud")
 		cmd := exec.Command("go", "list", "-m", "-f", "{{.Dir}}", "github.com/gardener/machine-controller-manager")
 		cmd.Dir = mcmDir
 		out, err := cmd.Output()

@@ -42,12 +42,13 @@ type result struct {
 	// Writes excludes.
 	GeneratorWrites int `json:"generatorWrites"`
 	// PeakRSS is the largest sum of the resident set sizes of the
-	// system's processes, sampled every 200 ms over their whole life
-	// (setup phases included), in bytes; Processes has each one's own
-	// peak (VmHWM).
+	// system's manager processes (the simulated cloud's left out),
+	// sampled every 200 ms over their whole life (setup phases
+	// included), in bytes; Processes has each one's own peak (VmHWM),
+	// the simulated cloud's too.
 	PeakRSS int64 `json:"peakRSS"`
-	// CPU is the CPU time the system's processes used in the measured
-	// phase and the settle period.
+	// CPU is the CPU time the system's manager processes used in the
+	// measured phase and the settle period.
 	CPU       time.Duration  `json:"cpu"`
 	Processes []processUsage `json:"processes"`
 

@@ -29,10 +29,14 @@ type process struct {
 	err     error // why it ended; set when done is closed
 	// ready answers nil once the process serves its purpose.
 	ready func(context.Context) error
+	// cloud: the simulated cloud, not a manager; its RSS and CPU are
+	// listed but not counted as the system's.
+	cloud bool
 }
 
 // system is the processes of one system under test, and a sampler of
-// their summed resident set size.
+// the summed resident set size of its managers (the simulated cloud's
+// process left out).
 type system struct {
 	procs []*process
 
@@ -80,56 +84,64 @@ func clientFlags(kubeconfig, ns string) []string {
 // of kubeconfig, their logs in logDir, and waits until each is ready.
 func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir string) (*system, error) {
 	s := &system{stop: make(chan struct{})}
-	start := func(name, bin string, ready func(context.Context) error, args ...string) error {
-		p, err := startProcess(name, bin, filepath.Join(logDir, name+".log"), args...)
+	start := func(name, bin string, ready func(context.Context) error, env []string, args ...string) (*process, error) {
+		p, err := startProcess(name, bin, filepath.Join(logDir, name+".log"), env, args...)
 		if err != nil {
-			return err
+			return nil, err
 		}
 		p.ready = ready
 		s.procs = append(s.procs, p)
-		return nil
+		return p, nil
 	}
+	// Both systems' drivers call the simulated cloud in a process of its
+	// own: the managers' RSS and CPU are theirs alone.
+	socket := filepath.Join(logDir, "simcloud.sock")
+	socketReady := func(context.Context) error {
+		c, err := net.Dial("unix", socket)
+		if err != nil {
+			return err
+		}
+		return c.Close()
+	}
+	cloud, err := start("simcloud", spec.Bins.SimCloud, socketReady, nil,
+		append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig}, simFlags()...)...)
+	if err != nil {
+		return nil, err
+	}
+	cloud.cloud = true
 	switch spec.System {
 	case systemRef:
 		port, err := freePort()
 		if err != nil {
+			s.shutdown()
 			return nil, err
 		}
 		// /readyz: the startup checks passed and the informer caches of
 		// both controller groups synced.
-		args := append(clientFlags(kubeconfig, ns), "--driver=sim", "--address=127.0.0.1", "--port="+strconv.Itoa(port))
-		if err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), append(args, simFlags()...)...); err != nil {
+		if _, err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), []string{simCloudSocketEnv + "=" + socket},
+			append(clientFlags(kubeconfig, ns), "--driver=simcloud", "--address=127.0.0.1", "--port="+strconv.Itoa(port))...); err != nil {
+			s.shutdown()
 			return nil, err
 		}
 	case systemMCM:
 		ports, err := freePorts(2)
 		if err != nil {
-			return nil, err
-		}
-		socket := filepath.Join(logDir, "simcloud.sock")
-		socketReady := func(context.Context) error {
-			c, err := net.Dial("unix", socket)
-			if err != nil {
-				return err
-			}
-			return c.Close()
-		}
-		if err := start("simcloud", spec.Bins.SimCloud, socketReady,
-			append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig}, simFlags()...)...); err != nil {
+			s.shutdown()
 			return nil, err
 		}
 		// MCM serves /healthz from the start; it is the readiness it has.
-		if err := start("machine-controller-manager", spec.Bins.MCM, httpReady(ports[0], "/healthz"),
+		if _, err := start("machine-controller-manager", spec.Bins.MCM, httpReady(ports[0], "/healthz"), nil,
 			append(clientFlags(kubeconfig, ns), "--address=127.0.0.1", "--port="+strconv.Itoa(ports[0]))...); err != nil {
 			s.shutdown()
 			return nil, err
 		}
-		if err := start("machine-controller", spec.Bins.MC, httpReady(ports[1], "/healthz"),
+		if _, err := start("machine-controller", spec.Bins.MC, httpReady(ports[1], "/healthz"), nil,
 			append(clientFlags(kubeconfig, ns), "--address=127.0.0.1", "--port="+strconv.Itoa(ports[1]), "--sim-cloud-socket="+socket)...); err != nil {
 			s.shutdown()
 			return nil, err
 		}
 	default:
+		s.shutdown()
 		return nil, fmt.Errorf("unknown system %q", spec.System)
 	}
 	s.wg.Add(1)
@@ -148,13 +160,15 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 	return s, nil
 }
 
-// startProcess starts bin with its output in logPath.
-func startProcess(name, bin, logPath string, args ...string) (*process, error) {
+// startProcess starts bin with its output in logPath and env added to
+// this process's environment.
+func startProcess(name, bin, logPath string, env []string, args ...string) (*process, error) {
 	log, err := os.Create(logPath)
 	if err != nil {
 		return nil, err
 	}
 	cmd := exec.Command(bin, args...)
+	cmd.Env = append(os.Environ(), env...)
 	cmd.Stdout, cmd.Stderr = log, log
 	// The kernel kills the process when the run's process dies, so that
 	// an interrupted run leaves no manager behind.
@@ -204,20 +218,23 @@ func (s *system) logTails(n int) string {
 	return b.String()
 }
 
-// usage returns the processes' usage now, in the order they started, and
-// their summed CPU time.
+// usage returns the processes' usage now, in the order they started,
+// and the summed CPU time of the managers' (the simulated cloud's left
+// out).
 func (s *system) usage() ([]processUsage, time.Duration) {
 	var out []processUsage
 	var cpu time.Duration
 	for _, p := range s.procs {
 		u, _ := measure.ProcessUsage(p.cmd.Process.Pid) // a process gone reads as zero; exited says so
 		out = append(out, processUsage{Name: p.name, PeakRSS: u.PeakRSS, CPU: u.CPU})
-		cpu += u.CPU
+		if !p.cloud {
+			cpu += u.CPU
+		}
 	}
 	return out, cpu
 }
 
-// sample records the summed RSS of the processes every 200 ms.
+// sample records the summed RSS of the managers' processes every 200 ms.
 func (s *system) sample() {
 	defer s.wg.Done()
 	tick := time.NewTicker(200 * time.Millisecond)
@@ -225,7 +242,7 @@ func (s *system) sample() {
 	for {
 		var sum int64
 		for _, p := range s.procs {
-			if u, err := measure.ProcessUsage(p.cmd.Process.Pid); err == nil {
+			if u, err := measure.ProcessUsage(p.cmd.Process.Pid); err == nil && !p.cloud {
 				sum += u.RSS
 			}
 		}

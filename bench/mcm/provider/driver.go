@@ -16,8 +16,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 )
 
-// The wire format of the simulated cloud's socket, the same as the server's
-// in bench/compare/simcloud (the two sides are in different modules, with
+// The wire format of the simulated cloud's socket, the same as
+// bench/internal/simwire's (the two sides are in different modules, with
 // different Kubernetes versions, so they share the format, not code): one
 // POST per operation to /<operation name>, a JSON request and a JSON
 // response that carries the driver error's code and message, if any.
