@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -23,6 +24,7 @@ import (
 	"github.com/mcmkit/mcm/internal/dedup"
 	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/internal/ownership"
+	"github.com/mcmkit/mcm/internal/registrations"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -53,7 +55,7 @@ type Controller struct {
 	machines    machinelisters.MachineLister
 	nodes       corelisters.NodeLister // nil with no target cluster
 	machineIdx  cache.Indexer          // machines by node; nil with no target cluster
-	synced      []cache.InformerSynced
+	handlers    registrations.Set      // removed when Run returns
 
 	queue *workqueue.Queue[string]
 	// writes makes a sync wait until the cache shows the controller's own
@@ -109,17 +111,8 @@ func (c *Controller) register(inf Informers) error {
 	if inf.Nodes != nil {
 		informers = append(informers, inf.Nodes.Informer())
 	}
-	if err := cachetransform.SetOn(informers...); err != nil {
-		return err
-	}
-	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-		reg, err := i.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("adding event handler: %w", err)
-		}
-		c.synced = append(c.synced, reg.HasSynced)
-		return nil
-	}
+	cachetransform.SetOn(informers...)
+	add := c.handlers.Add
 	if err := add(inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
@@ -147,17 +140,12 @@ func (c *Controller) register(inf Informers) error {
 	// A change of a node's rollout marks syncs its deployment: a sync that
 	// read the node before the cache showed the controller's own mark
 	// would otherwise leave it in place once the rollout completed.
-	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: machineindex.ByNode}); err != nil {
-		return fmt.Errorf("adding the machine index: %w", err)
+	if err := machineindex.Ensure(inf.Machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode); err != nil {
+		return err
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
 	return add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNodeUpdate})
 }
-
-// indexMachineByNode indexes machines by their node label; the
-// controller's own name, so that it can share the informer with others'
-// indexes of the same kind.
-const indexMachineByNode = "mcmkit.io/deployment-machine-by-node"
 
 // onNodeUpdate queues the deployment of a node whose rollout marks
 // changed.
@@ -167,7 +155,7 @@ func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	if !ok1 || !ok2 || !rolloutMarksChanged(old, n) {
 		return
 	}
-	machines, err := c.machineIdx.ByIndex(indexMachineByNode, n.Name)
+	machines, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, n.Name)
 	if err != nil {
 		return
 	}
@@ -188,8 +176,11 @@ func rolloutMarksChanged(old, n *corev1.Node) bool {
 
 // Run waits for the caches, then reconciles with workers workers until ctx
 // ends. It returns nil after ctx ended, an error only for bad arguments.
+// When it returns, its event handlers are removed from the informers,
+// which may go on serving others: run a controller once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machinedeployment", c.synced...)
+	defer c.handlers.RemoveAll(logr.FromContextOrDiscard(workqueue.ControllerContext(ctx, c.opts.Logger, "machinedeployment")))
+	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machinedeployment", c.handlers.Synced()...)
 }
 
 func (c *Controller) enqueue(obj any) {

@@ -523,7 +523,7 @@ func newTokenWorld(t *testing.T) *tokenWorld {
 	mf.Start(ctx.Done())
 	kf.Start(ctx.Done())
 	tf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), w.c.synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), w.c.synced()...) {
 		t.Fatal("caches did not sync")
 	}
 	return w

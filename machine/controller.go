@@ -21,6 +21,7 @@ import (
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/expectations"
+	"github.com/mcmkit/mcm/internal/registrations"
 	"github.com/mcmkit/mcm/safety"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -64,7 +65,10 @@ type Controller struct {
 	classes    machinelisters.MachineClassLister
 	secrets    corelisters.SecretLister
 	nodes      corelisters.NodeLister // nil without target
-	synced     []cache.InformerSynced
+	// handlers are the controller's event handlers, removed when Run
+	// returns; cachesSynced the caches it reads without a handler.
+	handlers     registrations.Set
+	cachesSynced []cache.InformerSynced
 
 	machineQueue *workqueue.Queue[string]
 	classQueue   *workqueue.Queue[string]
@@ -218,19 +222,28 @@ func volumeIDs(d driver.Driver) drain.VolumeIDGetter {
 	})
 }
 
+// synced returns whether the handlers and caches the controller reads
+// have synced.
+func (c *Controller) synced() []cache.InformerSynced {
+	return append(c.handlers.Synced(), c.cachesSynced...)
+}
+
 // Run waits for the informer caches, then reconciles until ctx ends:
 // workers workers on the machine queue, Options.*Workers on the others. It
 // returns nil when every worker has stopped after ctx ended (also when ctx
 // ends before the caches synced), and an error only for invalid arguments.
 // While the caches do not sync (the machine CRDs are missing, the API server
 // is unreachable) it logs that every 15 seconds instead of waiting silently.
+// When it returns, the controller's event handlers are removed from the
+// informers, which may go on serving others: run a controller once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machine")
+	logger := logr.FromContextOrDiscard(ctx)
+	defer c.handlers.RemoveAll(logger)
 	if workers < 1 {
 		return fmt.Errorf("machine: need at least one worker, got %d", workers)
 	}
-	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machine")
-	logger := logr.FromContextOrDiscard(ctx)
-	if !workqueue.WaitForCaches(ctx, c.synced...) {
+	if !workqueue.WaitForCaches(ctx, c.synced()...) {
 		// The caller ended the run before the caches synced: nothing
 		// failed, there is just nothing to do any more.
 		return nil

@@ -12,7 +12,6 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
-	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
@@ -53,12 +52,17 @@ func newFakeCluster(t *testing.T) fakeCluster {
 // fallible step, and controllers that succeed but never run: none may leave
 // a goroutine behind.
 func TestNewControllerLeaksNothing(t *testing.T) {
-	build := func(reg prometheus.Registerer, conflictingIndex bool) error {
+	build := func(reg prometheus.Registerer, stoppedInformer bool) error {
 		f := newFakeCluster(t)
-		if conflictingIndex {
-			// Someone else's index under our name: registering fails last.
-			if err := f.inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: cache.MetaNamespaceIndexFunc}); err != nil {
-				t.Fatal(err)
+		if stoppedInformer {
+			// A machine informer that ran and stopped takes no index:
+			// registering fails last.
+			informer := f.inf.Machines.Informer()
+			stop := make(chan struct{})
+			close(stop)
+			informer.Run(stop)
+			if !informer.IsStopped() {
+				t.Fatal("informer not stopped")
 			}
 		}
 		_, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{Registerer: reg})
@@ -74,7 +78,7 @@ func TestNewControllerLeaksNothing(t *testing.T) {
 			t.Fatalf("construction with a conflicting queue metric: %v", err)
 		}
 		if err := build(prometheus.NewRegistry(), true); err == nil || !strings.Contains(err.Error(), "index") {
-			t.Fatalf("construction with a conflicting index: %v", err)
+			t.Fatalf("construction with a stopped machine informer: %v", err)
 		}
 		if err := build(prometheus.NewRegistry(), false); err != nil {
 			t.Fatalf("construction: %v", err)

@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"fmt"
 	"maps"
 	"slices"
 
@@ -20,7 +19,6 @@ import (
 // Index names the controller adds to the informers.
 const (
 	indexMachineByClass = "mcmkit.io/machine-by-class"
-	indexMachineByNode  = "mcmkit.io/machine-by-node"
 	// indexMachineByBlockingBudget: machines whose drain waits on a
 	// PodDisruptionBudget, by the budget's key.
 	indexMachineByBlockingBudget = "mcmkit.io/machine-by-blocking-budget"
@@ -45,38 +43,34 @@ func (c *Controller) register(inf Informers) error {
 		drainCaches = drain.FactoryInformers(inf.Target)
 		informers = append(informers, drainCaches...)
 	}
-	if err := cachetransform.SetOn(informers...); err != nil {
-		return err
-	}
-	err := inf.Machines.Informer().AddIndexers(cache.Indexers{
-		indexMachineByClass: func(obj any) ([]string, error) {
+	cachetransform.SetOn(informers...)
+	machines := inf.Machines.Informer()
+	for _, index := range []struct {
+		name string
+		fn   cache.IndexFunc
+	}{
+		{indexMachineByClass, func(obj any) ([]string, error) {
 			m, ok := obj.(*v1alpha1.Machine)
 			if !ok || m.Spec.Class.Name == "" {
 				return nil, nil
 			}
 			return []string{classKeyOf(m)}, nil
-		},
-		indexMachineByNode: machineindex.ByNode,
-		indexMachineByBlockingBudget: func(obj any) ([]string, error) {
+		}},
+		{machineindex.ByNodeIndex, machineindex.ByNode},
+		{indexMachineByBlockingBudget, func(obj any) ([]string, error) {
 			m, ok := obj.(*v1alpha1.Machine)
 			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
 				return nil, nil
 			}
 			return storedDrainState(m).BlockingBudgets(), nil
-		},
-	})
-	if err != nil {
-		return fmt.Errorf("adding machine indexes: %w", err)
+		}},
+	} {
+		if err := machineindex.Ensure(machines, index.name, index.fn); err != nil {
+			return err
+		}
 	}
 
-	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-		reg, err := i.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("adding event handler: %w", err)
-		}
-		c.synced = append(c.synced, reg.HasSynced)
-		return nil
-	}
+	add := c.handlers.Add
 	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    func(obj any) { c.onMachine(nil, obj) },
 		UpdateFunc: c.onMachine,
@@ -115,7 +109,7 @@ func (c *Controller) register(inf Informers) error {
 			return err
 		}
 		for _, i := range drainCaches {
-			c.synced = append(c.synced, i.HasSynced)
+			c.cachesSynced = append(c.cachesSynced, i.HasSynced)
 		}
 	}
 	return nil

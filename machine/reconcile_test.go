@@ -61,7 +61,7 @@ func newFakeController(t *testing.T) *fakeController {
 	t.Cleanup(func() { cancel(); mf.Shutdown(); kf.Shutdown() })
 	mf.Start(ctx.Done())
 	kf.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.synced()...) {
 		t.Fatal("caches did not sync")
 	}
 	return &fakeController{c: c, mc: mc, core: core, cloud: cloud, frozen: frozen}

@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -89,7 +90,7 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	if c.nodes == nil {
 		return workqueue.Result{}, nil
 	}
-	objs, err := c.machineIdx.ByIndex(indexMachineByNode, name)
+	objs, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, name)
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}

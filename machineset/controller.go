@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
@@ -16,6 +17,7 @@ import (
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/dedup"
 	"github.com/mcmkit/mcm/internal/ownership"
+	"github.com/mcmkit/mcm/internal/registrations"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -40,7 +42,7 @@ type Controller struct {
 	sets     machinelisters.MachineSetLister
 	machines machinelisters.MachineLister
 	classes  machinelisters.MachineClassLister // nil: classes are not checked
-	synced   []cache.InformerSynced
+	handlers registrations.Set                 // removed when Run returns
 
 	queue *workqueue.Queue[string]
 	// exp holds the creations and deletions each set issued until the
@@ -89,17 +91,8 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 }
 
 func (c *Controller) register(inf Informers) error {
-	if err := cachetransform.SetOn(inf.MachineSets.Informer(), inf.Machines.Informer()); err != nil {
-		return err
-	}
-	add := func(i cache.SharedIndexInformer, h cache.ResourceEventHandler) error {
-		reg, err := i.AddEventHandler(h)
-		if err != nil {
-			return fmt.Errorf("adding event handler: %w", err)
-		}
-		c.synced = append(c.synced, reg.HasSynced)
-		return nil
-	}
+	cachetransform.SetOn(inf.MachineSets.Informer(), inf.Machines.Informer())
+	add := c.handlers.Add
 	if err := add(inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
@@ -117,9 +110,7 @@ func (c *Controller) register(inf Informers) error {
 	if inf.Classes == nil {
 		return nil
 	}
-	if err := cachetransform.SetOn(inf.Classes.Informer()); err != nil {
-		return err
-	}
+	cachetransform.SetOn(inf.Classes.Informer())
 	// Only a class that appears or starts being deleted changes a set's
 	// plan; its other updates are the machine controller's business.
 	return add(inf.Classes.Informer(), cache.ResourceEventHandlerFuncs{
@@ -136,8 +127,11 @@ func (c *Controller) register(inf Informers) error {
 
 // Run waits for the caches, then reconciles with workers workers until ctx
 // ends. It returns nil after ctx ended, an error only for bad arguments.
+// When it returns, its event handlers are removed from the informers,
+// which may go on serving others: run a controller once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machineset", c.synced...)
+	defer c.handlers.RemoveAll(logr.FromContextOrDiscard(workqueue.ControllerContext(ctx, c.opts.Logger, "machineset")))
+	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machineset", c.handlers.Synced()...)
 }
 
 func (c *Controller) enqueue(obj any) {

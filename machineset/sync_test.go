@@ -69,7 +69,7 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(func() { cancel(); f.Shutdown() })
 	f.Start(ctx.Done())
-	if !cache.WaitForCacheSync(ctx.Done(), c.synced...) {
+	if !cache.WaitForCacheSync(ctx.Done(), c.handlers.Synced()...) {
 		t.Fatal("caches did not sync")
 	}
 	h.c = c

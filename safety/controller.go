@@ -32,6 +32,7 @@ import (
 	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/internal/promreg"
+	"github.com/mcmkit/mcm/internal/registrations"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -236,7 +237,7 @@ type Controller struct {
 	machines    machinelisters.MachineLister
 	machineIdx  cache.Indexer
 	nodes       corelisters.NodeLister // nil without a target cluster
-	synced      []cache.InformerSynced
+	handlers    registrations.Set      // removed when Run returns
 
 	// overshoot is keyed by namespace: one check looks at all the sets
 	// and deployments of a namespace together; nil without
@@ -307,11 +308,9 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		c.driver, c.classes, c.secrets = drv, inf.Classes.Lister(), inf.Secrets.Lister()
 		informers = append(informers, inf.Classes.Informer(), inf.Secrets.Informer())
 		for _, i := range []cache.SharedIndexInformer{inf.Classes.Informer(), inf.Secrets.Informer()} {
-			reg, err := i.AddEventHandler(cache.ResourceEventHandlerFuncs{})
-			if err != nil {
-				return nil, fmt.Errorf("safety: adding event handler: %w", err)
+			if err := c.handlers.Add(i, cache.ResourceEventHandlerFuncs{}); err != nil {
+				return nil, fmt.Errorf("safety: %w", err)
 			}
-			c.synced = append(c.synced, reg.HasSynced)
 		}
 		if o.Registerer != nil {
 			if c.orphansDeleted, err = promreg.Register(o.Registerer, c.orphansDeleted); err != nil {
@@ -319,9 +318,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 			}
 		}
 	}
-	if err := cachetransform.SetOn(informers...); err != nil {
-		return nil, fmt.Errorf("safety: %w", err)
-	}
+	cachetransform.SetOn(informers...)
 	namespaceOf := func(obj any) {
 		if m, ok := workqueue.ObjectOf(obj).(interface{ GetNamespace() string }); ok && c.overshoot != nil {
 			c.overshoot.Add(m.GetNamespace())
@@ -375,11 +372,9 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 				}}})
 	}
 	for _, h := range handlers {
-		reg, err := h.i.AddEventHandler(h.h)
-		if err != nil {
-			return nil, fmt.Errorf("safety: adding event handler: %w", err)
+		if err := c.handlers.Add(h.i, h.h); err != nil {
+			return nil, fmt.Errorf("safety: %w", err)
 		}
-		c.synced = append(c.synced, reg.HasSynced)
 	}
 	return c, nil
 }
@@ -392,8 +387,8 @@ func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
 		return err
 	}
 	c.nodes = inf.Nodes.Lister()
-	if err := inf.Machines.Informer().AddIndexers(cache.Indexers{indexMachineByNode: machineindex.ByNode}); err != nil {
-		return fmt.Errorf("adding the machine index: %w", err)
+	if err := machineindex.Ensure(inf.Machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode); err != nil {
+		return err
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
 	return nil
@@ -402,11 +397,14 @@ func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
 // Run waits for the caches, then runs the checks with workers workers
 // until ctx ends. It returns nil after ctx ended, an error only for bad
 // arguments.
+// When it returns, its event handlers are removed from the informers,
+// which may go on serving others: run a controller once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
+	defer c.handlers.RemoveAll(logr.FromContextOrDiscard(ctx))
 	if workers < 1 {
 		return fmt.Errorf("safety: need at least one worker, got %d", workers)
 	}
-	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "safety")
 	// Reachability needs no cache: it runs from the start, so that an
 	// outage during the caches' sync is seen too.
 	var wg sync.WaitGroup
@@ -414,7 +412,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if c.watchesAPIServers {
 		wg.Go(func() { c.watchAPIServers(ctx) })
 	}
-	if !workqueue.WaitForCaches(ctx, c.synced...) {
+	if !workqueue.WaitForCaches(ctx, c.handlers.Synced()...) {
 		return nil
 	}
 	if c.driver != nil {

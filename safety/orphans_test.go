@@ -75,7 +75,7 @@ func TestCollectOrphans(t *testing.T) {
 	defer close(stop)
 	f.Start(stop)
 	kf.Start(stop)
-	if !cache.WaitForCacheSync(stop, c.synced...) {
+	if !cache.WaitForCacheSync(stop, c.handlers.Synced()...) {
 		t.Fatal("caches did not sync")
 	}
 	alive := func(providerID string) bool {

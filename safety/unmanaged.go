@@ -12,13 +12,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machineindex"
 	"github.com/mcmkit/mcm/workqueue"
 )
-
-// indexMachineByNode is the controller's index of machines by the node
-// label (v1alpha1.NodeLabelKey); its own name, so that it can share the
-// machine informer with the machine controller's index of the same kind.
-const indexMachineByNode = "mcmkit.io/safety-machine-by-node"
 
 // notManagedValue is the annotation's value, MCM's.
 const notManagedValue = "1"
@@ -55,7 +51,7 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting node %s: %w", name, err)
 	}
-	claimers, err := c.machineIdx.ByIndex(indexMachineByNode, name)
+	claimers, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, name)
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}

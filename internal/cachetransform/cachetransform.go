@@ -1,13 +1,47 @@
 // Package cachetransform holds the informer transform every informer of
-// mcm uses, so that caches stay small the same way everywhere.
+// mcm uses, Transform, so that caches stay small the same way everywhere.
 package cachetransform
 
 import (
-	"fmt"
-
+	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
 )
+
+// Transform is the transform of mcm's informers: DropManagedFields, and
+// for a Node, TrimNodeStatus.
+func Transform(obj any) (any, error) {
+	obj, err := DropManagedFields(obj)
+	if n, ok := obj.(*corev1.Node); ok && err == nil {
+		return TrimNodeStatus(n), nil
+	}
+	return obj, err
+}
+
+// TrimNodeStatus returns n with only the status fields mcm reads:
+// conditions (health, copied to the machine), capacity (the class's
+// virtual capacity) and volumesAttached (the drain's wait for detached
+// volumes); the phase is kept too, as it costs nothing. Images, node
+// info, allocatable, addresses, daemon endpoints, volumes in use and the
+// rest go: on a real node the image list alone is often most of the
+// object, and a controller's cache holds every node of the cluster. A node
+// with nothing to drop is returned as it is, one with something to drop
+// as a copy (n may be shared, as fake clientsets share theirs). Writes
+// built from a trimmed node must not send its status whole: mcm's patch
+// only the fields they change.
+func TrimNodeStatus(n *corev1.Node) *corev1.Node {
+	st := n.Status
+	if len(st.Images) == 0 && st.NodeInfo == (corev1.NodeSystemInfo{}) && len(st.Allocatable) == 0 &&
+		len(st.Addresses) == 0 && st.DaemonEndpoints == (corev1.NodeDaemonEndpoints{}) && len(st.VolumesInUse) == 0 &&
+		st.Config == nil && len(st.RuntimeHandlers) == 0 && st.Features == nil && len(st.DeclaredFeatures) == 0 {
+		return n
+	}
+	trimmed := *n
+	trimmed.Status = corev1.NodeStatus{
+		Capacity: st.Capacity, Phase: st.Phase, Conditions: st.Conditions, VolumesAttached: st.VolumesAttached,
+	}
+	return &trimmed
+}
 
 // DropManagedFields is a cache.TransformFunc that removes managed fields:
 // they are often the largest part of an object and nothing in mcm reads
@@ -21,17 +55,14 @@ func DropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// SetOn sets DropManagedFields on each informer that has not started yet
-// (a started informer cannot take a transform, and one started by someone
-// else keeps theirs).
-func SetOn(informers ...cache.SharedIndexInformer) error {
+// SetOn sets Transform on each informer that has not started yet.
+// A started informer cannot take a transform: one started by someone else
+// keeps theirs, and one started by another controller of this module
+// (informers shared by controllers built one after the other, some
+// while others run) has this one already.
+func SetOn(informers ...cache.SharedIndexInformer) {
 	for _, i := range informers {
-		if i.HasSynced() {
-			continue
-		}
-		if err := i.SetTransform(DropManagedFields); err != nil {
-			return fmt.Errorf("setting informer transform: %w", err)
-		}
+		// The one error SetTransform returns is "already started".
+		_ = i.SetTransform(Transform)
 	}
-	return nil
 }

@@ -4,7 +4,10 @@ import (
 	"context"
 	"testing"
 
+	"github.com/google/go-cmp/cmp"
+
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
@@ -32,9 +35,7 @@ func TestSetOn(t *testing.T) {
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", ManagedFields: []metav1.ManagedFieldsEntry{{Manager: "kubelet"}}}}
 	f := informers.NewSharedInformerFactory(fake.NewSimpleClientset(node), 0)
 	inf := f.Core().V1().Nodes().Informer()
-	if err := SetOn(inf); err != nil {
-		t.Fatal(err)
-	}
+	SetOn(inf)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); f.Shutdown() }()
 	f.Start(ctx.Done())
@@ -45,8 +46,42 @@ func TestSetOn(t *testing.T) {
 	if got == nil || got.ManagedFields != nil {
 		t.Fatalf("cached node %v still has managed fields", got)
 	}
-	// Started informers are left alone instead of failing.
-	if err := SetOn(inf); err != nil {
-		t.Errorf("SetOn on a started informer: %v", err)
+	// Started informers are left alone: no panic, nothing changes.
+	SetOn(inf)
+}
+
+// TestTrimNodeStatus: a node keeps the status fields mcm reads and loses
+// the others, as a copy; a node with nothing to drop is not copied.
+func TestTrimNodeStatus(t *testing.T) {
+	kept := corev1.NodeStatus{
+		Capacity:        corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")},
+		Phase:           corev1.NodeRunning,
+		Conditions:      []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Message: "kubelet is ready"}},
+		VolumesAttached: []corev1.AttachedVolume{{Name: "kubernetes.io/csi/disk-1", DevicePath: "/dev/xvdb"}},
+	}
+	full := kept
+	full.Allocatable = corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("1900m")}
+	full.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0.1"}}
+	full.NodeInfo = corev1.NodeSystemInfo{KubeletVersion: "v1.37.1", OSImage: "Garden Linux"}
+	full.Images = []corev1.ContainerImage{{Names: []string{"registry.example/app@sha256:abc", "registry.example/app:1"}, SizeBytes: 1 << 30}}
+	full.DaemonEndpoints = corev1.NodeDaemonEndpoints{KubeletEndpoint: corev1.DaemonEndpoint{Port: 10250}}
+	full.VolumesInUse = []corev1.UniqueVolumeName{"kubernetes.io/csi/disk-1"}
+
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}}, Spec: corev1.NodeSpec{ProviderID: "sim:///n"}, Status: full}
+	orig := node.DeepCopy()
+	got, err := Transform(node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := &corev1.Node{ObjectMeta: orig.ObjectMeta, Spec: orig.Spec, Status: kept}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("trimmed node (-want +got):\n%s", diff)
+	}
+	if diff := cmp.Diff(orig, node); diff != "" {
+		t.Errorf("the input node changed (-before +after):\n%s", diff)
+	}
+	lean := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "lean"}, Status: kept}
+	if got := TrimNodeStatus(lean); got != lean {
+		t.Error("a node with nothing to drop was copied")
 	}
 }

@@ -1,15 +1,28 @@
-// Package machineindex holds the informer index functions several
-// controllers add to the shared machine informer. Each controller adds
-// them under its own index name: an informer refuses a name twice, and the
-// controllers are built independently of each other.
+// Package machineindex holds the informer indexes of machines that
+// several controllers read, and Ensure, which adds an index unless the
+// informer has it: the controllers are built independently of each other,
+// an informer refuses an index name twice, and a controller built again on
+// informers that outlived its predecessor (a manager that shares informers
+// between controller groups that come and go) finds its indexes there.
+// One index of each kind per informer, under a name of this module's,
+// rather than one per controller: an index costs memory for every object.
 //
 // # Usage
 //
-//	err := machines.Informer().AddIndexers(cache.Indexers{"mycontroller/by-node": machineindex.ByNode})
-//	objs, err := machines.Informer().GetIndexer().ByIndex("mycontroller/by-node", nodeName)
+//	err := machineindex.Ensure(machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode)
+//	objs, err := machines.Informer().GetIndexer().ByIndex(machineindex.ByNodeIndex, nodeName)
 package machineindex
 
-import "github.com/mcmkit/mcm/api/machine/v1alpha1"
+import (
+	"fmt"
+
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// ByNodeIndex is the name of the ByNode index.
+const ByNodeIndex = "mcmkit.io/machine-by-node"
 
 // ByNode indexes a machine by its node label (v1alpha1.NodeLabelKey), the
 // name of its node in the target cluster; a machine without one is not
@@ -19,4 +32,20 @@ func ByNode(obj any) ([]string, error) {
 		return []string{m.Labels[v1alpha1.NodeLabelKey]}, nil
 	}
 	return nil, nil
+}
+
+// Ensure adds fn to informer as the index name unless the informer has an
+// index of that name, which it then takes to be fn: names under
+// "mcmkit.io/" are this module's. It works on a started informer too (the
+// index then covers the objects already cached). An informer's indexes
+// must not be added to concurrently: build controllers that share
+// informers one after the other.
+func Ensure(informer cache.SharedIndexInformer, name string, fn cache.IndexFunc) error {
+	if _, ok := informer.GetIndexer().GetIndexers()[name]; ok {
+		return nil
+	}
+	if err := informer.AddIndexers(cache.Indexers{name: fn}); err != nil {
+		return fmt.Errorf("adding index %s: %w", name, err)
+	}
+	return nil
 }

@@ -7,6 +7,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
 )
 
 func TestByNode(t *testing.T) {
@@ -23,5 +25,34 @@ func TestByNode(t *testing.T) {
 		if err != nil || !cmp.Equal(tc.want, got) {
 			t.Errorf("%s: ByNode = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
+	}
+}
+
+// TestEnsureAddsOnce: a second Ensure of the same name, on a started
+// informer as a controller built again would do, keeps the index there.
+func TestEnsureAddsOnce(t *testing.T) {
+	client := fake.NewSimpleClientset(&v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns",
+		Labels: map[string]string{v1alpha1.NodeLabelKey: "n1"}}})
+	factory := externalversions.NewSharedInformerFactory(client, 0)
+	informer := factory.Machine().V1alpha1().Machines().Informer()
+	if err := Ensure(informer, ByNodeIndex, ByNode); err != nil {
+		t.Fatal(err)
+	}
+	stop := make(chan struct{})
+	defer close(stop)
+	factory.Start(stop)
+	factory.WaitForCacheSync(stop)
+	if err := Ensure(informer, ByNodeIndex, ByNode); err != nil {
+		t.Fatalf("second Ensure: %v", err)
+	}
+	objs, err := informer.GetIndexer().ByIndex(ByNodeIndex, "n1")
+	if err != nil || len(objs) != 1 {
+		t.Errorf("ByIndex(n1) = %d objects, %v; want the one machine", len(objs), err)
+	}
+	if err := Ensure(informer, "mcmkit.io/other", func(any) ([]string, error) { return []string{"x"}, nil }); err != nil {
+		t.Fatalf("Ensure on a started informer: %v", err)
+	}
+	if objs, _ := informer.GetIndexer().ByIndex("mcmkit.io/other", "x"); len(objs) != 1 {
+		t.Errorf("an index added after the start covers %d cached objects, want 1", len(objs))
 	}
 }

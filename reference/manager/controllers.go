@@ -26,8 +26,12 @@ import (
 )
 
 // ControllerContext is what a controller is built from. The informer
-// factories are shared by all controllers of one run; a controller takes
-// the informers it needs (before they start) and must not start them.
+// factories are shared by the controllers of every group that runs at a
+// time, and may already run when a controller is built: a controller
+// takes the informers it needs, must not start them, adds an index only
+// when the informer lacks it (an informer refuses a name twice, and a
+// controller built again finds its predecessor's) and removes its event
+// handlers when its Runnable returns, as this module's controllers do.
 type ControllerContext struct {
 	Config Config
 

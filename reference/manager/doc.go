@@ -86,9 +86,15 @@
 //     controllers, and the safety controller's overshoot check ("overshoot",
 //     safety.CheckOvershoot) — what MCM's machine-controller-manager runs.
 //
+// The groups that run at a time share one set of informers: the first to
+// start builds and starts them, a group that starts later adds what its
+// controllers need, and they stop with the last group; a stopped group's
+// controllers remove their event handlers. Every machine and node is
+// cached once, not once per group.
+//
 // With --leader-elect, one client-go elector per group campaigns, with one
-// identity, and a group's controllers and informers are built when its
-// lease is won and run while it is held; so next to a running MCM process,
+// identity, and a group's controllers are built when its lease is won and
+// run while it is held; so next to a running MCM process,
 // or another manager, no controller of a group runs twice, and nothing
 // waits for a lease whose holder runs other controllers. The first
 // group's lease is campaigned for at once, the second's once this manager

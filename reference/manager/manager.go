@@ -25,7 +25,6 @@ import (
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	kscheme "k8s.io/client-go/kubernetes/scheme"
 	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
@@ -81,6 +80,8 @@ type Manager struct {
 	listWatch *listWatchHealth
 	// gates are shared by the groups' controllers.
 	gates *Gates
+	// informers are shared by the groups that run at a time.
+	informers sharedInformers
 }
 
 // New validates cfg against the tables of opts and returns a Manager.
@@ -485,13 +486,12 @@ func (m *Manager) groupPlan(names []string) []groupPlan {
 	return plan
 }
 
-// runControllers builds the informer factories and the controllers of one
-// group, starts them and waits until ctx ends or a controller fails; then
-// it stops all of them and returns once they have stopped. Each group has
-// informers of its own, as each of MCM's processes has: a group starts
-// and stops with its lease, whatever the other does.
+// runControllers builds the controllers of one group on the informers
+// the running groups share (sharedInformers), starts them and waits until
+// ctx ends or a controller fails; then it stops all of them and returns
+// once they have stopped. A group starts and stops with its lease,
+// whatever the other does: the informers stop with the last group.
 func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p groupPlan) error {
-	ns := m.cfg.Namespace
 	names := p.names
 	// Each group has clients, and so client rate limits, of its own, as
 	// each of MCM's two processes has: the machine controller's writes do
@@ -501,18 +501,14 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p gr
 	if err != nil {
 		return err
 	}
-	// One stored object that cannot be decoded must not keep every informer
-	// of its kind from syncing: it is reported and left out.
-	cc.MachineInformers, err = tolerant.NewSharedInformerFactory(cc.Machines, ns, 0, tolerant.Options{
+	set, err := m.informers.acquire(cc, tolerant.Options{
 		Recorder: cc.Recorder, Registerer: m.reg, Logger: m.log.WithName("informers"),
 	})
 	if err != nil {
-		return fmt.Errorf("machine informers: %w", err)
+		return err
 	}
-	cc.ControlInformers = informers.NewSharedInformerFactoryWithOptions(cc.ControlCore, 0, informers.WithNamespace(ns))
-	if cc.TargetCore != nil {
-		cc.TargetInformers = informers.NewSharedInformerFactory(cc.TargetCore, 0)
-	}
+	defer m.informers.release()
+	cc.MachineInformers, cc.ControlInformers, cc.TargetInformers = set.machines, set.control, set.target
 
 	// Gate providers first: the others take their gates when built.
 	names = slices.Clone(names)
@@ -533,39 +529,22 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p gr
 		// be built): a stopped safety controller freezes nobody.
 		defer cc.Gates.SetSafety(nil, nil)
 	}
-	runs := make([]Runnable, len(names))
-	for i, name := range names {
-		c := cc
-		c.Logger = m.log.WithName(name)
-		r, err := m.opts.Controllers[name].New(ctx, c)
-		if err != nil {
-			return fmt.Errorf("building the %s controller: %w", name, err)
-		}
-		runs[i] = r
-	}
-
 	runCtx, cancel := context.WithCancelCause(ctx)
-	cc.MachineInformers.Start(runCtx.Done())
-	cc.ControlInformers.Start(runCtx.Done())
-	if cc.TargetInformers != nil {
-		cc.TargetInformers.Start(runCtx.Done())
+	defer cancel(nil)
+	runs, err := m.buildControllers(ctx, cc, set, names)
+	if err != nil {
+		// Built controllers remove their handlers when their Run returns:
+		// run them with an ended context, which returns at once.
+		cancel(nil)
+		for _, run := range runs {
+			_ = run(runCtx)
+		}
+		return err
 	}
 
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		synced := true
-		for _, ok := range cc.MachineInformers.WaitForCacheSync(runCtx.Done()) {
-			synced = synced && ok
-		}
-		for _, ok := range cc.ControlInformers.WaitForCacheSync(runCtx.Done()) {
-			synced = synced && ok
-		}
-		if cc.TargetInformers != nil {
-			for _, ok := range cc.TargetInformers.WaitForCacheSync(runCtx.Done()) {
-				synced = synced && ok
-			}
-		}
-		if synced && runCtx.Err() == nil {
+		if set.waitForCacheSync(runCtx.Done()) && runCtx.Err() == nil {
 			m.state.setSynced(p.group, true)
 			m.log.Info("Informer caches synced; ready", "group", p.group)
 		}
@@ -577,20 +556,34 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p gr
 			}
 		})
 	}
-	wg.Wait() // every controller has drained its queues
+	wg.Wait() // every controller has drained its queues and removed its handlers
 	failed := context.Cause(runCtx)
 	parentDone := ctx.Err() != nil
-	cancel(nil)
-	cc.MachineInformers.Shutdown()
-	cc.ControlInformers.Shutdown()
-	if cc.TargetInformers != nil {
-		cc.TargetInformers.Shutdown()
-	}
 	m.state.setSynced(p.group, false)
 	if parentDone {
 		return nil
 	}
 	return failed
+}
+
+// buildControllers builds the controllers names on set and starts the
+// informers they asked for, one group at a time. It returns the
+// controllers built, also with the error of the one that failed.
+func (m *Manager) buildControllers(ctx context.Context, cc ControllerContext, set *informerSet, names []string) ([]Runnable, error) {
+	m.informers.build.Lock()
+	defer m.informers.build.Unlock()
+	var runs []Runnable
+	for _, name := range names {
+		c := cc
+		c.Logger = m.log.WithName(name)
+		r, err := m.opts.Controllers[name].New(ctx, c)
+		if err != nil {
+			return runs, fmt.Errorf("building the %s controller: %w", name, err)
+		}
+		runs = append(runs, r)
+	}
+	set.start()
+	return runs, nil
 }
 
 // NewLogger returns a logr.Logger writing one text line per entry to w, at

@@ -1,0 +1,33 @@
+package safety
+
+import (
+	"testing"
+
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/registrations/registrationstest"
+)
+
+// TestRunRemovesHandlers: the informers may outlive the controller (a
+// manager shares them between controllers that stop at different times):
+// once Run returned, none of its handlers is left on them.
+func TestRunRemovesHandlers(t *testing.T) {
+	cloud, err := sim.New(sim.Options{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	client, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
+	inf := registrationstest.New(externalversions.NewSharedInformerFactory(client, 0), informers.NewSharedInformerFactory(core, 0))
+	c, err := NewController(client, core, Informers{
+		MachineSets: inf.MachineSets, Deployments: inf.Deployments, Machines: inf.Machines,
+		Nodes: inf.Nodes, Classes: inf.Classes, Secrets: inf.Secrets,
+	}, cloud.Driver(), Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	registrationstest.CheckRunRemovesHandlers(t, inf, 6, c.Run)
+}
