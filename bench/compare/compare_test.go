@@ -73,6 +73,7 @@ const (
 	envRunTimeout  = "MCM_BENCH_RUN_TIMEOUT"
 	envToken       = "MCM_BENCH_BOOTSTRAP_TOKEN"
 	envLock        = "MCM_BENCH_LOCK"
+	envProfileDir  = "MCM_BENCH_PROFILE_DIR"
 	envRun         = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
 	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
@@ -118,6 +119,9 @@ type options struct {
 	// lock is the file a child holds locked for its whole run; empty for
 	// none.
 	lock string
+	// profileDir receives a heap profile of mcm at the end of X's steady
+	// state; empty for none.
+	profileDir string
 }
 
 func TestMain(m *testing.M) {
@@ -179,6 +183,7 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		steady:           envDuration(b, envSteady, time.Minute),
 		runTimeout:       envDuration(b, envRunTimeout, 30*time.Minute),
 		lock:             os.Getenv(envLock),
+		profileDir:       os.Getenv(envProfileDir),
 	}
 	switch v := os.Getenv(envToken); v {
 	case "", "0", "false":

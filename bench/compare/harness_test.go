@@ -108,6 +108,41 @@ func TestWaves(t *testing.T) {
 	}
 }
 
+// TestGenerations: batches and a stream of the same surge take the same
+// generations; an overshoot takes fewer with more booting.
+func TestGenerations(t *testing.T) {
+	at := func(created, ready float64) boot {
+		b := boot{created: time.Unix(0, 0).Add(time.Duration(created * float64(time.Second)))}
+		if ready >= 0 {
+			b.ready = time.Unix(0, 0).Add(time.Duration(ready * float64(time.Second)))
+		}
+		return b
+	}
+	for _, tc := range []struct {
+		name            string
+		boots           []boot
+		wantGenerations int
+		wantBooting     int
+	}{
+		{name: "nothing"},
+		// Surge 2, four machines: two batches.
+		{name: "batches", boots: []boot{at(0, 5), at(0, 5), at(6, 11), at(6, 11)}, wantGenerations: 2, wantBooting: 2},
+		// Surge 2 as a stream: each Ready lets one machine start.
+		{name: "stream", boots: []boot{at(0, 5), at(0, 7), at(5.1, 10), at(7.1, 12), at(10.1, 15), at(12.1, -1)}, wantGenerations: 3, wantBooting: 2},
+		// All four at once: one generation, four booting.
+		{name: "overshoot", boots: []boot{at(0, 5), at(0, 5), at(0, 5), at(0, 5)}, wantGenerations: 1, wantBooting: 4},
+		// Ready exactly at a creation does not count as before it.
+		{name: "ready at the creation", boots: []boot{at(0, 5), at(5, 10)}, wantGenerations: 1, wantBooting: 1},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			gens, booting := generations(tc.boots)
+			if gens != tc.wantGenerations || booting != tc.wantBooting {
+				t.Errorf("generations = %d, at most %d booting; want %d, %d", gens, booting, tc.wantGenerations, tc.wantBooting)
+			}
+		})
+	}
+}
+
 // TestTable renders both systems and their ratio, a failed run, and the
 // breakdown of the writes by who made them.
 func TestTable(t *testing.T) {
@@ -129,7 +164,7 @@ func TestTable(t *testing.T) {
 		},
 		{Scenario: "R", Machines: 1000, System: systemMCM, Error: "timed out after 30m0s waiting for the rollout\nmore detail"},
 		{
-			Scenario: "R", Machines: 1000, System: systemRef, Wall: time.Minute, Waves: 10, LongestGap: 1500 * time.Millisecond,
+			Scenario: "R", Machines: 1000, System: systemRef, Wall: time.Minute, Waves: 10, Generations: 10, PeakBooting: 100, LongestGap: 1500 * time.Millisecond,
 			Writes: measure.Requests{"POST machines": 1000},
 		},
 	}
@@ -140,7 +175,7 @@ func TestTable(t *testing.T) {
 		"M   100    mcm / MCM   0.50×   0.67×                      0.50×     0.50×  0.25×",
 		"R  1000  MCM v0.62.1  failed",
 		"R N=1000, MCM v0.62.1 failed: timed out after 30m0s waiting for the rollout\n",
-		"0.0 s 10 waves, longest gap 1.5 s\n",
+		"0.0 s 10 waves, 10 generations, at most 100 booting, longest gap 1.5 s\n",
 		"  the manager's own, 300:\n       300 PUT machines\n",
 		"  the control plane's and others, 200:\n       100 PATCH nodes\n       100 POST events\n",
 		"machine-controller 60 MiB peak, 3.0 s CPU in its life",

@@ -40,6 +40,9 @@ type runSpec struct {
 	Settle         time.Duration `json:"settle"`
 	Steady         time.Duration `json:"steady"`
 	Timeout        time.Duration `json:"timeout"`
+	// ProfileDir receives mcm's heap profile at the end of X's steady
+	// state; empty for none.
+	ProfileDir string `json:"profileDir,omitempty"`
 	// Out is the file the child writes its result to.
 	Out string `json:"out"`
 }
@@ -63,7 +66,7 @@ func compare(b *testing.B, opts options) {
 				runs = append(runs, runSpec{
 					Scenario: sc.name, Machines: n, System: system, Bins: bins,
 					BootDelay: opts.bootDelay, RolloutBootDelay: opts.rolloutBootDelay, BootstrapToken: opts.bootstrapToken,
-					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout,
+					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir,
 					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
 				})
 			}

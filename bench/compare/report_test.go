@@ -57,6 +57,9 @@ type result struct {
 	// wave starting (see waves).
 	Waves      int           `json:"waves,omitempty"`
 	LongestGap time.Duration `json:"longestGap,omitempty"`
+	// Generations and PeakBooting: see generations.
+	Generations int `json:"generations,omitempty"`
+	PeakBooting int `json:"peakBooting,omitempty"`
 
 	// X only: the steady state after all machines run, for Steady: the
 	// largest summed RSS in it, the CPU cores used on average and the
@@ -178,7 +181,7 @@ func table(results []result, systems []string) string {
 func extra(r result) string {
 	switch r.Scenario {
 	case "R":
-		return fmt.Sprintf("%d waves, longest gap %.1f s", r.Waves, r.LongestGap.Seconds())
+		return fmt.Sprintf("%d waves, %d generations, at most %d booting, longest gap %.1f s", r.Waves, r.Generations, r.PeakBooting, r.LongestGap.Seconds())
 	case "X":
 		return fmt.Sprintf("steady: %.0f MiB, %.2f cores, %.1f writes/s", mib(r.SteadyRSS), r.SteadyCores, r.SteadyWrites)
 	}
@@ -244,4 +247,55 @@ func waves(created, ready []time.Time, pause time.Duration) (count int, longestG
 		longestGap = max(longestGap, c.Sub(ready[j-1]))
 	}
 	return count, longestGap
+}
+
+// generations measures a rollout by its boots rather than by pauses
+// between creations. A machine's generation is one more than the highest
+// generation among the rollout's machines whose node was Ready before the
+// machine was created (1 for those created before any was): how many boots
+// had to follow one another before it could start. The rollout's
+// generations are the highest of them, and peakBooting the most machines
+// created and not yet Ready at any time. A rollout that keeps maxSurge
+// machines booting takes ceil(N / maxSurge) generations whether it
+// creates them in batches, one wave a generation, or as a stream in which
+// each Ready node at once lets the next machine start (then no pause
+// separates waves); fewer generations with more booting than maxSurge is
+// an overshoot, more generations a rollout that left surge unused.
+func generations(boots []boot) (count, peakBooting int) {
+	boots = slices.Clone(boots)
+	slices.SortFunc(boots, func(a, b boot) int { return a.created.Compare(b.created) })
+	gen := make([]int, len(boots))
+	for i, b := range boots {
+		gen[i] = 1
+		for j, prev := range boots[:i] {
+			if !prev.ready.IsZero() && prev.ready.Before(b.created) {
+				gen[i] = max(gen[i], gen[j]+1)
+			}
+		}
+		count = max(count, gen[i])
+	}
+	// Booting: +1 at creation, -1 at Ready; at equal times Ready first.
+	type change struct {
+		at    time.Time
+		delta int
+	}
+	var changes []change
+	for _, b := range boots {
+		changes = append(changes, change{b.created, 1})
+		if !b.ready.IsZero() {
+			changes = append(changes, change{b.ready, -1})
+		}
+	}
+	slices.SortFunc(changes, func(a, b change) int {
+		if c := a.at.Compare(b.at); c != 0 {
+			return c
+		}
+		return a.delta - b.delta
+	})
+	booting := 0
+	for _, c := range changes {
+		booting += c.delta
+		peakBooting = max(peakBooting, booting)
+	}
+	return count, peakBooting
 }

@@ -7,7 +7,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"maps"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -343,8 +345,16 @@ func (r *run) rollingUpdate(ctx context.Context) error {
 	}
 	// A wave ends when no creation follows within half the boot delay:
 	// the next machines can only become available a boot delay later.
-	created, ready := r.watch.rollout(nextClassName)
+	boots := r.watch.rollout(nextClassName)
+	var created, ready []time.Time
+	for _, b := range boots {
+		created = append(created, b.created)
+		if !b.ready.IsZero() {
+			ready = append(ready, b.ready)
+		}
+	}
 	r.res.Waves, r.res.LongestGap = waves(created, ready, max(r.spec.RolloutBootDelay/2, 500*time.Millisecond))
+	r.res.Generations, r.res.PeakBooting = generations(boots)
 	return r.end(ctx, p, done)
 }
 
@@ -399,6 +409,13 @@ func (r *run) steadyState(ctx context.Context) error {
 		return err
 	}
 	elapsed := time.Since(start)
+	if r.spec.ProfileDir != "" && r.sys.pprof != "" {
+		path := filepath.Join(r.spec.ProfileDir, fmt.Sprintf("%s-%d-%s-heap.pprof", r.spec.Scenario, r.spec.Machines, r.spec.System))
+		if err := saveProfile(ctx, r.sys.pprof+"/heap?gc=1", path); err != nil {
+			return fmt.Errorf("saving the heap profile: %w", err)
+		}
+		progress("%s: heap profile in %s", r.spec, path)
+	}
 	after, err := measure.ScrapeRequests(ctx, r.core)
 	if err != nil {
 		return err
@@ -516,4 +533,29 @@ func parallel(n int, f func(i int) error) error {
 	close(next)
 	wg.Wait()
 	return errors.Join(errs...)
+}
+
+// saveProfile writes the profile url answers to path.
+func saveProfile(ctx context.Context, url, path string) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("%s answered %s", url, resp.Status)
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if _, err := io.Copy(f, resp.Body); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }

@@ -46,6 +46,9 @@ type system struct {
 	window int64
 	stop   chan struct{}
 	wg     sync.WaitGroup
+	// pprof is the address of mcm's /debug/pprof; empty for MCM and
+	// without a ProfileDir.
+	pprof string
 }
 
 // simFlags are the simulated kubelet's flags, the same for the reference
@@ -116,10 +119,14 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 			s.shutdown()
 			return nil, err
 		}
+		args := append(clientFlags(kubeconfig, ns), "--driver=simcloud", "--address=127.0.0.1", "--port="+strconv.Itoa(port))
+		if spec.ProfileDir != "" {
+			args = append(args, "--profiling")
+			s.pprof = "http://127.0.0.1:" + strconv.Itoa(port) + "/debug/pprof"
+		}
 		// /readyz: the startup checks passed and the informer caches of
 		// both controller groups synced.
-		if _, err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), []string{simCloudSocketEnv + "=" + socket},
-			append(clientFlags(kubeconfig, ns), "--driver=simcloud", "--address=127.0.0.1", "--port="+strconv.Itoa(port))...); err != nil {
+		if _, err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), []string{simCloudSocketEnv + "=" + socket}, args...); err != nil {
 			s.shutdown()
 			return nil, err
 		}

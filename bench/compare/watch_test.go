@@ -185,22 +185,22 @@ func (w *watcher) state() state {
 	return s
 }
 
-// rollout returns when the machines of class were first seen, and when
-// their nodes (named after them, as the simulated cloud names them) first
-// were Ready.
-func (w *watcher) rollout(class string) (created, ready []time.Time) {
+// boot is when a machine was first seen, and when its node first was
+// Ready (zero if never).
+type boot struct{ created, ready time.Time }
+
+// rollout returns the boots of the machines of class, their nodes named
+// after them, as the simulated cloud names them.
+func (w *watcher) rollout(class string) []boot {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	var out []boot
 	for name, m := range w.machines {
-		if m.class != class {
-			continue
-		}
-		created = append(created, m.created)
-		if t := w.nodeReady[name]; !t.IsZero() {
-			ready = append(ready, t)
+		if m.class == class {
+			out = append(out, boot{created: m.created, ready: w.nodeReady[name]})
 		}
 	}
-	return created, ready
+	return out
 }
 
 // deploymentDone tells whether the deployment's status reports n machines,
