@@ -68,6 +68,10 @@ type result struct {
 	SteadyRSS    int64         `json:"steadyRSS,omitempty"`
 	SteadyCores  float64       `json:"steadyCores,omitempty"`
 	SteadyWrites float64       `json:"steadyWrites,omitempty"`
+	// SteadyAllWrites are the writes of the steady period, everyone's,
+	// and SteadyManagerWrites the manager's own among them.
+	SteadyAllWrites     measure.Requests `json:"steadyAllWrites,omitempty"`
+	SteadyManagerWrites measure.Requests `json:"steadyManagerWrites,omitempty"`
 
 	// Events counts the run's events by source and reason (the busiest),
 	// to tell the managers' writes from the control plane's: events of
@@ -168,6 +172,10 @@ func table(results []result, systems []string) string {
 			if len(procs) > 0 {
 				fmt.Fprintf(&b, "  processes: %s\n", strings.Join(procs, "; "))
 			}
+			if r.Steady > 0 {
+				fmt.Fprintf(&b, "  in the steady period (%v), %d writes, the manager's %d:\n%s", r.Steady.Round(time.Second),
+					r.SteadyAllWrites.Total(), r.SteadyManagerWrites.Total(), r.SteadyAllWrites.Top(len(r.SteadyAllWrites)))
+			}
 			if len(r.Events) > 0 {
 				fmt.Fprintf(&b, "  events of the run by source and reason:\n%s\n", indent(strings.Join(r.Events, "\n")))
 			}
@@ -255,12 +263,13 @@ func waves(created, ready []time.Time, pause time.Duration) (count int, longestG
 // machine was created (1 for those created before any was): how many boots
 // had to follow one another before it could start. The rollout's
 // generations are the highest of them, and peakBooting the most machines
-// created and not yet Ready at any time. A rollout that keeps maxSurge
-// machines booting takes ceil(N / maxSurge) generations whether it
-// creates them in batches, one wave a generation, or as a stream in which
-// each Ready node at once lets the next machine start (then no pause
-// separates waves); fewer generations with more booting than maxSurge is
-// an overshoot, more generations a rollout that left surge unused.
+// created and not yet Ready at any time. A rollout that never has more
+// than maxSurge booting takes at least ceil(N / maxSurge) generations:
+// exactly that in batches of equal boots, one wave a generation; more
+// when it streams, each Ready node at once letting the next machine start
+// (then no pause separates waves), and boot times vary, as the machines
+// that happen to boot fast make a longer chain in the same time. Fewer
+// generations with more than maxSurge booting is an overshoot.
 func generations(boots []boot) (count, peakBooting int) {
 	boots = slices.Clone(boots)
 	slices.SortFunc(boots, func(a, b boot) int { return a.created.Compare(b.created) })

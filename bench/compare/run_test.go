@@ -403,12 +403,14 @@ func (r *run) steadyState(ctx context.Context) error {
 		return err
 	}
 	_, cpuBefore := r.sys.usage()
+	managerBefore := r.proxy.requests(byManager)
 	r.sys.resetWindow()
 	start := time.Now()
 	if err := r.sleep(r.spec.Steady); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
+	r.res.SteadyManagerWrites = r.proxy.requests(byManager).Minus(managerBefore).Writes()
 	if r.spec.ProfileDir != "" && r.sys.pprof != "" {
 		path := filepath.Join(r.spec.ProfileDir, fmt.Sprintf("%s-%d-%s-heap.pprof", r.spec.Scenario, r.spec.Machines, r.spec.System))
 		if err := saveProfile(ctx, r.sys.pprof+"/heap?gc=1", path); err != nil {
@@ -424,7 +426,8 @@ func (r *run) steadyState(ctx context.Context) error {
 	r.res.Steady = elapsed
 	_, r.res.SteadyRSS = r.sys.peaks()
 	r.res.SteadyCores = (cpu - cpuBefore).Seconds() / elapsed.Seconds()
-	r.res.SteadyWrites = float64(after.Minus(before).Writes().Total()) / elapsed.Seconds()
+	r.res.SteadyAllWrites = after.Minus(before).Writes()
+	r.res.SteadyWrites = float64(r.res.SteadyAllWrites.Total()) / elapsed.Seconds()
 	return nil
 }
 
