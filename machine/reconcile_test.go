@@ -3,6 +3,7 @@ package machine
 import (
 	"context"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -274,5 +276,93 @@ func TestFinishedDeletionIsNotRepeated(t *testing.T) {
 	}
 	if extra := f.mc.Actions()[writes:]; len(extra) != 0 {
 		t.Errorf("API calls after the finalizer was removed: %v", extra)
+	}
+}
+
+// TestDeletionInOneSyncWritesOnce: a deletion whose steps all finish in
+// one sync (no node to drain, the VM gone at once) writes the machine
+// once — the PATCH that removes its finalizer — and no status on the way.
+func TestDeletionInOneSyncWritesOnce(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
+	f.createMachine(t, "m1")
+	eventually(t, "machine Available", reconcile, func() bool {
+		got, ok := f.machine(t, "m1")
+		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
+	})
+	got, _ := f.machine(t, "m1")
+	del := got.DeepCopy()
+	del.DeletionTimestamp = &metav1.Time{Time: time.Now()}
+	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	// The sync must see the deletion, and the cache the last write.
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		cached, err := f.c.machines.Machines("ns").Get("m1")
+		if err == nil && cached.DeletionTimestamp != nil && cached.ResourceVersion == del.ResourceVersion {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never showed the deletion")
+		}
+	}
+	before := len(f.mc.Actions())
+	if err := reconcile(); err != nil {
+		t.Fatal(err)
+	}
+	var writes []string
+	for _, a := range f.mc.Actions()[before:] {
+		if a.GetVerb() != "get" && a.GetVerb() != "list" && a.GetVerb() != "watch" {
+			writes = append(writes, a.GetVerb()+" "+a.GetResource().Resource+"/"+a.GetSubresource())
+		}
+	}
+	if want := []string{"patch machines/"}; !slices.Equal(writes, want) {
+		t.Errorf("writes of a one-sync deletion: %v, want %v", writes, want)
+	}
+	if after, ok := f.machine(t, "m1"); ok && slices.Contains(after.Finalizers, v1alpha1.MachineFinalizer) {
+		t.Errorf("finalizer still there: %v", after.Finalizers)
+	}
+}
+
+// TestMachineWithFinalizerStartsCreationInOneWrite: a machine created
+// with the finalizer and priority (as the MachineSet controller creates
+// them) needs no write before its VM is created: its creation start goes
+// out in the same PATCH as its provider ID.
+func TestMachineWithFinalizerStartsCreationInOneWrite(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns",
+		Finalizers:  []string{v1alpha1.MachineFinalizer},
+		Annotations: map[string]string{v1alpha1.MachinePriorityAnnotation: v1alpha1.MachinePriorityDefault}},
+		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}}}
+	before := len(f.mc.Actions())
+	if _, err := f.mc.MachineV1alpha1().Machines("ns").Create(ctx, m, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, "class finalizer", func() error { _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); return err }, func() bool {
+		cl, err := f.mc.MachineV1alpha1().MachineClasses("ns").Get(ctx, "c", metav1.GetOptions{})
+		return err == nil && slices.Contains(cl.Finalizers, v1alpha1.MachineFinalizer)
+	})
+	eventually(t, "provider ID", func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }, func() bool {
+		got, ok := f.machine(t, "m1")
+		return ok && got.Spec.ProviderID != ""
+	})
+	var patches []string
+	for _, a := range f.mc.Actions()[before:] {
+		if p, ok := a.(k8stesting.PatchAction); ok && a.GetResource().Resource == "machines" && a.GetSubresource() == "" {
+			patches = append(patches, string(p.GetPatch()))
+		}
+	}
+	if len(patches) != 1 {
+		t.Fatalf("machine PATCHes until the provider ID was stored: %d, want 1:\n%s", len(patches), strings.Join(patches, "\n"))
+	}
+	for _, want := range []string{CreationStartedAnnotation, `"providerID"`} {
+		if !strings.Contains(patches[0], want) {
+			t.Errorf("the one PATCH lacks %s: %s", want, patches[0])
+		}
+	}
+	if got := f.cloud.Calls(driver.OperationCreateMachine); got != 1 {
+		t.Errorf("CreateMachine called %d times, want 1", got)
 	}
 }

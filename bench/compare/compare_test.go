@@ -185,14 +185,10 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		lock:             os.Getenv(envLock),
 		profileDir:       os.Getenv(envProfileDir),
 	}
-	switch v := os.Getenv(envToken); v {
-	case "", "0", "false":
-	case "1", "true":
-		opts.bootstrapToken = true
-	default:
-		b.Fatalf("%s=%q: want 1 or 0", envToken, v)
-	}
 	var err error
+	if opts.bootstrapToken, err = parseSwitch(os.Getenv(envToken)); err != nil {
+		b.Fatalf("%s: %v", envToken, err)
+	}
 	if opts.scenarios, err = parseScenarios(cmp.Or(os.Getenv(envScenarios), defaultScenario)); err != nil {
 		b.Fatalf("%s: %v", envScenarios, err)
 	}
@@ -205,6 +201,18 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		b.Fatalf("%s must be positive", envRunTimeout)
 	}
 	return opts
+}
+
+// parseSwitch reads an on/off environment variable: 1 or true, 0, false
+// or unset.
+func parseSwitch(v string) (bool, error) {
+	switch v {
+	case "", "0", "false":
+		return false, nil
+	case "1", "true":
+		return true, nil
+	}
+	return false, fmt.Errorf("%q: want 1 or 0", v)
 }
 
 // parseScenarios reads "M:100,500 D:100 R:1000": scenario names with the

@@ -47,6 +47,20 @@ func TestParseScenarios(t *testing.T) {
 	}
 }
 
+// TestParseSwitch: MCM_BENCH_BOOTSTRAP_TOKEN's values.
+func TestParseSwitch(t *testing.T) {
+	for v, want := range map[string]bool{"": false, "0": false, "false": false, "1": true, "true": true} {
+		if got, err := parseSwitch(v); err != nil || got != want {
+			t.Errorf("parseSwitch(%q) = %v, %v; want %v", v, got, err, want)
+		}
+	}
+	for _, v := range []string{"yes", "2", "TRUE "} {
+		if _, err := parseSwitch(v); err == nil {
+			t.Errorf("parseSwitch(%q) accepted", v)
+		}
+	}
+}
+
 func TestParseSystems(t *testing.T) {
 	got, err := parseSystems("mcm, gardener,mcm")
 	if err != nil {
