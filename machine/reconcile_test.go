@@ -109,10 +109,19 @@ func (f *fakeController) createMachine(t *testing.T, name string) {
 	})
 }
 
-// deleteAndSync marks machine name deleted (the fake clientset keeps an
-// object with finalizers as it is) and syncs it until the controller
-// removed its finalizer.
-func (f *fakeController) deleteAndSync(t *testing.T, name string, reconcile func() error) {
+// waitAvailable syncs machine name until it is Available.
+func (f *fakeController) waitAvailable(t *testing.T, name string, reconcile func() error) {
+	t.Helper()
+	eventually(t, "machine Available", reconcile, func() bool {
+		got, ok := f.machine(t, name)
+		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
+	})
+}
+
+// markDeleted marks machine name deleted as the API server does with an
+// object that has finalizers (the fake clientset would keep it as it is)
+// and returns it as stored.
+func (f *fakeController) markDeleted(t *testing.T, name string) *v1alpha1.Machine {
 	t.Helper()
 	got, _ := f.machine(t, name)
 	del := got.DeepCopy()
@@ -120,6 +129,14 @@ func (f *fakeController) deleteAndSync(t *testing.T, name string, reconcile func
 	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
 		t.Fatal(err)
 	}
+	return del
+}
+
+// deleteAndSync marks machine name deleted and syncs it until the
+// controller removed its finalizer.
+func (f *fakeController) deleteAndSync(t *testing.T, name string, reconcile func() error) {
+	t.Helper()
+	f.markDeleted(t, name)
 	eventually(t, "machine finalizer removed", reconcile, func() bool {
 		got, ok := f.machine(t, name)
 		return !ok || !slices.Contains(got.Finalizers, v1alpha1.MachineFinalizer)
@@ -155,10 +172,7 @@ func TestFrozenBlocksCreationButNotDeletion(t *testing.T) {
 	}
 
 	f.frozen.Store(false)
-	eventually(t, "machine Available", reconcile, func() bool {
-		got, ok := f.machine(t, "m1")
-		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
-	})
+	f.waitAvailable(t, "m1", reconcile)
 	if len(f.cloud.VMs()) != 1 {
 		t.Fatalf("VMs %v, want one", f.cloud.VMs())
 	}
@@ -258,10 +272,7 @@ func TestFinishedDeletionIsNotRepeated(t *testing.T) {
 	ctx := context.Background()
 	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
 	f.createMachine(t, "m1")
-	eventually(t, "machine Available", reconcile, func() bool {
-		got, ok := f.machine(t, "m1")
-		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
-	})
+	f.waitAvailable(t, "m1", reconcile)
 	f.deleteAndSync(t, "m1", reconcile)
 	deletes, writes := f.cloud.Calls(driver.OperationDeleteMachine), len(f.mc.Actions())
 	// The fake clientset keeps the object; the cache may still show the
@@ -287,16 +298,8 @@ func TestDeletionInOneSyncWritesOnce(t *testing.T) {
 	ctx := context.Background()
 	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
 	f.createMachine(t, "m1")
-	eventually(t, "machine Available", reconcile, func() bool {
-		got, ok := f.machine(t, "m1")
-		return ok && got.Status.CurrentStatus.Phase == v1alpha1.MachineAvailable
-	})
-	got, _ := f.machine(t, "m1")
-	del := got.DeepCopy()
-	del.DeletionTimestamp = &metav1.Time{Time: time.Now()}
-	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), del, "ns"); err != nil {
-		t.Fatal(err)
-	}
+	f.waitAvailable(t, "m1", reconcile)
+	del := f.markDeleted(t, "m1")
 	// The sync must see the deletion, and the cache the last write.
 	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
 		cached, err := f.c.machines.Machines("ns").Get("m1")
