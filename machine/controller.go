@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -79,9 +78,9 @@ type Controller struct {
 	// writes are the machines' last writes, nodeWrites the nodes' (by
 	// name), until the caches show them.
 	writes, nodeWrites *expectations.Writes[string]
-	// finalized holds the UID of each machine, by key, whose finalizer
-	// the controller removed, until the cache drops the machine.
-	finalized sync.Map
+	// finalized expects, by key, the deletion of each machine whose
+	// finalizer the controller removed, until the cache drops it.
+	finalized *expectations.Store[string]
 	failures  failureCounter
 }
 
@@ -124,6 +123,7 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 		secrets:    inf.Secrets.Lister(),
 		writes:     expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
 		nodeWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		finalized:  expectations.New[string](expectations.Options{Clock: o.Clock}),
 	}
 	if c.metrics, err = newMetrics(o.Registerer); err != nil {
 		return nil, fmt.Errorf("machine: %w", err)

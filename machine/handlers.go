@@ -148,6 +148,7 @@ func (c *Controller) onMachineDelete(obj any) {
 	}
 	key := workqueue.KeyOf(m)
 	c.writes.Forget(key)
+	c.finalized.DeletionObserved(key, m.UID)
 	c.failures.reset(key)
 	c.classQueue.Add(classKeyOf(m))
 }

@@ -369,3 +369,33 @@ func TestMachineWithFinalizerStartsCreationInOneWrite(t *testing.T) {
 		t.Errorf("CreateMachine called %d times, want 1", got)
 	}
 }
+
+// TestMachineOfSameNameAfterDeletion: once the cache saw a finished
+// deletion's machine go, a new machine of the same name is synced at once.
+func TestMachineOfSameNameAfterDeletion(t *testing.T) {
+	f := newFakeController(t)
+	ctx := context.Background()
+	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
+	f.createMachine(t, "m1")
+	f.waitAvailable(t, "m1", reconcile)
+	f.deleteAndSync(t, "m1", reconcile)
+	// The API server drops the object once its finalizers are gone; the
+	// fake clientset needs telling.
+	if err := f.mc.Tracker().Delete(v1alpha1.SchemeGroupVersion.WithResource("machines"), "ns", "m1"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+		if _, err := f.c.machines.Machines("ns").Get("m1"); err != nil {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the cache never dropped the machine")
+		}
+	}
+	creates := f.cloud.Calls(driver.OperationCreateMachine)
+	f.createMachine(t, "m1")
+	f.waitAvailable(t, "m1", reconcile)
+	if n := f.cloud.Calls(driver.OperationCreateMachine); n != creates+1 {
+		t.Errorf("CreateMachine called %d times for the new machine, want 1", n-creates)
+	}
+}

@@ -39,11 +39,10 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting machine %s: %w", key, err)
 	}
-	if uid, ok := c.finalized.Load(key); ok {
-		if uid == cached.UID {
-			return workqueue.Result{}, nil // gone; the cache does not know yet
-		}
-		c.finalized.Delete(key) // a new machine of the same name
+	if !c.finalized.Satisfied(key) {
+		// Gone; the cache does not know yet. Its deletion event, or a new
+		// machine of the same name after it, ends the wait.
+		return workqueue.Result{}, nil
 	}
 	if !c.writes.Observed(key, cached.ResourceVersion) {
 		// Our last write is not in the cache yet; its event requeues us.

@@ -391,17 +391,19 @@ func (c *Controller) removeFinalizer(ctx context.Context, m *v1alpha1.Machine) e
 		return err
 	}
 	key := workqueue.KeyOf(m)
+	// Until the cache drops the machine, a sync queued meanwhile (its
+	// node's deletion queues one) must not run the flow again on the copy
+	// that still has the finalizer. The answer to the write that deleted
+	// the object may carry the version the cache already has, so the
+	// read-your-writes check cannot tell. Expected before the write, as
+	// its deletion event may come before the write returns.
+	c.finalized.ExpectDeletions(key, m.UID)
 	_, err = patch.Send(ctx, c.control.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("removing finalizer of machine %s: %w", key, err)
-	}
-	if err == nil {
-		// Until the cache drops the machine, a sync queued meanwhile (its
-		// node's deletion queues one) must not run the flow again on the
-		// copy that still has the finalizer. The answer to the write that
-		// deleted the object may carry the version the cache already has,
-		// so the read-your-writes check cannot tell.
-		c.finalized.Store(key, m.UID)
+	if err != nil {
+		c.finalized.DeletionFailed(key, m.UID) // still there, or gone before: no event to wait for
+		if !apierrors.IsNotFound(err) {
+			return fmt.Errorf("removing finalizer of machine %s: %w", key, err)
+		}
 	}
 	c.failures.reset(key)
 	logr.FromContextOrDiscard(ctx).Info("Machine deleted")
