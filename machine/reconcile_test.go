@@ -264,16 +264,23 @@ func TestDriverFailureIsAnError(t *testing.T) {
 	}
 }
 
+// finishedDeletion returns a controller whose machine m1 was created,
+// became Available, was deleted and lost its finalizer, and the sync of m1.
+func finishedDeletion(t *testing.T) (*fakeController, func() error) {
+	t.Helper()
+	f := newFakeController(t)
+	reconcile := func() error { _, err := f.c.ReconcileMachine(context.Background(), "ns/m1"); return err }
+	f.createMachine(t, "m1")
+	f.waitAvailable(t, "m1", reconcile)
+	f.deleteAndSync(t, "m1", reconcile)
+	return f, reconcile
+}
+
 // TestFinishedDeletionIsNotRepeated: once the controller removed a
 // machine's finalizer, a sync of the copy the cache still holds does
 // nothing: no driver call, no write.
 func TestFinishedDeletionIsNotRepeated(t *testing.T) {
-	f := newFakeController(t)
-	ctx := context.Background()
-	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
-	f.createMachine(t, "m1")
-	f.waitAvailable(t, "m1", reconcile)
-	f.deleteAndSync(t, "m1", reconcile)
+	f, reconcile := finishedDeletion(t)
 	deletes, writes := f.cloud.Calls(driver.OperationDeleteMachine), len(f.mc.Actions())
 	// The fake clientset keeps the object; the cache may still show the
 	// finalizer. Either way nothing more happens.
@@ -373,12 +380,7 @@ func TestMachineWithFinalizerStartsCreationInOneWrite(t *testing.T) {
 // TestMachineOfSameNameAfterDeletion: once the cache saw a finished
 // deletion's machine go, a new machine of the same name is synced at once.
 func TestMachineOfSameNameAfterDeletion(t *testing.T) {
-	f := newFakeController(t)
-	ctx := context.Background()
-	reconcile := func() error { _, err := f.c.ReconcileMachine(ctx, "ns/m1"); return err }
-	f.createMachine(t, "m1")
-	f.waitAvailable(t, "m1", reconcile)
-	f.deleteAndSync(t, "m1", reconcile)
+	f, reconcile := finishedDeletion(t)
 	// The API server drops the object once its finalizers are gone; the
 	// fake clientset needs telling.
 	if err := f.mc.Tracker().Delete(v1alpha1.SchemeGroupVersion.WithResource("machines"), "ns", "m1"); err != nil {
