@@ -8,8 +8,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
@@ -111,7 +109,7 @@ func (c *Controller) markNodes(ctx context.Context, d *v1alpha1.MachineDeploymen
 	for _, ch := range changes {
 		data, err := nodeMarkPatch(nodes[ch.Node], ch)
 		if err == nil && data != nil {
-			_, err = c.target.CoreV1().Nodes().Patch(ctx, ch.Node, types.MergePatchType, data, metav1.PatchOptions{FieldManager: c.opts.FieldManager})
+			_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, ch.Node, data, c.opts.FieldManager)
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("marking node %s for the rollout: %w", ch.Node, err))

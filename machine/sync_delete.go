@@ -14,7 +14,6 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
@@ -135,9 +134,10 @@ func (c *Controller) prepareNodeForDeletion(ctx context.Context, m *v1alpha1.Mac
 	}
 	// A strategic merge patch merges conditions by type, so the kubelet's
 	// own conditions are neither sent nor overwritten.
-	data, _ := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{*cond}}})
-	_, err = c.target.CoreV1().Nodes().Patch(ctx, name, types.StrategicMergePatchType, data,
-		metav1.PatchOptions{FieldManager: c.opts.FieldManager}, "status")
+	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{*cond}}})
+	if err == nil {
+		_, err = patch.SendStrategic(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager, "status")
+	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		// The condition informs; it must not hold up a deletion (a
 		// manager without the right to patch node status would never
@@ -360,8 +360,10 @@ func (c *Controller) deleteNodeStep(ctx context.Context, d deletionDecision, nam
 		// node changed since the cache saw it (the drain's cordon, the
 		// Terminating condition, the control plane's taints): no conflict
 		// to retry.
-		_, err = nodes.Patch(ctx, name, types.StrategicMergePatchType, removeNodeFinalizerPatch,
-			metav1.PatchOptions{FieldManager: c.opts.FieldManager})
+		var data []byte
+		if data, err = patch.RemoveFinalizerStrategic(v1alpha1.NodeFinalizer); err == nil {
+			_, err = patch.SendStrategic(ctx, nodes.Patch, name, data, c.opts.FieldManager)
+		}
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return failedStep(d, err), fmt.Errorf("removing finalizer of node %s: %w", name, err)
@@ -373,9 +375,6 @@ func (c *Controller) deleteNodeStep(ctx context.Context, d deletionDecision, nam
 	logr.FromContextOrDiscard(ctx).Info("Deleted node", "node", name)
 	return stepOutcome{Done: true}, nil
 }
-
-// removeNodeFinalizerPatch removes the node finalizer and nothing else.
-var removeNodeFinalizerPatch = []byte(`{"metadata":{"$deleteFromPrimitiveList/finalizers":["` + v1alpha1.NodeFinalizer + `"]}}`)
 
 // failedStep reports a step that failed with err; the worker retries it.
 func failedStep(d deletionDecision, err error) stepOutcome {

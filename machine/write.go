@@ -7,8 +7,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/patch"
@@ -101,10 +99,14 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 	if err != nil {
 		return fmt.Errorf("syncing virtual capacity to node %s: %w", cur.Name, err)
 	}
-	data, pt, err := nodeMetaPatch(cur, desired, rv)
+	data, strategic, err := nodeMetaPatch(cur, desired, rv)
 	if err == nil && data != nil {
+		send := patch.Send[*corev1.Node]
+		if strategic {
+			send = patch.SendStrategic[*corev1.Node]
+		}
 		var written *corev1.Node
-		if written, err = nodes.Patch(ctx, cur.Name, pt, data, metav1.PatchOptions{FieldManager: c.opts.FieldManager}); err == nil {
+		if written, err = send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager); err == nil {
 			c.nodeWrites.Wrote(cur.Name, written.ResourceVersion)
 		}
 	}
@@ -118,7 +120,8 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 }
 
 // nodeMetaPatch is the patch of the node's labels, annotations,
-// finalizers and taints from cur to desired, nil when they are equal.
+// finalizers and taints from cur to desired, nil when they are equal, and
+// whether it is a strategic merge patch.
 //
 // Labels and annotations are merged key by key, so a patch of them alone
 // cannot undo anyone's concurrent change and needs no guard; a finalizer
@@ -128,12 +131,12 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 // registering it, and a guard would make the write fail on that alone. A
 // patch that removes a finalizer or changes the taints, lists a merge
 // patch replaces whole, is guarded by rv.
-func nodeMetaPatch(cur, desired *corev1.Node, rv string) ([]byte, types.PatchType, error) {
+func nodeMetaPatch(cur, desired *corev1.Node, rv string) (data []byte, strategic bool, err error) {
 	added := slices.DeleteFunc(slices.Clone(desired.Finalizers), func(f string) bool { return slices.Contains(cur.Finalizers, f) })
 	removed := slices.ContainsFunc(cur.Finalizers, func(f string) bool { return !slices.Contains(desired.Finalizers, f) })
 	if removed || !slices.EqualFunc(cur.Spec.Taints, desired.Spec.Taints, taintEqual) {
 		data, err := patch.Diff(nodeFields(cur), nodeFields(desired), rv)
-		return data, types.MergePatchType, err
+		return data, false, err
 	}
 	meta := func(n *corev1.Node) patch.Fields {
 		return patch.Fields{"labels": n.Labels, "annotations": n.Annotations}
@@ -142,8 +145,8 @@ func nodeMetaPatch(cur, desired *corev1.Node, rv string) ([]byte, types.PatchTyp
 	if len(added) > 0 {
 		want["finalizers"] = added // merged into the node's list
 	}
-	data, err := patch.Diff(patch.Fields{"metadata": meta(cur)}, patch.Fields{"metadata": want}, "")
-	return data, types.StrategicMergePatchType, err
+	data, err = patch.Diff(patch.Fields{"metadata": meta(cur)}, patch.Fields{"metadata": want}, "")
+	return data, true, err
 }
 
 func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {

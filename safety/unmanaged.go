@@ -8,11 +8,10 @@ import (
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -66,7 +65,7 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 	// A merge patch of one annotation: other writers' keys stay, and no
 	// guard is needed.
 	data := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%s}}}`, v1alpha1.NotManagedByMCMAnnotation, jsonValue(value))
-	if _, err := c.target.CoreV1().Nodes().Patch(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: c.opts.FieldManager}); err != nil {
+	if _, err := patch.Send(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return workqueue.Result{}, nil
 		}

@@ -3,7 +3,10 @@
 // of those fields only, guarded by the resourceVersion the diff was computed
 // from, and nothing at all when nothing changed. Fields other writers own
 // are never sent, so they are never overwritten, and a concurrent change
-// makes the write fail with a conflict instead of being lost.
+// makes the write fail with a conflict instead of being lost. Built-in
+// objects whose lists the API server merges item by item (a node's
+// finalizers and conditions) also take strategic merge patches
+// (SendStrategic), which add or remove one item without a guard.
 //
 // # Usage
 //
@@ -91,6 +94,23 @@ func Finalizer(have []string, finalizer string, want bool, resourceVersion strin
 // same way; callers wrap its error with what they were doing.
 func Send[T any](ctx context.Context, fn Func[T], name string, data []byte, fieldManager string, subresources ...string) (T, error) {
 	return fn(ctx, name, types.MergePatchType, data, metav1.PatchOptions{FieldManager: fieldManager}, subresources...)
+}
+
+// SendStrategic sends data as a strategic merge patch through fn, as Send
+// does a merge patch. A strategic merge patch of a built-in object merges
+// the lists the API server merges by key (a node's finalizers, conditions
+// and taints' items) item by item: a patch that adds or removes one item
+// needs no guard, as it cannot undo anyone's concurrent change to the
+// others. Custom resources do not take it.
+func SendStrategic[T any](ctx context.Context, fn Func[T], name string, data []byte, fieldManager string, subresources ...string) (T, error) {
+	return fn(ctx, name, types.StrategicMergePatchType, data, metav1.PatchOptions{FieldManager: fieldManager}, subresources...)
+}
+
+// RemoveFinalizerStrategic returns the strategic merge patch that removes
+// finalizer from a built-in object and changes nothing else: it needs no
+// guard, and succeeds whatever else changed (SendStrategic).
+func RemoveFinalizerStrategic(finalizer string) ([]byte, error) {
+	return json.Marshal(map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []string{finalizer}}})
 }
 
 // normalize turns f into generic JSON (maps, slices, strings, float64s,

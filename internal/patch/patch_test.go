@@ -3,6 +3,7 @@ package patch
 import (
 	"context"
 	"encoding/json"
+	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
@@ -206,4 +207,30 @@ func prune(m map[string]any) map[string]any {
 		}
 	}
 	return out
+}
+
+// TestSendStrategic: the strategic sends say so, with the field manager
+// and subresource; RemoveFinalizerStrategic names the finalizer alone.
+func TestSendStrategic(t *testing.T) {
+	var gotType types.PatchType
+	var gotData []byte
+	var gotOpts metav1.PatchOptions
+	var gotSub []string
+	fn := func(_ context.Context, _ string, pt types.PatchType, data []byte, opts metav1.PatchOptions, sub ...string) (string, error) {
+		gotType, gotData, gotOpts, gotSub = pt, data, opts, sub
+		return "ok", nil
+	}
+	data, err := RemoveFinalizerStrategic("example.com/f")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := SendStrategic(context.Background(), fn, "n1", data, "mcm", "status"); err != nil {
+		t.Fatal(err)
+	}
+	if gotType != types.StrategicMergePatchType || gotOpts.FieldManager != "mcm" || !slices.Equal(gotSub, []string{"status"}) {
+		t.Errorf("sent %s with %+v to %v", gotType, gotOpts, gotSub)
+	}
+	if want := `{"metadata":{"$deleteFromPrimitiveList/finalizers":["example.com/f"]}}`; string(gotData) != want {
+		t.Errorf("patch %s, want %s", gotData, want)
+	}
 }
