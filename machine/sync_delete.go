@@ -360,10 +360,7 @@ func (c *Controller) deleteNodeStep(ctx context.Context, d deletionDecision, nam
 		// node changed since the cache saw it (the drain's cordon, the
 		// Terminating condition, the control plane's taints): no conflict
 		// to retry.
-		var data []byte
-		if data, err = patch.RemoveFinalizerStrategic(v1alpha1.NodeFinalizer); err == nil {
-			_, err = patch.SendStrategic(ctx, nodes.Patch, name, data, c.opts.FieldManager)
-		}
+		_, err = patch.SendStrategic(ctx, nodes.Patch, name, patch.RemoveFinalizerStrategic(v1alpha1.NodeFinalizer), c.opts.FieldManager)
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		return failedStep(d, err), fmt.Errorf("removing finalizer of node %s: %w", name, err)

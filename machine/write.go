@@ -82,9 +82,10 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 // patchNode writes what planNodeSync changed: status.capacity first,
 // guarded by the node's resourceVersion, then labels, annotations,
 // finalizers and taints (see nodeMetaPatch for which need a guard). The
-// capacity goes first because the virtual-capacity record (an annotation) must never claim what the
-// status does not have yet: a crash in between then repeats the status
-// write instead of forgetting a resource to remove.
+// capacity goes first because the virtual-capacity record (an
+// annotation) must never claim what the status does not have yet: a
+// crash in between then repeats the status write instead of forgetting a
+// resource to remove.
 func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
 	nodes := c.target.CoreV1().Nodes()
 	rv := cur.ResourceVersion

@@ -64,10 +64,9 @@ type result struct {
 	// X only: the steady state after all machines run, for Steady: the
 	// largest summed RSS in it, the CPU cores used on average and the
 	// writes per second.
-	Steady       time.Duration `json:"steady,omitempty"`
-	SteadyRSS    int64         `json:"steadyRSS,omitempty"`
-	SteadyCores  float64       `json:"steadyCores,omitempty"`
-	SteadyWrites float64       `json:"steadyWrites,omitempty"`
+	Steady      time.Duration `json:"steady,omitempty"`
+	SteadyRSS   int64         `json:"steadyRSS,omitempty"`
+	SteadyCores float64       `json:"steadyCores,omitempty"`
 	// SteadyAllWrites are the writes of the steady period, everyone's,
 	// and SteadyManagerWrites the manager's own among them.
 	SteadyAllWrites     measure.Requests `json:"steadyAllWrites,omitempty"`
@@ -88,6 +87,14 @@ type processUsage struct {
 
 func (r result) writesPerMachine() float64 {
 	return float64(r.Writes.Total()) / float64(r.Machines)
+}
+
+// steadyWritesPerSecond is X's rate of writes in the steady period.
+func (r result) steadyWritesPerSecond() float64 {
+	if r.Steady <= 0 {
+		return 0
+	}
+	return float64(r.SteadyAllWrites.Total()) / r.Steady.Seconds()
 }
 
 func (r result) managerWritesPerMachine() float64 {
@@ -191,7 +198,7 @@ func extra(r result) string {
 	case "R":
 		return fmt.Sprintf("%d waves, %d generations, at most %d booting, longest gap %.1f s", r.Waves, r.Generations, r.PeakBooting, r.LongestGap.Seconds())
 	case "X":
-		return fmt.Sprintf("steady: %.0f MiB, %.2f cores, %.1f writes/s", mib(r.SteadyRSS), r.SteadyCores, r.SteadyWrites)
+		return fmt.Sprintf("steady: %.0f MiB, %.2f cores, %.1f writes/s", mib(r.SteadyRSS), r.SteadyCores, r.steadyWritesPerSecond())
 	}
 	return ""
 }

@@ -427,7 +427,6 @@ func (r *run) steadyState(ctx context.Context) error {
 	_, r.res.SteadyRSS = r.sys.peaks()
 	r.res.SteadyCores = (cpu - cpuBefore).Seconds() / elapsed.Seconds()
 	r.res.SteadyAllWrites = after.Minus(before).Writes()
-	r.res.SteadyWrites = float64(r.res.SteadyAllWrites.Total()) / elapsed.Seconds()
 	return nil
 }
 

@@ -51,8 +51,8 @@ type system struct {
 	pprof string
 }
 
-// simFlags are the simulated kubelet's flags, the same for the reference
-// manager and for the simcloud process beside MCM: Nodes register Ready
+// simFlags are the flags of the simcloud process, whose simulated kubelet
+// both systems' drivers share: Nodes register Ready
 // and are never heartbeated during a run (see simLeasePeriod). Each real
 // node has a kubelet, and a client, of its own; the one simulated kubelet
 // of all nodes gets a client limit and a parallelism that do not make

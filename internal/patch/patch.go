@@ -109,8 +109,9 @@ func SendStrategic[T any](ctx context.Context, fn Func[T], name string, data []b
 // RemoveFinalizerStrategic returns the strategic merge patch that removes
 // finalizer from a built-in object and changes nothing else: it needs no
 // guard, and succeeds whatever else changed (SendStrategic).
-func RemoveFinalizerStrategic(finalizer string) ([]byte, error) {
-	return json.Marshal(map[string]any{"metadata": map[string]any{"$deleteFromPrimitiveList/finalizers": []string{finalizer}}})
+func RemoveFinalizerStrategic(finalizer string) []byte {
+	name, _ := json.Marshal(finalizer) // a string always encodes
+	return fmt.Appendf(nil, `{"metadata":{"$deleteFromPrimitiveList/finalizers":[%s]}}`, name)
 }
 
 // normalize turns f into generic JSON (maps, slices, strings, float64s,

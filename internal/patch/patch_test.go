@@ -220,10 +220,7 @@ func TestSendStrategic(t *testing.T) {
 		gotType, gotData, gotOpts, gotSub = pt, data, opts, sub
 		return "ok", nil
 	}
-	data, err := RemoveFinalizerStrategic("example.com/f")
-	if err != nil {
-		t.Fatal(err)
-	}
+	data := RemoveFinalizerStrategic("example.com/f")
 	if _, err := SendStrategic(context.Background(), fn, "n1", data, "mcm", "status"); err != nil {
 		t.Fatal(err)
 	}

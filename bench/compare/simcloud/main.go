@@ -31,6 +31,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcmkit/mcm/bench/internal/simwire"
+	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/reference/manager"
 )
 
@@ -43,7 +44,7 @@ func main() {
 	// The reference manager's --sim-* flags, with its defaults.
 	flag.Float64Var(&opts.KubeletQPS, "sim-kubelet-qps", manager.DefaultSimKubeletQPS, "queries per second of the simulated kubelet's client")
 	flag.IntVar(&opts.KubeletBurst, "sim-kubelet-burst", manager.DefaultSimKubeletBurst, "burst of the simulated kubelet's client")
-	flag.IntVar(&opts.KubeletParallelism, "sim-kubelet-parallelism", 0, "API calls the simulated kubelet makes at once (0: the sim's default)")
+	flag.IntVar(&opts.KubeletParallelism, "sim-kubelet-parallelism", sim.DefaultParallelism, "API calls the simulated kubelet makes at once")
 	flag.DurationVar(&opts.NodeLeaseDuration, "sim-node-lease-duration", manager.DefaultSimNodeLeaseDuration, "duration of the simulated nodes' leases, whole seconds")
 	flag.DurationVar(&opts.NodeLeaseRenewPeriod, "sim-node-lease-renew-period", manager.DefaultSimNodeLeaseRenewPeriod, "how often a simulated node's lease is renewed")
 	flag.DurationVar(&opts.NodeStatusReportPeriod, "sim-node-status-report-period", manager.DefaultSimNodeStatusReportPeriod, "how often a simulated node's unchanged status is written again")
