@@ -2,10 +2,13 @@ package manager
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/go-logr/logr"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -101,5 +104,38 @@ func TestGroupsShareInformers(t *testing.T) {
 	defer pool.release()
 	if third == first {
 		t.Error("a group starting after all stopped got the stopped informers")
+	}
+}
+
+// TestFailedBuildRunsTheBuiltControllers: when a controller of a group
+// cannot be built, those built before it are run with an ended context,
+// so that they remove the handlers they added to the shared informers,
+// and the group lets go of the informers.
+func TestFailedBuildRunsTheBuiltControllers(t *testing.T) {
+	ran := make(chan bool, 1)
+	controllers := Controllers{
+		"built": {Group: MachineControllerGroup, Resources: []string{"machines"}, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
+			return func(ctx context.Context) error { ran <- ctx.Err() != nil; return nil }, nil
+		}},
+		"broken": {Group: MachineControllerGroup, Resources: []string{"machines"}, New: func(context.Context, ControllerContext) (Runnable, error) {
+			return nil, errors.New("cannot build")
+		}},
+	}
+	m := &Manager{cfg: DefaultConfig(), opts: Options{Controllers: controllers}, log: logr.Discard(), state: &state{}}
+	cc := ControllerContext{Machines: fake.NewSimpleClientset(), ControlCore: k8sfake.NewSimpleClientset()}
+	err := m.runControllers(context.Background(), cc, groupPlan{group: MachineControllerGroup, names: []string{"built", "broken"}})
+	if err == nil || !strings.Contains(err.Error(), "cannot build") {
+		t.Fatalf("runControllers = %v, want the build error", err)
+	}
+	select {
+	case ended := <-ran:
+		if !ended {
+			t.Error("the built controller ran with a context that had not ended")
+		}
+	default:
+		t.Error("the built controller was not run, so its handlers stay on the informers")
+	}
+	if m.informers.set != nil {
+		t.Error("the informers outlived the group that failed to build")
 	}
 }
