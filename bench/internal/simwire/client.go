@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"io"
 	"net"
 	"net/http"
@@ -51,8 +50,8 @@ func (d *Driver) call(ctx context.Context, op driver.Operation, req Request) (*R
 	}
 	httpResp, err := d.client.Do(httpReq)
 	if err != nil {
-		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
-			return nil, driver.ContextError(ctx)
+		if cerr := driver.ContextError(ctx); cerr != nil {
+			return nil, cerr // the caller gave up
 		}
 		return nil, driver.Errorf(driver.Unavailable, "simulated cloud unreachable for %s: %w", op, err)
 	}
