@@ -14,13 +14,16 @@
 //   - registers a Node for every Running, initialized VM, named after the
 //     VM, with its provider ID, addresses, capacity, the providerSpec's
 //     labels plus the well-known hostname, zone, instance-type and
-//     node.gardener.cloud/machine-name labels;
+//     node.gardener.cloud/machine-name labels, and its status in the same
+//     request (Ready from the node's first version, as the kubelet
+//     registers);
 //   - renews the node's lease every KubeletOptions.LeaseRenewPeriod (by
 //     default a quarter of LeaseDuration, as the kubelet), a little early at
 //     random so that renewals spread out, and reports Ready (and no
 //     pressure) unless a test overrides a condition with SetCondition,
 //     writing an unchanged status only every StatusReportPeriod (5 minutes,
-//     the kubelet's default); StopHeartbeats silences one node;
+//     the kubelet's default), as a patch without a guard (the node's other
+//     writers do not make it fail); StopHeartbeats silences one node;
 //   - a Stopped or Terminating VM's kubelet falls silent, so
 //     kube-controller-manager's node lifecycle controller marks the node
 //     Unknown and taints it; the Node of a VM that is gone is deleted, as a

@@ -467,24 +467,19 @@ func runAll(ctx context.Context, parallelism int, work []func(context.Context) e
 // alone keeps the node from being marked Unknown.
 func (k *Kubelet) syncNode(ctx context.Context, vm VM, node *corev1.Node, now time.Time) error {
 	if node == nil {
-		registered, err := k.nodes.register(ctx, vm)
+		registered, err := k.nodes.register(ctx, vm, now)
 		if registered == nil || err != nil {
 			return err
 		}
 		node = registered
-		k.nodeRegistered(vm.NodeName)
+		// A lease of a node of this name from before is another's; the
+		// status went with the registration.
+		k.leases.forget(vm.NodeName)
 	}
 	if err := k.leases.renew(ctx, node, now); err != nil {
 		return err
 	}
 	return k.nodes.reportStatus(ctx, vm, node, now)
-}
-
-// nodeRegistered makes a node just registered renew its lease and report
-// its status at once, whatever was known of a node of that name before.
-func (k *Kubelet) nodeRegistered(node string) {
-	k.nodes.reportAtNextSync(node)
-	k.leases.forget(node)
 }
 
 // nodeGone drops all that is known of a deleted node but its condition

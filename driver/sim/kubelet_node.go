@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/patch"
 )
 
 // AnnotationSimulated marks Nodes a simulated kubelet registered; its value
@@ -102,7 +103,7 @@ func (r *nodeReporter) clearCondition(node string, t corev1.NodeConditionType) {
 }
 
 // reportAtNextSync makes the node's status due at once, for a node whose
-// kubelet has just come back from silence or that was just registered.
+// kubelet has just come back from silence.
 // Condition overrides stay: they belong to the node name.
 func (r *nodeReporter) reportAtNextSync(node string) {
 	r.mu.Lock()
@@ -145,16 +146,31 @@ func (r *nodeReporter) due(node *corev1.Node, now time.Time) bool {
 	return !ok || s.checked != node.ResourceVersion || !now.Before(s.next)
 }
 
-// register creates the Node of vm. It returns nil and no error if the node
-// exists already: the informer cache lags, and the next sync sees it.
-func (r *nodeReporter) register(ctx context.Context, vm VM) (*corev1.Node, error) {
-	created, err := r.client.CoreV1().Nodes().Create(ctx, r.nodeFor(vm), metav1.CreateOptions{})
+// register creates the Node of vm with its status, as the kubelet does
+// (the API server keeps a new node's status): the node is Ready in its
+// first version, and its first report cannot collide with the writes
+// others make to a new node (the machine controller's finalizer,
+// kube-controller-manager's annotations), which a status written after
+// the creation did, costing a retry and a sync period. It returns nil and
+// no error if the node exists already: the informer cache lags, and the
+// next sync sees it.
+func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*corev1.Node, error) {
+	r.mu.Lock()
+	state, known := r.reports[vm.NodeName]
+	overrides := maps.Clone(r.overrides[vm.NodeName])
+	r.mu.Unlock()
+
+	node := r.nodeFor(vm)
+	node.Status = desiredNodeStatus(vm, overrides, nil, now)
+	created, err := r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
 		return nil, nil
 	case err != nil:
 		return nil, fmt.Errorf("registering node %s: %w", vm.NodeName, err)
 	}
+	// Whatever was known of a node of this name before describes another.
+	r.record(vm.NodeName, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: created.ResourceVersion, epoch: state.epoch})
 	return created, nil
 }
 
@@ -211,21 +227,33 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
 		return nil
 	}
-	updated := node.DeepCopy()
-	updated.Status.Capacity = want.Capacity
-	updated.Status.Allocatable = want.Allocatable
-	updated.Status.Addresses = want.Addresses
-	updated.Status.Conditions = want.Conditions
-	updated.Status.NodeInfo = want.NodeInfo
-	written, err := r.client.CoreV1().Nodes().UpdateStatus(ctx, updated, metav1.UpdateOptions{})
+	// A patch without a guard, as the kubelet sends: the node's other
+	// writers (labels, finalizers, kube-controller-manager's Unknown) do
+	// not make it fail, and the lists it replaces are the kubelet's own.
+	data, err := patch.Diff(nodeStatusFields(node.Status), nodeStatusFields(want), "")
 	if err != nil {
-		if apierrors.IsConflict(err) || apierrors.IsNotFound(err) {
-			return nil // retried at the next sync with a fresh copy
-		}
 		return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
+	}
+	written := node
+	if data != nil {
+		written, err = patch.Send(ctx, r.client.CoreV1().Nodes().Patch, node.Name, data, "", "status")
+		if apierrors.IsNotFound(err) {
+			return nil // deleted since the cache saw it
+		}
+		if err != nil {
+			return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
+		}
 	}
 	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch})
 	return nil
+}
+
+// nodeStatusFields are the status fields the kubelet reports.
+func nodeStatusFields(s corev1.NodeStatus) patch.Fields {
+	return patch.Fields{"status": patch.Fields{
+		"capacity": s.Capacity, "allocatable": s.Allocatable, "addresses": s.Addresses,
+		"conditions": s.Conditions, "nodeInfo": s.NodeInfo,
+	}}
 }
 
 // record stores what a report found out, unless the node's state changed

@@ -374,6 +374,33 @@ func (w *cachedWorld) sync(now time.Time) []string {
 	return calls
 }
 
+// A node is registered with its status, as the kubelet registers it:
+// Ready in its first version, with no status write after the creation that
+// could collide with the node's other writers.
+func TestRegisteredNodeIsReadyAtOnce(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vm := VM{Name: "n1", NodeName: "n1", State: VMRunning, Initialized: true, ProviderID: "sim:///zone-a/n1"}
+	w := newCachedWorld(t, KubeletOptions{}, vm)
+	if calls := w.sync(start); slices.Contains(calls, "patch nodes/status") {
+		t.Errorf("registration wrote the status after the creation: %v", calls)
+	}
+	n, err := w.client.CoreV1().Nodes().Get(t.Context(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ready := slices.IndexFunc(n.Status.Conditions, func(c corev1.NodeCondition) bool { return c.Type == corev1.NodeReady })
+	if ready < 0 || n.Status.Conditions[ready].Status != corev1.ConditionTrue {
+		t.Errorf("registered node's conditions = %+v, want Ready True", n.Status.Conditions)
+	}
+	if got := n.Status.Capacity[corev1.ResourcePods]; got.String() != "110" {
+		t.Errorf("registered node's pod capacity = %s, want 110", got.String())
+	}
+	w.refresh()
+	if calls := w.sync(start.Add(DefaultSyncPeriod)); len(calls) != 0 {
+		t.Errorf("the sync after registration made calls %v, want none", calls)
+	}
+}
+
 // At steady state a sync makes no API calls: a lease renewal every renew
 // period and an unchanged status every report period are all it writes, and
 // a node changed by somebody else costs a status write only if its status
@@ -390,7 +417,7 @@ func TestSyncWritesOnlyWhatIsDue(t *testing.T) {
 		before func()
 		want   []string
 	}{
-		{what: "registration", at: 0, want: []string{"create leases", "create nodes", "get leases", "update nodes/status"}},
+		{what: "registration, the status with it", at: 0, want: []string{"create leases", "create nodes", "get leases"}},
 		{what: "next sync", at: DefaultSyncPeriod, want: nil},
 		{what: "within the renew period", at: 19 * time.Second, want: nil},
 		{what: "renew period", at: 20 * time.Second, want: []string{"update leases"}},
@@ -426,16 +453,16 @@ func TestSyncWritesOnlyWhatIsDue(t *testing.T) {
 					t.Fatal(err)
 				}
 			},
-			want: []string{"update nodes/status"},
+			want: []string{"patch nodes/status"},
 		},
 		{what: "renew period again", at: 40 * time.Second, want: []string{"update leases"}},
-		{what: "report period after the last write", at: 82 * time.Second, want: []string{"update leases", "update nodes/status"}},
+		{what: "report period after the last write", at: 82 * time.Second, want: []string{"patch nodes/status", "update leases"}},
 		{
 			what: "a condition is set", at: 83 * time.Second,
 			before: func() {
 				w.kubelet.SetCondition("n1", corev1.NodeCondition{Type: "KernelDeadlock", Status: corev1.ConditionTrue})
 			},
-			want: []string{"update nodes/status"},
+			want: []string{"patch nodes/status"},
 		},
 		{
 			what: "heartbeats stopped", at: 200 * time.Second,
@@ -445,7 +472,7 @@ func TestSyncWritesOnlyWhatIsDue(t *testing.T) {
 		{
 			what: "heartbeats resumed", at: 201 * time.Second,
 			before: func() { w.kubelet.ResumeHeartbeats("n1") },
-			want:   []string{"update leases", "update nodes/status"},
+			want:   []string{"patch nodes/status", "update leases"},
 		},
 	}
 	for _, s := range steps {
@@ -510,10 +537,10 @@ func TestRestartedKubeletSpreadsFirstRenewals(t *testing.T) {
 	}
 	// Statuses were reported a minute before the restart, and are due
 	// again at a random time within a minute of it.
-	if n := count(after.sync(restart), "update nodes/status"); n > nodes/20 {
+	if n := count(after.sync(restart), "patch nodes/status"); n > nodes/20 {
 		t.Errorf("%d status reports at the restart, want them spread over the report period", n)
 	}
-	if n := count(after.sync(restart.Add(30*time.Second)), "update nodes/status"); n < nodes/4 || n > 3*nodes/4 {
+	if n := count(after.sync(restart.Add(30*time.Second)), "patch nodes/status"); n < nodes/4 || n > 3*nodes/4 {
 		t.Errorf("%d status reports half a period after the restart, want about half of %d", n, nodes)
 	}
 }
