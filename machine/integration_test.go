@@ -199,6 +199,46 @@ func TestIntegrationNodeTemplateSync(t *testing.T) {
 	}
 }
 
+// TestIntegrationVirtualCapacity: the class's virtual capacity is added
+// to the node's capacity beside the kubelet's, and removed when the class
+// drops it, through a node cache that keeps only the capacity entries the
+// record annotation names.
+func TestIntegrationVirtualCapacity(t *testing.T) {
+	w := integration(t, worldOptions{})
+	ctx := context.Background()
+	createClass(t, w.mc, w.core, w.ns, true)
+	const licenses = corev1.ResourceName("example.com/licenses")
+	patchClass := func(virtualCapacity string) {
+		t.Helper()
+		data := `{"nodeTemplate":{"capacity":{"cpu":"2","memory":"4Gi"},"instanceType":"m1","region":"region-a","zone":"zone-a","virtualCapacity":` + virtualCapacity + `}}`
+		if _, err := w.mc.MachineV1alpha1().MachineClasses(w.ns).Patch(ctx, "sim", types.MergePatchType, []byte(data), metav1.PatchOptions{}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	patchClass(`{"example.com/licenses":"4"}`)
+	m := newMachine(w.ns, w.name(0), "sim", nil)
+	createMachine(t, w.mc, m)
+	testenv.Eventually(t, time.Minute, phaseIs(w.mc, w.ns, m.Name, v1alpha1.MachineRunning))
+	capacityIs := func(wantLicenses string) func(context.Context) (bool, string) {
+		return func(ctx context.Context) (bool, string) {
+			n, err := w.core.CoreV1().Nodes().Get(ctx, w.name(0), metav1.GetOptions{})
+			if err != nil {
+				return false, err.Error()
+			}
+			got, has := n.Status.Capacity[licenses]
+			_, recorded := n.Annotations[v1alpha1.LastAppliedVirtualCapacityAnnotation]
+			pods := n.Status.Capacity[corev1.ResourcePods]
+			ok := pods.String() == "110" && recorded == (wantLicenses != "") &&
+				((wantLicenses == "" && !has) || (has && got.String() == wantLicenses))
+			return ok, fmt.Sprintf("capacity %v, record %v", n.Status.Capacity, recorded)
+		}
+	}
+	testenv.Eventually(t, 30*time.Second, capacityIs("4"))
+
+	patchClass("null")
+	testenv.Eventually(t, 30*time.Second, capacityIs(""))
+}
+
 func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
 	// No ReplacementGate: the default safety.Budget allows one replacement
 	// per deployment at a time.

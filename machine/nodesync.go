@@ -9,6 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/virtualcapacity"
 )
 
 // appliedTemplate is what the last-applied annotation on a Node records:
@@ -149,12 +150,7 @@ func syncVirtualCapacity(out, node *corev1.Node, class *v1alpha1.MachineClass) {
 	if class.NodeTemplate != nil {
 		want = class.NodeTemplate.VirtualCapacity
 	}
-	var last corev1.ResourceList
-	raw, recorded := node.Annotations[v1alpha1.LastAppliedVirtualCapacityAnnotation]
-	if recorded {
-		// Unreadable: treated as empty, nothing removed on its account.
-		_ = json.Unmarshal([]byte(raw), &last)
-	}
+	last, recorded := virtualcapacity.Recorded(node)
 	if len(want) == 0 && len(last) == 0 && !recorded {
 		return
 	}

@@ -6,6 +6,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/internal/virtualcapacity"
 )
 
 // Transform is the transform of mcm's informers: DropManagedFields, and
@@ -19,28 +21,47 @@ func Transform(obj any) (any, error) {
 }
 
 // TrimNodeStatus returns n with only the status fields mcm reads:
-// conditions (health, copied to the machine), capacity (the class's
-// virtual capacity) and volumesAttached (the drain's wait for detached
-// volumes); the phase is kept too, as it costs nothing. Images, node
-// info, allocatable, addresses, daemon endpoints, volumes in use and the
-// rest go: on a real node the image list alone is often most of the
-// object, and a controller's cache holds every node of the cluster. A node
-// with nothing to drop is returned as it is, one with something to drop
-// as a copy (n may be shared, as fake clientsets share theirs). Writes
+// conditions (health, copied to the machine), the capacity entries the
+// machine controller set (the class's virtual capacity, which its record
+// annotation names) and volumesAttached (the drain's wait for detached
+// volumes); the phase is kept too, as it costs nothing. The kubelet's
+// capacity, allocatable, images, node info, addresses, daemon endpoints,
+// volumes in use and the rest go: on a real node the image list alone is
+// often most of the object, a capacity map costs more than a node's
+// conditions, and a controller's cache holds every node of the cluster. A
+// node with nothing to drop is returned as it is, one with something to
+// drop as a copy (n may be shared, as fake clientsets share theirs). Writes
 // built from a trimmed node must not send its status whole: mcm's patch
 // only the fields they change.
 func TrimNodeStatus(n *corev1.Node) *corev1.Node {
 	st := n.Status
-	if len(st.Images) == 0 && st.NodeInfo == (corev1.NodeSystemInfo{}) && len(st.Allocatable) == 0 &&
+	capacity := virtualCapacity(n)
+	if len(capacity) == len(st.Capacity) && len(st.Images) == 0 && st.NodeInfo == (corev1.NodeSystemInfo{}) && len(st.Allocatable) == 0 &&
 		len(st.Addresses) == 0 && st.DaemonEndpoints == (corev1.NodeDaemonEndpoints{}) && len(st.VolumesInUse) == 0 &&
 		st.Config == nil && len(st.RuntimeHandlers) == 0 && st.Features == nil && len(st.DeclaredFeatures) == 0 {
 		return n
 	}
 	trimmed := *n
 	trimmed.Status = corev1.NodeStatus{
-		Capacity: st.Capacity, Phase: st.Phase, Conditions: st.Conditions, VolumesAttached: st.VolumesAttached,
+		Capacity: capacity, Phase: st.Phase, Conditions: st.Conditions, VolumesAttached: st.VolumesAttached,
 	}
 	return &trimmed
+}
+
+// virtualCapacity returns the entries of n's capacity that its virtual
+// capacity record names, nil if none.
+func virtualCapacity(n *corev1.Node) corev1.ResourceList {
+	recorded, _ := virtualcapacity.Recorded(n)
+	var kept corev1.ResourceList
+	for name := range recorded {
+		if q, ok := n.Status.Capacity[name]; ok {
+			if kept == nil {
+				kept = corev1.ResourceList{}
+			}
+			kept[name] = q
+		}
+	}
+	return kept
 }
 
 // DropManagedFields is a cache.TransformFunc that removes managed fields:

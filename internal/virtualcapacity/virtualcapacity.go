@@ -1,0 +1,37 @@
+// Package virtualcapacity reads the record of the virtual capacity the
+// machine controller last applied to a node (MCM's
+// node.machine.sapcloud.io/last-applied-virtual-capacity annotation): the
+// machine controller reads it to know what to remove, and the node cache
+// to know which capacity entries to keep.
+//
+// # Usage
+//
+//	last, recorded := virtualcapacity.Recorded(node)
+//	for name := range last {
+//		// name was set by the machine controller
+//	}
+package virtualcapacity
+
+import (
+	"encoding/json"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// Recorded returns the virtual capacity recorded on node and whether
+// there is a record. An unreadable record reads as empty: nothing is
+// removed on its account, and the machine controller writes a readable
+// one at its next sync.
+func Recorded(node *corev1.Node) (corev1.ResourceList, bool) {
+	raw, recorded := node.Annotations[v1alpha1.LastAppliedVirtualCapacityAnnotation]
+	if !recorded {
+		return nil, false
+	}
+	var last corev1.ResourceList
+	if err := json.Unmarshal([]byte(raw), &last); err != nil {
+		return nil, true
+	}
+	return last, true
+}
