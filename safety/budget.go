@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machineindex"
 )
 
 // DefaultHoldTTL is how long an allowed replacement counts although the
@@ -87,10 +88,8 @@ func NewBudget(machines machineinformers.MachineInformer, opts BudgetOptions) (*
 		b.clock = clock.RealClock{}
 	}
 	inf := machines.Informer()
-	if _, exists := inf.GetIndexer().GetIndexers()[indexByDeployment]; !exists {
-		if err := inf.AddIndexers(cache.Indexers{indexByDeployment: deploymentIndex}); err != nil {
-			return nil, fmt.Errorf("safety: adding machine index: %w", err)
-		}
+	if err := machineindex.Ensure(inf, indexByDeployment, deploymentIndex); err != nil {
+		return nil, fmt.Errorf("safety: adding machine index: %w", err)
 	}
 	b.machines = inf.GetIndexer()
 	return b, nil
