@@ -74,6 +74,7 @@ const (
 	envToken       = "MCM_BENCH_BOOTSTRAP_TOKEN"
 	envLock        = "MCM_BENCH_LOCK"
 	envProfileDir  = "MCM_BENCH_PROFILE_DIR"
+	envManagerEnv  = "MCM_BENCH_MANAGER_ENV"
 	envRun         = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
 	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
@@ -122,6 +123,8 @@ type options struct {
 	// profileDir receives a heap profile of mcm at the end of X's steady
 	// state; empty for none.
 	profileDir string
+	// managerEnv is added to the managers' environment (NAME=VALUE).
+	managerEnv []string
 }
 
 func TestMain(m *testing.M) {
@@ -184,6 +187,7 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		runTimeout:       envDuration(b, envRunTimeout, 30*time.Minute),
 		lock:             os.Getenv(envLock),
 		profileDir:       os.Getenv(envProfileDir),
+		managerEnv:       strings.Fields(os.Getenv(envManagerEnv)),
 	}
 	var err error
 	if opts.bootstrapToken, err = parseSwitch(os.Getenv(envToken)); err != nil {
@@ -195,6 +199,11 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 	if s := os.Getenv(envSystems); s != "" {
 		if opts.systems, err = parseSystems(s); err != nil {
 			b.Fatalf("%s: %v", envSystems, err)
+		}
+	}
+	for _, kv := range opts.managerEnv {
+		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
+			b.Fatalf("%s: %q is not NAME=VALUE", envManagerEnv, kv)
 		}
 	}
 	if opts.runTimeout <= 0 {

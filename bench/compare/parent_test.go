@@ -43,6 +43,9 @@ type runSpec struct {
 	// ProfileDir receives mcm's heap profile at the end of X's steady
 	// state; empty for none.
 	ProfileDir string `json:"profileDir,omitempty"`
+	// ManagerEnv is added to the environment of the system's manager
+	// processes (not the simulated cloud's), e.g. GOMEMLIMIT=130MiB.
+	ManagerEnv []string `json:"managerEnv,omitempty"`
 	// Out is the file the child writes its result to.
 	Out string `json:"out"`
 }
@@ -66,7 +69,7 @@ func compare(b *testing.B, opts options) {
 				runs = append(runs, runSpec{
 					Scenario: sc.name, Machines: n, System: system, Bins: bins,
 					BootDelay: opts.bootDelay, RolloutBootDelay: opts.rolloutBootDelay, BootstrapToken: opts.bootstrapToken,
-					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir,
+					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir, ManagerEnv: opts.managerEnv,
 					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
 				})
 			}

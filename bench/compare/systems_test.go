@@ -126,7 +126,7 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 		}
 		// /readyz: the startup checks passed and the informer caches of
 		// both controller groups synced.
-		if _, err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), []string{simCloudSocketEnv + "=" + socket}, args...); err != nil {
+		if _, err := start("mcm", spec.Bins.Reference, httpReady(port, "/readyz"), append([]string{simCloudSocketEnv + "=" + socket}, spec.ManagerEnv...), args...); err != nil {
 			s.shutdown()
 			return nil, err
 		}
@@ -137,12 +137,12 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 			return nil, err
 		}
 		// MCM serves /healthz from the start; it is the readiness it has.
-		if _, err := start("machine-controller-manager", spec.Bins.MCM, httpReady(ports[0], "/healthz"), nil,
+		if _, err := start("machine-controller-manager", spec.Bins.MCM, httpReady(ports[0], "/healthz"), spec.ManagerEnv,
 			append(clientFlags(kubeconfig, ns), "--address=127.0.0.1", "--port="+strconv.Itoa(ports[0]))...); err != nil {
 			s.shutdown()
 			return nil, err
 		}
-		if _, err := start("machine-controller", spec.Bins.MC, httpReady(ports[1], "/healthz"), nil,
+		if _, err := start("machine-controller", spec.Bins.MC, httpReady(ports[1], "/healthz"), spec.ManagerEnv,
 			append(clientFlags(kubeconfig, ns), "--address=127.0.0.1", "--port="+strconv.Itoa(ports[1]), "--sim-cloud-socket="+socket)...); err != nil {
 			s.shutdown()
 			return nil, err
