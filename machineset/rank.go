@@ -281,7 +281,7 @@ func rankForDeletion(machines []*v1alpha1.Machine, l ladder) []*v1alpha1.Machine
 // leaves for the next one is always the end of the ladder. The result is a
 // new slice; nothing is modified.
 func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surplus, limit int, l ladder) []*v1alpha1.Machine {
-	scalerAt, scalerOK, hasScaler := lastScalerChange(set)
+	scalerAt, scalerOK := lastScalerChange(set)
 	var out []*v1alpha1.Machine
 	for _, m := range rankForDeletion(machines, l) {
 		if limit > 0 && len(out) == limit {
@@ -298,7 +298,7 @@ func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surpl
 			out = append(out, m)
 			continue
 		}
-		if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed || markedByAutoscaler(m, scalerAt, scalerOK, hasScaler) {
+		if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed || markedByAutoscaler(m, scalerAt, scalerOK) {
 			out = append(out, m)
 		}
 	}
@@ -306,43 +306,35 @@ func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surpl
 }
 
 // lastScalerChange reads the set's last-deployment-replica-change-by-scaler
-// time: has tells whether the annotation is there, ok whether it parsed.
-func lastScalerChange(set *v1alpha1.MachineSet) (at time.Time, ok, has bool) {
+// time; ok is false when the set has none or it does not parse.
+func lastScalerChange(set *v1alpha1.MachineSet) (at time.Time, ok bool) {
 	if set == nil {
-		return time.Time{}, false, false
+		return time.Time{}, false
 	}
-	s, has := set.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation]
-	if !has {
-		return time.Time{}, false, false
-	}
-	t, err := time.Parse(time.RFC3339, s)
+	t, err := time.Parse(time.RFC3339, set.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation])
 	if err != nil {
-		return time.Time{}, false, true
+		return time.Time{}, false
 	}
-	return t, true, true
+	return t, true
 }
 
 // markedByAutoscaler tells whether the cluster-autoscaler asked for m to go:
 // priority "1" and a marked-for-deletion-time that is not later than the
-// set's last replica change by the scaler (when the set records one). A mark
-// newer than that change belongs to a scale-down whose replica decrease has
-// not reached the set yet; deleting now would make the set create a
-// replacement, and the later decrease would then remove yet another machine.
-// An unparsable scaler time marks nothing: the set cannot tell old marks
-// from new ones, and the surplus path still deletes priority-1 machines
+// set's last replica change by the scaler. A mark newer than that change,
+// or on a set that records none, belongs to a scale-down whose replica
+// decrease has not reached the set yet (the deployment writes the marks
+// first and lowers the replicas in a later sync): deleting now would make
+// the set create a replacement, and the decrease would then remove yet
+// another machine. MCM's MachineSet takes no marked machine without that
+// time either. An unparsable scaler time marks nothing, for the same
+// reason. In each case the surplus path still deletes priority-1 machines
 // first once the replicas drop.
-func markedByAutoscaler(m *v1alpha1.Machine, scalerAt time.Time, scalerOK, hasScaler bool) bool {
+func markedByAutoscaler(m *v1alpha1.Machine, scalerAt time.Time, scalerOK bool) bool {
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] != v1alpha1.MachinePriorityDeleteFirst {
 		return false
 	}
 	markedAt, ok := markedForDeletionAt(m)
-	if !ok {
-		return false
-	}
-	if !hasScaler {
-		return true
-	}
-	return scalerOK && !markedAt.After(scalerAt)
+	return ok && scalerOK && !markedAt.After(scalerAt)
 }
 
 // policyOf returns the set's DeletionPolicy from DeletionPolicyAnnotation,

@@ -331,11 +331,19 @@ func TestPlanDeletions(t *testing.T) {
 			want: []string{"ca"},
 		},
 		{
-			name: "marked machines go when the set has no scaler time",
+			name: "a set without a scaler time takes no marked machine: the decrease has not reached it",
 			set:  rkSet(),
 			machines: append(steady(),
 				rkMachine("ca", rkCAMarked(50), rkAge(4))),
-			want: []string{"ca"},
+			want: nil,
+		},
+		{
+			name: "a set without a scaler time still takes marked machines first for its surplus",
+			set:  rkSet(),
+			machines: append(steady(),
+				rkMachine("ca", rkCAMarked(50), rkAge(4))),
+			surplus: 1,
+			want:    []string{"ca"},
 		},
 		{
 			name: "marked after the scaler's last change: not yet",
@@ -435,7 +443,7 @@ func TestPlanDeletions(t *testing.T) {
 			name:     "a nil set has no scaler time",
 			set:      nil,
 			machines: []*v1alpha1.Machine{rkMachine("ca", rkCAMarked(5))},
-			want:     []string{"ca"},
+			want:     nil,
 		},
 	}
 	for _, tt := range tests {
@@ -592,7 +600,7 @@ func rkWantMarked(set *v1alpha1.MachineSet, m *v1alpha1.Machine) bool {
 	}
 	s, ok := set.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation]
 	if !ok {
-		return true
+		return false
 	}
 	scaled, err := time.Parse(time.RFC3339, s)
 	return err == nil && !at.After(scaled)
