@@ -120,10 +120,10 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 		logger.Info("Node deleted; deleting its machine", "node", name, "machine", workqueue.KeyOf(m))
 	}
 	if p.RemoveFinalizer {
-		data, err := patch.Finalizer(node.Finalizers, v1alpha1.NodeFinalizer, false, node.ResourceVersion)
-		if err == nil && data != nil {
-			_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager)
-		}
+		// As in the deletion flow: a strategic removal of our finalizer
+		// alone, which the node's other writers cannot make conflict.
+		_, err := patch.SendStrategic(ctx, c.target.CoreV1().Nodes().Patch, name,
+			patch.RemoveFinalizerStrategic(v1alpha1.NodeFinalizer), c.opts.FieldManager)
 		if err != nil && !apierrors.IsNotFound(err) {
 			return workqueue.Result{}, fmt.Errorf("removing finalizer of node %s: %w", name, err)
 		}
