@@ -187,7 +187,6 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		runTimeout:       envDuration(b, envRunTimeout, 30*time.Minute),
 		lock:             os.Getenv(envLock),
 		profileDir:       os.Getenv(envProfileDir),
-		managerEnv:       strings.Fields(os.Getenv(envManagerEnv)),
 	}
 	var err error
 	if opts.bootstrapToken, err = parseSwitch(os.Getenv(envToken)); err != nil {
@@ -201,10 +200,8 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 			b.Fatalf("%s: %v", envSystems, err)
 		}
 	}
-	for _, kv := range opts.managerEnv {
-		if k, _, ok := strings.Cut(kv, "="); !ok || k == "" {
-			b.Fatalf("%s: %q is not NAME=VALUE", envManagerEnv, kv)
-		}
+	if opts.managerEnv, err = parseManagerEnv(os.Getenv(envManagerEnv)); err != nil {
+		b.Fatalf("%s: %v", envManagerEnv, err)
 	}
 	if opts.runTimeout <= 0 {
 		b.Fatalf("%s must be positive", envRunTimeout)
@@ -222,6 +219,18 @@ func parseSwitch(v string) (bool, error) {
 		return true, nil
 	}
 	return false, fmt.Errorf("%q: want 1 or 0", v)
+}
+
+// parseManagerEnv reads "NAME=VALUE NAME=VALUE": environment entries for
+// the managers, separated by spaces.
+func parseManagerEnv(s string) ([]string, error) {
+	env := strings.Fields(s)
+	for _, kv := range env {
+		if name, _, ok := strings.Cut(kv, "="); !ok || name == "" {
+			return nil, fmt.Errorf("%q is not NAME=VALUE", kv)
+		}
+	}
+	return env, nil
 }
 
 // parseScenarios reads "M:100,500 D:100 R:1000": scenario names with the

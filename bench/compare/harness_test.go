@@ -61,6 +61,22 @@ func TestParseSwitch(t *testing.T) {
 	}
 }
 
+// TestParseManagerEnv: MCM_BENCH_MANAGER_ENV's entries.
+func TestParseManagerEnv(t *testing.T) {
+	got, err := parseManagerEnv(" GOMEMLIMIT=130MiB  GOGC=50 ")
+	if diff := cmp.Diff([]string{"GOMEMLIMIT=130MiB", "GOGC=50"}, got); err != nil || diff != "" {
+		t.Errorf("parseManagerEnv: %v (-want +got):\n%s", err, diff)
+	}
+	if got, err := parseManagerEnv(""); err != nil || len(got) != 0 {
+		t.Errorf("parseManagerEnv(\"\") = %q, %v; want none", got, err)
+	}
+	for _, s := range []string{"GOMEMLIMIT", "=130MiB", "GOGC=50 junk"} {
+		if _, err := parseManagerEnv(s); err == nil {
+			t.Errorf("parseManagerEnv(%q) accepted", s)
+		}
+	}
+}
+
 func TestParseSystems(t *testing.T) {
 	got, err := parseSystems("mcm, gardener,mcm")
 	if err != nil {
