@@ -1,51 +1,59 @@
 // Package cachetransform holds the informer transform every informer of
-// mcm uses, Transform, so that caches stay small the same way everywhere.
+// mcm uses, New, so that caches stay small the same way everywhere.
 package cachetransform
 
 import (
+	"sync"
+
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/meta"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/tools/cache"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/virtualcapacity"
 )
 
-// Transform is the transform of mcm's informers: DropManagedFields, and
-// for a Node, TrimNodeStatus.
-func Transform(obj any) (any, error) {
-	obj, err := DropManagedFields(obj)
-	if n, ok := obj.(*corev1.Node); ok && err == nil {
-		return TrimNodeStatus(n), nil
+// New returns the transform of one informer. Every object loses its
+// managed fields (DropManagedFields). Machines and Nodes, the objects a
+// cache holds one of per machine, are stored as compact copies: a Node
+// keeps only the status fields mcm reads (see TrimNodeStatus), and both
+// share the strings that repeat from object to object (label and
+// annotation keys and values, owner references, finalizers, condition
+// texts, phases) through a table of the transform's own, instead of each
+// holding the copy its decoding allocated: decoding allocates every
+// string anew. With the spare capacity the decoder leaves in slices,
+// which the copies drop, that is about a quarter of a cached machine and
+// of a cached (trimmed) node (BenchmarkCachedObject: 3.6 KB → 2.8 KB per
+// machine, 3.4 KB → 2.5 KB per node). The input is never written to.
+func New() cache.TransformFunc {
+	t := &stringTable{}
+	return func(obj any) (any, error) {
+		switch o := obj.(type) {
+		case *v1alpha1.Machine:
+			return t.machine(o), nil
+		case *corev1.Node:
+			return t.node(o), nil
+		}
+		return DropManagedFields(obj)
 	}
-	return obj, err
 }
 
-// TrimNodeStatus returns n with only the status fields mcm reads:
-// conditions (health, copied to the machine), the capacity entries the
-// machine controller set (the class's virtual capacity, which its record
+// TrimNodeStatus returns the status fields of n mcm reads: conditions
+// (health, copied to the machine), the capacity entries the machine
+// controller set (the class's virtual capacity, which its record
 // annotation names) and volumesAttached (the drain's wait for detached
 // volumes); the phase is kept too, as it costs nothing. The kubelet's
 // capacity, allocatable, images, node info, addresses, daemon endpoints,
 // volumes in use and the rest go: on a real node the image list alone is
 // often most of the object, a capacity map costs more than a node's
-// conditions, and a controller's cache holds every node of the cluster. A
-// node with nothing to drop is returned as it is, one with something to
-// drop as a copy (n may be shared, as fake clientsets share theirs). Writes
-// built from a trimmed node must not send its status whole: mcm's patch
-// only the fields they change.
-func TrimNodeStatus(n *corev1.Node) *corev1.Node {
-	st := n.Status
-	capacity := virtualCapacity(n)
-	if len(capacity) == len(st.Capacity) && len(st.Images) == 0 && st.NodeInfo == (corev1.NodeSystemInfo{}) && len(st.Allocatable) == 0 &&
-		len(st.Addresses) == 0 && st.DaemonEndpoints == (corev1.NodeDaemonEndpoints{}) && len(st.VolumesInUse) == 0 &&
-		st.Config == nil && len(st.RuntimeHandlers) == 0 && st.Features == nil && len(st.DeclaredFeatures) == 0 {
-		return n
+// conditions, and a controller's cache holds every node of the cluster.
+// Writes built from a trimmed node must not send its status whole: mcm's
+// patch only the fields they change.
+func TrimNodeStatus(n *corev1.Node) corev1.NodeStatus {
+	return corev1.NodeStatus{
+		Capacity: virtualCapacity(n), Phase: n.Status.Phase, Conditions: n.Status.Conditions, VolumesAttached: n.Status.VolumesAttached,
 	}
-	trimmed := *n
-	trimmed.Status = corev1.NodeStatus{
-		Capacity: capacity, Phase: st.Phase, Conditions: st.Conditions, VolumesAttached: st.VolumesAttached,
-	}
-	return &trimmed
 }
 
 // virtualCapacity returns the entries of n's capacity that its virtual
@@ -76,7 +84,8 @@ func DropManagedFields(obj any) (any, error) {
 	return obj, nil
 }
 
-// SetOn sets Transform on each informer that has not started yet.
+// SetOn sets a transform of New on each informer that has not started
+// yet, one per informer, so that each string table serves one kind.
 // A started informer cannot take a transform: one started by someone else
 // keeps theirs, and one started by another controller of this module
 // (informers shared by controllers built one after the other, some
@@ -84,6 +93,147 @@ func DropManagedFields(obj any) (any, error) {
 func SetOn(informers ...cache.SharedIndexInformer) {
 	for _, i := range informers {
 		// The one error SetTransform returns is "already started".
-		_ = i.SetTransform(Transform)
+		_ = i.SetTransform(New())
 	}
+}
+
+// stringTable maps each string it holds to itself, so that equal strings
+// of different objects share one copy. It holds at most maxStrings and
+// starts over when full: strings that occur once (names, UIDs, hostnames)
+// pass through it too, and a bound keeps them from piling up as objects
+// come and go; the strings that repeat are back after a few objects.
+type stringTable struct {
+	mu      sync.Mutex
+	strings map[string]string
+}
+
+const maxStrings = 1 << 14
+
+// intern returns the table's copy of s, adding s if it has none; the
+// caller holds t.mu.
+func (t *stringTable) intern(s string) string {
+	if s == "" {
+		return s
+	}
+	if c, ok := t.strings[s]; ok {
+		return c
+	}
+	if t.strings == nil || len(t.strings) >= maxStrings {
+		t.strings = make(map[string]string, 256)
+	}
+	t.strings[s] = s
+	return s
+}
+
+// machine returns a compact copy of m.
+func (t *stringTable) machine(m *v1alpha1.Machine) *v1alpha1.Machine {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := *m
+	t.objectMeta(&c.ObjectMeta)
+	c.Spec.Class.APIGroup = t.intern(c.Spec.Class.APIGroup)
+	c.Spec.Class.Kind = t.intern(c.Spec.Class.Kind)
+	c.Spec.Class.Name = t.intern(c.Spec.Class.Name)
+	tmpl := &c.Spec.NodeTemplateSpec
+	tmpl.Labels = t.stringMap(tmpl.Labels)
+	tmpl.Annotations = t.stringMap(tmpl.Annotations)
+	tmpl.Spec.Taints = t.taints(tmpl.Spec.Taints)
+	c.Status.Conditions = t.conditions(c.Status.Conditions)
+	op := &c.Status.LastOperation
+	op.State = internAs(t, op.State)
+	op.Type = internAs(t, op.Type)
+	op.ErrorCode = t.intern(op.ErrorCode)
+	c.Status.CurrentStatus.Phase = internAs(t, c.Status.CurrentStatus.Phase)
+	return &c
+}
+
+// node returns a compact copy of n with its status trimmed.
+func (t *stringTable) node(n *corev1.Node) *corev1.Node {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	c := *n
+	c.Status = TrimNodeStatus(n)
+	t.objectMeta(&c.ObjectMeta)
+	c.Spec.Taints = t.taints(c.Spec.Taints)
+	c.Status.Conditions = t.conditions(c.Status.Conditions)
+	return &c
+}
+
+// objectMeta replaces the repeated strings of m, its maps and slices by
+// new ones, and drops its managed fields.
+func (t *stringTable) objectMeta(m *metav1.ObjectMeta) {
+	m.ManagedFields = nil
+	m.Namespace = t.intern(m.Namespace)
+	m.GenerateName = t.intern(m.GenerateName)
+	m.Labels = t.stringMap(m.Labels)
+	m.Annotations = t.stringMap(m.Annotations)
+	if m.Finalizers != nil {
+		f := make([]string, len(m.Finalizers))
+		for i, s := range m.Finalizers {
+			f[i] = t.intern(s)
+		}
+		m.Finalizers = f
+	}
+	if m.OwnerReferences != nil {
+		refs := make([]metav1.OwnerReference, len(m.OwnerReferences))
+		for i, r := range m.OwnerReferences {
+			r.APIVersion = t.intern(r.APIVersion)
+			r.Kind = t.intern(r.Kind)
+			r.Name = t.intern(r.Name)
+			r.UID = internAs(t, r.UID)
+			refs[i] = r
+		}
+		m.OwnerReferences = refs
+	}
+}
+
+// stringMap returns a copy of m, nil for nil, with its keys and values
+// from the table.
+func (t *stringTable) stringMap(m map[string]string) map[string]string {
+	if m == nil {
+		return nil
+	}
+	c := make(map[string]string, len(m))
+	for k, v := range m {
+		c[t.intern(k)] = t.intern(v)
+	}
+	return c
+}
+
+// conditions returns a copy of cs, nil for nil, with its texts from the
+// table.
+func (t *stringTable) conditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
+	if cs == nil {
+		return nil
+	}
+	c := make([]corev1.NodeCondition, len(cs))
+	for i, cond := range cs {
+		cond.Type = internAs(t, cond.Type)
+		cond.Status = internAs(t, cond.Status)
+		cond.Reason = t.intern(cond.Reason)
+		cond.Message = t.intern(cond.Message)
+		c[i] = cond
+	}
+	return c
+}
+
+// taints returns a copy of ts, nil for nil, with its strings from the
+// table.
+func (t *stringTable) taints(ts []corev1.Taint) []corev1.Taint {
+	if ts == nil {
+		return nil
+	}
+	c := make([]corev1.Taint, len(ts))
+	for i, taint := range ts {
+		taint.Key = t.intern(taint.Key)
+		taint.Value = t.intern(taint.Value)
+		taint.Effect = internAs(t, taint.Effect)
+		c[i] = taint
+	}
+	return c
+}
+
+// internAs is intern for the API's named string types.
+func internAs[S ~string](t *stringTable, s S) S {
+	return S(t.intern(string(s)))
 }

@@ -2,13 +2,19 @@ package cachetransform
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"testing"
+	"time"
+	"unsafe"
 
 	"github.com/google/go-cmp/cmp"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/client-go/tools/cache"
@@ -53,7 +59,8 @@ func TestSetOn(t *testing.T) {
 }
 
 // TestTrimNodeStatus: a node keeps the status fields mcm reads and loses
-// the others, as a copy; a node with nothing to drop is not copied.
+// the others; everything else about it is kept, and the input is not
+// written to.
 func TestTrimNodeStatus(t *testing.T) {
 	const virtual = corev1.ResourceName("example.com/licenses")
 	record := map[string]string{v1alpha1.LastAppliedVirtualCapacityAnnotation: `{"example.com/licenses":"4"}`}
@@ -86,7 +93,7 @@ func TestTrimNodeStatus(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", Labels: map[string]string{"a": "b"}, Annotations: tc.annotations}, Spec: corev1.NodeSpec{ProviderID: "sim:///n"}, Status: full}
 			orig := node.DeepCopy()
-			got, err := Transform(node)
+			got, err := New()(node)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -99,12 +106,163 @@ func TestTrimNodeStatus(t *testing.T) {
 			}
 		})
 	}
-	for _, lean := range []*corev1.Node{
-		{ObjectMeta: metav1.ObjectMeta{Name: "lean", Annotations: record}, Status: kept},
-		{ObjectMeta: metav1.ObjectMeta{Name: "lean"}, Status: withoutRecord},
+}
+
+// TestCompactCopies: a machine and a node come out of the transform equal
+// to what went in, but for managed fields and the node's dropped status,
+// and the input is not written to; another object's equal strings are the
+// first one's, and a third object of other strings shares none of them.
+func TestCompactCopies(t *testing.T) {
+	transform := New()
+	for _, tc := range []struct {
+		name    string
+		objects func(i int) runtime.Object
+		want    func(runtime.Object) runtime.Object
+		strings func(runtime.Object) []string
+	}{
+		{
+			name:    "machine",
+			objects: func(i int) runtime.Object { return fullMachine(i) },
+			want: func(o runtime.Object) runtime.Object {
+				m := o.DeepCopyObject().(*v1alpha1.Machine)
+				m.ManagedFields = nil
+				return m
+			},
+			strings: func(o runtime.Object) []string {
+				m := o.(*v1alpha1.Machine)
+				c := m.Status.Conditions[0]
+				return []string{m.Labels["pool"], m.Annotations["team"], m.Finalizers[0], m.OwnerReferences[0].Name, m.Spec.Class.Name,
+					m.Spec.NodeTemplateSpec.Labels["pool"], m.Spec.NodeTemplateSpec.Spec.Taints[0].Key, c.Reason, c.Message, string(m.Status.CurrentStatus.Phase)}
+			},
+		},
+		{
+			name:    "node",
+			objects: func(i int) runtime.Object { return fullNode(i) },
+			want: func(o runtime.Object) runtime.Object {
+				n := o.DeepCopyObject().(*corev1.Node)
+				n.ManagedFields = nil
+				n.Status = corev1.NodeStatus{Phase: n.Status.Phase, Conditions: n.Status.Conditions, VolumesAttached: n.Status.VolumesAttached}
+				return n
+			},
+			strings: func(o runtime.Object) []string {
+				n := o.(*corev1.Node)
+				c := n.Status.Conditions[0]
+				return []string{n.Labels["pool"], n.Annotations["team"], n.Finalizers[0], n.Spec.Taints[0].Key, c.Reason, c.Message}
+			},
+		},
 	} {
-		if got := TrimNodeStatus(lean); got != lean {
-			t.Errorf("node %+v with nothing to drop was copied", lean.Status)
+		t.Run(tc.name, func(t *testing.T) {
+			var got []runtime.Object
+			for i := range 3 {
+				in := tc.objects(i)
+				orig := in.DeepCopyObject()
+				out, err := transform(in)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if diff := cmp.Diff(tc.want(orig), out); diff != "" {
+					t.Errorf("object %d (-want +got):\n%s", i, diff)
+				}
+				if diff := cmp.Diff(orig, in); diff != "" {
+					t.Errorf("object %d: the input changed (-before +after):\n%s", i, diff)
+				}
+				got = append(got, out.(runtime.Object))
+			}
+			first, second, other := tc.strings(got[0]), tc.strings(got[1]), tc.strings(got[2])
+			for i := range first {
+				if unsafe.StringData(first[i]) != unsafe.StringData(second[i]) {
+					t.Errorf("string %q of the second object is a copy of its own", second[i])
+				}
+				if unsafe.StringData(first[i]) == unsafe.StringData(other[i]) {
+					t.Errorf("string %q of an object with other strings is the first one's", other[i])
+				}
+			}
+		})
+	}
+}
+
+// TestStringTableBound: the table never holds more than maxStrings, and
+// keeps sharing strings after it started over.
+func TestStringTableBound(t *testing.T) {
+	var table stringTable
+	for i := range 3 * maxStrings {
+		table.intern(strconv.Itoa(i))
+		if n := len(table.strings); n > maxStrings {
+			t.Fatalf("table holds %d strings after %d distinct ones, more than %d", n, i+1, maxStrings)
 		}
+	}
+	a := table.intern(strings.Repeat("x", 3))
+	if b := table.intern(strings.Repeat("x", 3)); unsafe.StringData(a) != unsafe.StringData(b) {
+		t.Error("a string added after the table started over is not shared")
+	}
+}
+
+// fullMachine is a machine with every field set; i picks the strings a
+// machine of another set, pool and class would have where they repeat
+// (i = 0 and 1 are of one set), and its own name and UID.
+func fullMachine(i int) *v1alpha1.Machine {
+	g := strconv.Itoa(i / 2)
+	own := strconv.Itoa(i)
+	d := &metav1.Duration{Duration: time.Minute}
+	return &v1alpha1.Machine{
+		ObjectMeta: fullMeta("m"+own, g),
+		Spec: v1alpha1.MachineSpec{
+			Class:      v1alpha1.ClassSpec{APIGroup: "machine.sapcloud.io", Kind: "MachineClass", Name: "class-" + g},
+			ProviderID: "sim:///zone/m" + own,
+			NodeTemplateSpec: v1alpha1.NodeTemplateSpec{
+				ObjectMeta: metav1.ObjectMeta{Labels: map[string]string{"pool": "pool-" + g}, Annotations: map[string]string{"team": "team-" + g}},
+				Spec:       corev1.NodeSpec{Taints: []corev1.Taint{{Key: "dedicated-" + g, Value: "db", Effect: corev1.TaintEffectNoSchedule}}},
+			},
+			MachineConfiguration: &v1alpha1.MachineConfiguration{MachineDrainTimeout: d, MachineHealthTimeout: d, MachineCreationTimeout: d},
+		},
+		Status: v1alpha1.MachineStatus{
+			Addresses:      []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.0.0." + own}},
+			Conditions:     fullConditions(g),
+			LastOperation:  v1alpha1.LastOperation{Description: "created m" + own, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate, ErrorCode: "code-" + g, LastUpdateTime: metav1.Unix(1, 0)},
+			CurrentStatus:  v1alpha1.CurrentStatus{Phase: v1alpha1.MachinePhase("Phase" + g), TimeoutActive: true, LastUpdateTime: metav1.Unix(2, 0)},
+			LastKnownState: "state-" + own,
+		},
+	}
+}
+
+// fullNode is a node with every field mcm's caches keep set, as
+// fullMachine.
+func fullNode(i int) *corev1.Node {
+	g := strconv.Itoa(i / 2)
+	own := strconv.Itoa(i)
+	return &corev1.Node{
+		ObjectMeta: fullMeta("n"+own, g),
+		Spec: corev1.NodeSpec{
+			ProviderID: "sim:///zone/m" + own, Unschedulable: true,
+			Taints: []corev1.Taint{{Key: "dedicated-" + g, Value: "db", Effect: corev1.TaintEffectNoSchedule, TimeAdded: &metav1.Time{}}},
+		},
+		Status: corev1.NodeStatus{
+			Phase:           corev1.NodeRunning,
+			Conditions:      fullConditions(g),
+			VolumesAttached: []corev1.AttachedVolume{{Name: corev1.UniqueVolumeName("disk-" + own), DevicePath: "/dev/xvdb"}},
+			NodeInfo:        corev1.NodeSystemInfo{KubeletVersion: "v1.37.1"},
+		},
+	}
+}
+
+func fullMeta(name, g string) metav1.ObjectMeta {
+	now := metav1.Unix(3, 0)
+	grace := int64(30)
+	yes := true
+	return metav1.ObjectMeta{
+		Name: name, GenerateName: "set-" + g + "-", Namespace: "ns-" + g, UID: types.UID("uid-" + name), ResourceVersion: "7", Generation: 2,
+		CreationTimestamp: now, DeletionTimestamp: &now, DeletionGracePeriodSeconds: &grace,
+		Labels:          map[string]string{"pool": "pool-" + g, "node": name},
+		Annotations:     map[string]string{"team": "team-" + g},
+		OwnerReferences: []metav1.OwnerReference{{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineSet", Name: "set-" + g, UID: types.UID("uid-set-" + g), Controller: &yes}},
+		Finalizers:      []string{"finalizer-" + g},
+		ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl"}},
+	}
+}
+
+func fullConditions(g string) []corev1.NodeCondition {
+	return []corev1.NodeCondition{
+		{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "Ready-" + g, Message: "kubelet is posting ready status " + g, LastHeartbeatTime: metav1.Unix(4, 0), LastTransitionTime: metav1.Unix(5, 0)},
+		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "Sufficient-" + g},
 	}
 }
