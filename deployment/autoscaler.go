@@ -172,10 +172,6 @@ func markedAt(m *v1alpha1.Machine, at time.Time) bool {
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] != v1alpha1.MachinePriorityDeleteFirst {
 		return false
 	}
-	s, ok := m.Annotations[v1alpha1.MarkedForDeletionTimeAnnotation]
-	if !ok {
-		return false
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	return err == nil && t.Equal(at)
+	t, ok := machinestate.MarkedForDeletionAt(m)
+	return ok && t.Equal(at)
 }

@@ -132,7 +132,7 @@ func compareBool(a, b bool) int {
 // rungOf places a machine on the ladder.
 func rungOf(m *v1alpha1.Machine, l ladder) rung {
 	r := rung{notDeleting: !machinestate.BeingDeleted(m), priority: priorityOf(m), unmarked: true}
-	if t, ok := markedForDeletionAt(m); ok {
+	if t, ok := machinestate.MarkedForDeletionAt(m); ok {
 		r.unmarked, r.markedAt = false, t
 	}
 	r.phase = phaseRank(m.Status.CurrentStatus.Phase)
@@ -154,21 +154,6 @@ func priorityOf(m *v1alpha1.Machine) int {
 		return defaultPriority
 	}
 	return p
-}
-
-// markedForDeletionAt is the machine's marked-for-deletion-time. An
-// unparsable value counts as no mark: the cluster-autoscaler writes RFC 3339,
-// so anything else did not come from it.
-func markedForDeletionAt(m *v1alpha1.Machine) (time.Time, bool) {
-	s, ok := m.Annotations[v1alpha1.MarkedForDeletionTimeAnnotation]
-	if !ok {
-		return time.Time{}, false
-	}
-	t, err := time.Parse(time.RFC3339, s)
-	if err != nil {
-		return time.Time{}, false
-	}
-	return t, true
 }
 
 // ranked is a machine with its place on the ladder and its policy key,
@@ -333,7 +318,7 @@ func markedByAutoscaler(m *v1alpha1.Machine, scalerAt time.Time, scalerOK bool) 
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] != v1alpha1.MachinePriorityDeleteFirst {
 		return false
 	}
-	markedAt, ok := markedForDeletionAt(m)
+	markedAt, ok := machinestate.MarkedForDeletionAt(m)
 	return ok && scalerOK && !markedAt.After(scalerAt)
 }
 

@@ -39,3 +39,24 @@ func TestAvailable(t *testing.T) {
 		}
 	}
 }
+
+func TestMarkedForDeletionAt(t *testing.T) {
+	at := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	for _, tc := range []struct {
+		name       string
+		annotation map[string]string
+		want       time.Time
+		ok         bool
+	}{
+		{name: "no mark"},
+		{name: "RFC 3339", annotation: map[string]string{v1alpha1.MarkedForDeletionTimeAnnotation: "2026-01-01T12:00:00Z"}, want: at, ok: true},
+		{name: "another zone: the same instant", annotation: map[string]string{v1alpha1.MarkedForDeletionTimeAnnotation: "2026-01-01T13:00:00+01:00"}, want: at, ok: true},
+		{name: "unparsable: no mark", annotation: map[string]string{v1alpha1.MarkedForDeletionTimeAnnotation: "yesterday"}},
+	} {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotation}}
+		got, ok := MarkedForDeletionAt(m)
+		if ok != tc.ok || !got.Equal(tc.want) {
+			t.Errorf("%s: MarkedForDeletionAt = %v, %v; want %v, %v", tc.name, got, ok, tc.want, tc.ok)
+		}
+	}
+}
