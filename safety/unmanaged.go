@@ -2,6 +2,7 @@ package safety
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"time"
 
@@ -62,9 +63,12 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 	case 1:
 		value = notManagedValue
 	}
-	// A merge patch of one annotation: other writers' keys stay, and no
-	// guard is needed.
-	data := fmt.Appendf(nil, `{"metadata":{"annotations":{%q:%s}}}`, v1alpha1.NotManagedByMCMAnnotation, jsonValue(value))
+	// A merge patch of one annotation (null removes it): other writers'
+	// keys stay, and no guard is needed.
+	data, err := json.Marshal(patch.Fields{"metadata": patch.Fields{"annotations": patch.Fields{v1alpha1.NotManagedByMCMAnnotation: value}}})
+	if err != nil {
+		return workqueue.Result{}, fmt.Errorf("annotating node %s: %w", name, err)
+	}
 	if _, err := patch.Send(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return workqueue.Result{}, nil
@@ -76,11 +80,4 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 			"registered", n.CreationTimestamp.Time, "creationTimeout", c.opts.CreationTimeout)
 	}
 	return workqueue.Result{}, nil
-}
-
-func jsonValue(v any) string {
-	if v == nil {
-		return "null"
-	}
-	return fmt.Sprintf("%q", v)
 }
