@@ -188,6 +188,13 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		lock:             os.Getenv(envLock),
 		profileDir:       os.Getenv(envProfileDir),
 	}
+	// Created now rather than when the first profile is due, minutes into
+	// a run: a directory that cannot be made fails before anything runs.
+	if opts.profileDir != "" {
+		if err := os.MkdirAll(opts.profileDir, 0o755); err != nil {
+			b.Fatalf("%s: %v", envProfileDir, err)
+		}
+	}
 	var err error
 	if opts.bootstrapToken, err = parseSwitch(os.Getenv(envToken)); err != nil {
 		b.Fatalf("%s: %v", envToken, err)
