@@ -11,9 +11,10 @@ import (
 // heap grow to twice that before collecting, and that headroom is most of
 // the process's memory. At 50 the heap grows to one and a half times the
 // cache: in the benchmark's 10 000 machines (bench/README.md, scenario X)
-// 151 MiB at the peak and 135 MiB steady instead of 186 and 178 MiB, for
-// 9 % more CPU over the run (94 s against 86 s); at steady state a manager
-// allocates little, so collecting more often costs almost nothing there.
+// 151 to 156 MiB at the peak and 135 to 156 MiB steady over three runs,
+// against 186 and 178 MiB at 100, for about 9 % more CPU over the run (94 s
+// against 86 s); at steady state a manager allocates little, so collecting
+// more often costs almost nothing there.
 const defaultGCPercent = 50
 
 // gcPercent returns the target Main sets, and false when the environment
