@@ -11,7 +11,7 @@ import (
 // heap grow to twice that before collecting, and that headroom is most of
 // the process's memory. At 50 the heap grows to one and a half times the
 // cache: in the benchmark's 10 000 machines (bench/README.md, scenario X)
-// 151 to 156 MiB at the peak and 135 to 156 MiB steady over three runs,
+// 151 to 162 MiB at the peak and 135 to 162 MiB steady over four runs,
 // against 186 and 178 MiB at 100, for about 9 % more CPU over the run (94 s
 // against 86 s); at steady state a manager allocates little, so collecting
 // more often costs almost nothing there.
