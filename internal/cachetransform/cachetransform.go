@@ -167,24 +167,13 @@ func (t *stringTable) objectMeta(m *metav1.ObjectMeta) {
 	m.GenerateName = t.intern(m.GenerateName)
 	m.Labels = t.stringMap(m.Labels)
 	m.Annotations = t.stringMap(m.Annotations)
-	if m.Finalizers != nil {
-		f := make([]string, len(m.Finalizers))
-		for i, s := range m.Finalizers {
-			f[i] = t.intern(s)
-		}
-		m.Finalizers = f
-	}
-	if m.OwnerReferences != nil {
-		refs := make([]metav1.OwnerReference, len(m.OwnerReferences))
-		for i, r := range m.OwnerReferences {
-			r.APIVersion = t.intern(r.APIVersion)
-			r.Kind = t.intern(r.Kind)
-			r.Name = t.intern(r.Name)
-			r.UID = internAs(t, r.UID)
-			refs[i] = r
-		}
-		m.OwnerReferences = refs
-	}
+	m.Finalizers = cloneEach(m.Finalizers, func(f *string) { *f = t.intern(*f) })
+	m.OwnerReferences = cloneEach(m.OwnerReferences, func(r *metav1.OwnerReference) {
+		r.APIVersion = t.intern(r.APIVersion)
+		r.Kind = t.intern(r.Kind)
+		r.Name = t.intern(r.Name)
+		r.UID = internAs(t, r.UID)
+	})
 }
 
 // stringMap returns a copy of m, nil for nil, with its keys and values
@@ -203,32 +192,35 @@ func (t *stringTable) stringMap(m map[string]string) map[string]string {
 // conditions returns a copy of cs, nil for nil, with its texts from the
 // table.
 func (t *stringTable) conditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
-	if cs == nil {
-		return nil
-	}
-	c := make([]corev1.NodeCondition, len(cs))
-	for i, cond := range cs {
-		cond.Type = internAs(t, cond.Type)
-		cond.Status = internAs(t, cond.Status)
-		cond.Reason = t.intern(cond.Reason)
-		cond.Message = t.intern(cond.Message)
-		c[i] = cond
-	}
-	return c
+	return cloneEach(cs, func(c *corev1.NodeCondition) {
+		c.Type = internAs(t, c.Type)
+		c.Status = internAs(t, c.Status)
+		c.Reason = t.intern(c.Reason)
+		c.Message = t.intern(c.Message)
+	})
 }
 
 // taints returns a copy of ts, nil for nil, with its strings from the
 // table.
 func (t *stringTable) taints(ts []corev1.Taint) []corev1.Taint {
-	if ts == nil {
-		return nil
-	}
-	c := make([]corev1.Taint, len(ts))
-	for i, taint := range ts {
+	return cloneEach(ts, func(taint *corev1.Taint) {
 		taint.Key = t.intern(taint.Key)
 		taint.Value = t.intern(taint.Value)
 		taint.Effect = internAs(t, taint.Effect)
-		c[i] = taint
+	})
+}
+
+// cloneEach returns a copy of s, nil for nil, with f applied to each
+// element of the copy. The copy is as long as s: a decoded slice often
+// has room for more, which a cache would keep for nothing.
+func cloneEach[T any](s []T, f func(*T)) []T {
+	if s == nil {
+		return nil
+	}
+	c := make([]T, len(s))
+	copy(c, s)
+	for i := range c {
+		f(&c[i])
 	}
 	return c
 }
