@@ -98,30 +98,39 @@ func SetOn(informers ...cache.SharedIndexInformer) {
 }
 
 // stringTable maps each string it holds to itself, so that equal strings
-// of different objects share one copy. It holds at most maxStrings and
-// starts over when full: strings that occur once (names, UIDs, hostnames)
-// pass through it too, and a bound keeps them from piling up as objects
-// come and go; the strings that repeat are back after a few objects.
+// of different objects share one copy. Strings that occur once (names,
+// UIDs, hostnames, a machine's drain record) pass through it too, and the
+// table keeps them alive after their objects are gone; so it holds at most
+// maxStrings strings of maxBytes in all, and starts over when either would
+// be exceeded (the strings that repeat are back after a few objects).
+// Strings longer than maxLen are not kept at all: one would take a large
+// part of the bound.
 type stringTable struct {
 	mu      sync.Mutex
 	strings map[string]string
+	bytes   int // the length of the strings held
 }
 
-const maxStrings = 1 << 14
+const (
+	maxStrings = 1 << 14
+	maxBytes   = 1 << 20
+	maxLen     = maxBytes >> 6
+)
 
 // intern returns the table's copy of s, adding s if it has none; the
 // caller holds t.mu.
 func (t *stringTable) intern(s string) string {
-	if s == "" {
+	if s == "" || len(s) > maxLen {
 		return s
 	}
 	if c, ok := t.strings[s]; ok {
 		return c
 	}
-	if t.strings == nil || len(t.strings) >= maxStrings {
-		t.strings = make(map[string]string, 256)
+	if t.strings == nil || len(t.strings) >= maxStrings || t.bytes+len(s) > maxBytes {
+		t.strings, t.bytes = make(map[string]string, 256), 0
 	}
 	t.strings[s] = s
+	t.bytes += len(s)
 	return s
 }
 

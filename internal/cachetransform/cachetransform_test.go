@@ -2,6 +2,7 @@ package cachetransform
 
 import (
 	"context"
+	"fmt"
 	"strconv"
 	"strings"
 	"testing"
@@ -181,19 +182,38 @@ func TestCompactCopies(t *testing.T) {
 	}
 }
 
-// TestStringTableBound: the table never holds more than maxStrings, and
-// keeps sharing strings after it started over.
+// TestStringTableBound: the table never holds more than maxStrings, nor
+// more than maxBytes, keeps no string longer than maxLen, and keeps sharing
+// strings after it started over.
 func TestStringTableBound(t *testing.T) {
-	var table stringTable
-	for i := range 3 * maxStrings {
-		table.intern(strconv.Itoa(i))
-		if n := len(table.strings); n > maxStrings {
-			t.Fatalf("table holds %d strings after %d distinct ones, more than %d", n, i+1, maxStrings)
-		}
+	for _, tc := range []struct {
+		name   string
+		length int
+	}{
+		{name: "short strings: the count bounds", length: 8},
+		{name: "long strings: the bytes bound", length: maxLen},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var table stringTable
+			for i := range 3 * maxStrings {
+				table.intern(fmt.Sprintf("%0*d", tc.length, i))
+				if n := len(table.strings); n > maxStrings {
+					t.Fatalf("table holds %d strings after %d distinct ones, more than %d", n, i+1, maxStrings)
+				}
+				if table.bytes > maxBytes {
+					t.Fatalf("table holds %d bytes after %d distinct strings, more than %d", table.bytes, i+1, maxBytes)
+				}
+			}
+			a := table.intern(strings.Repeat("x", 3))
+			if b := table.intern(strings.Repeat("x", 3)); unsafe.StringData(a) != unsafe.StringData(b) {
+				t.Error("a string added after the table started over is not shared")
+			}
+		})
 	}
-	a := table.intern(strings.Repeat("x", 3))
-	if b := table.intern(strings.Repeat("x", 3)); unsafe.StringData(a) != unsafe.StringData(b) {
-		t.Error("a string added after the table started over is not shared")
+	var table stringTable
+	long := strings.Repeat("y", maxLen+1)
+	if table.intern(long); len(table.strings) != 0 {
+		t.Errorf("a string of %d bytes was kept", len(long))
 	}
 }
 
