@@ -65,10 +65,7 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 	}
 	// A merge patch of one annotation (null removes it): other writers'
 	// keys stay, and no guard is needed.
-	data, err := json.Marshal(patch.Fields{"metadata": patch.Fields{"annotations": patch.Fields{v1alpha1.NotManagedByMCMAnnotation: value}}})
-	if err != nil {
-		return workqueue.Result{}, fmt.Errorf("annotating node %s: %w", name, err)
-	}
+	data, _ := json.Marshal(patch.Fields{"metadata": patch.Fields{"annotations": patch.Fields{v1alpha1.NotManagedByMCMAnnotation: value}}}) // strings and null always encode
 	if _, err := patch.Send(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager); err != nil {
 		if apierrors.IsNotFound(err) {
 			return workqueue.Result{}, nil

@@ -17,7 +17,7 @@ import (
 // New returns the transform of one informer. Every object loses its
 // managed fields (DropManagedFields). Machines and Nodes, the objects a
 // cache holds one of per machine, are stored as compact copies: a Node
-// keeps only the status fields mcm reads (see TrimNodeStatus), and both
+// keeps only the status fields mcm reads (see trimmedNodeStatus), and both
 // share the strings that repeat from object to object (label and
 // annotation keys and values, owner references, finalizers, condition
 // texts, phases) through a table of the transform's own, instead of each
@@ -39,7 +39,7 @@ func New() cache.TransformFunc {
 	}
 }
 
-// TrimNodeStatus returns the status fields of n mcm reads: conditions
+// trimmedNodeStatus returns the status fields of n mcm reads: conditions
 // (health, copied to the machine), the capacity entries the machine
 // controller set (the class's virtual capacity, which its record
 // annotation names) and volumesAttached (the drain's wait for detached
@@ -50,7 +50,7 @@ func New() cache.TransformFunc {
 // conditions, and a controller's cache holds every node of the cluster.
 // Writes built from a trimmed node must not send its status whole: mcm's
 // patch only the fields they change.
-func TrimNodeStatus(n *corev1.Node) corev1.NodeStatus {
+func trimmedNodeStatus(n *corev1.Node) corev1.NodeStatus {
 	return corev1.NodeStatus{
 		Capacity: virtualCapacity(n), Phase: n.Status.Phase, Conditions: n.Status.Conditions, VolumesAttached: n.Status.VolumesAttached,
 	}
@@ -161,7 +161,7 @@ func (t *stringTable) node(n *corev1.Node) *corev1.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := *n
-	c.Status = TrimNodeStatus(n)
+	c.Status = trimmedNodeStatus(n)
 	t.objectMeta(&c.ObjectMeta)
 	c.Spec.Taints = t.taints(c.Spec.Taints)
 	c.Status.Conditions = t.conditions(c.Status.Conditions)

@@ -59,10 +59,10 @@ func TestSetOn(t *testing.T) {
 	SetOn(inf)
 }
 
-// TestTrimNodeStatus: a node keeps the status fields mcm reads and loses
+// TestTrimmedNodeStatus: a node keeps the status fields mcm reads and loses
 // the others; everything else about it is kept, and the input is not
 // written to.
-func TestTrimNodeStatus(t *testing.T) {
+func TestTrimmedNodeStatus(t *testing.T) {
 	const virtual = corev1.ResourceName("example.com/licenses")
 	record := map[string]string{v1alpha1.LastAppliedVirtualCapacityAnnotation: `{"example.com/licenses":"4"}`}
 	kept := corev1.NodeStatus{
