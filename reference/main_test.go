@@ -224,6 +224,13 @@ func TestLeaderElectionFailoverAndShutdown(t *testing.T) {
 			t.Errorf("%s /healthz = %d %q", in.name, code, body)
 		}
 	}
+	// Main's garbage collector target, as the Go collector reports it
+	// (the binary inherits this process's environment).
+	if _, set := os.LookupEnv("GOGC"); !set {
+		if got := leader.metric("go_gc_gogc_percent"); got != "50" {
+			t.Errorf("%s go_gc_gogc_percent = %q, want 50: Main sets it when the environment has no GOGC", leader.name, got)
+		}
+	}
 	if _, body := standby.get("/readyz"); !strings.Contains(body, "standby; lease held by") {
 		t.Errorf("standby /readyz = %q, want it to say standby", body)
 	}
