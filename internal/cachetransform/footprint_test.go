@@ -55,13 +55,13 @@ func BenchmarkCachedObject(b *testing.B) {
 				}
 				transform := tr.fn()
 				kept := make([]any, b.N)
-				before := heapInUse()
+				before := heapAllocated()
 				b.ResetTimer()
 				for i := range b.N {
 					kept[i], _ = transform(kind.decode(encoded[i]))
 				}
 				b.StopTimer()
-				b.ReportMetric(float64(heapInUse()-before)/float64(b.N), "retained-B/object")
+				b.ReportMetric(float64(heapAllocated()-before)/float64(b.N), "retained-B/object")
 				runtime.KeepAlive(kept)
 				runtime.KeepAlive(encoded)
 			})
@@ -69,7 +69,7 @@ func BenchmarkCachedObject(b *testing.B) {
 	}
 }
 
-func heapInUse() uint64 {
+func heapAllocated() uint64 {
 	runtime.GC()
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
