@@ -86,8 +86,12 @@
 // have not started: managed fields dropped, and a Node's status cut to the
 // fields mcm reads (conditions, volumesAttached, and of the capacity only
 // the class's virtual capacity), and Machines and Nodes cached as compact
-// copies that share their repeated strings; start a node informer first,
-// or give the controllers a factory of their own, if your code reads more
-// of the node from it. Nothing in the library uses global state: metrics go to the prometheus.Registerer you
-// pass, logs to the logr.Logger in the context, and schemes are yours.
+// copies that share their repeated strings, label and annotation maps and
+// owner references; start a node informer first, or give the controllers
+// a factory of their own, if your code reads more of the node from it. As
+// with any informer, objects from these caches are read-only: DeepCopy one
+// before changing it, or a change to a shared map shows on every object
+// that shares it. Nothing in the library uses global state: metrics go to
+// the prometheus.Registerer you pass, logs to the logr.Logger in the
+// context, and schemes are yours.
 package mcm

@@ -3,6 +3,8 @@
 package cachetransform
 
 import (
+	"encoding/binary"
+	"slices"
 	"sync"
 
 	corev1 "k8s.io/api/core/v1"
@@ -18,17 +20,20 @@ import (
 // managed fields (DropManagedFields). Machines and Nodes, the objects a
 // cache holds one of per machine, are stored as compact copies: a Node
 // keeps only the status fields mcm reads (see trimmedNodeStatus), and both
-// share the strings that repeat from object to object (label and
-// annotation keys and values, owner references, finalizers, condition
-// texts, phases) through a table of the transform's own, instead of each
-// holding the copy its decoding allocated: decoding allocates every
-// string anew. With the spare capacity the decoder leaves in slices,
-// which the copies drop, that is about a quarter of a cached machine
-// (BenchmarkCachedObject, against DropManagedFields alone: 3.6 KB → 2.8 KB
-// per machine, and 5.2 KB → 2.5 KB per node with the status trim). The
-// input is never written to.
+// share what repeats from object to object through a table of the
+// transform's own (see table): strings (label and annotation keys and
+// values, finalizers, condition texts, phases), and whole label and
+// annotation maps and owner references where they repeat whole (the
+// annotations every node of a pool carries, a set's template labels, the
+// set that owns each machine), instead of each object holding the copy
+// its decoding allocated. With the spare capacity the decoder leaves in
+// slices, which the copies drop, that is a third of a cached machine and
+// more than half of a node (BenchmarkCachedObject, against
+// DropManagedFields alone: 3.6 KB → 2.4 KB per machine, and 5.2 KB →
+// 2.2 KB per node with the status trim). The input is never written to;
+// the copies, as every object a cache holds, must not be either.
 func New() cache.TransformFunc {
-	t := &stringTable{}
+	t := newTable()
 	return func(obj any) (any, error) {
 		switch o := obj.(type) {
 		case *v1alpha1.Machine:
@@ -98,45 +103,70 @@ func SetOn(informers ...cache.SharedIndexInformer) {
 	}
 }
 
-// stringTable maps each string it holds to itself, so that equal strings
-// of different objects share one copy. Strings that occur once (names,
-// UIDs, hostnames, a machine's drain record) pass through it too, and the
-// table keeps them alive after their objects are gone; so it holds at most
-// maxStrings strings of maxBytes in all, and starts over when either would
-// be exceeded (the strings that repeat are back after a few objects).
-// Strings longer than maxLen are not kept at all: one would take a large
-// part of the bound.
-type stringTable struct {
+// table holds what the transform shares between the objects of one
+// informer: strings, and the maps and owner references that repeat whole
+// from object to object (a set's template labels on each of its machines,
+// the annotations every node of a pool carries, the set each machine is
+// owned by). Caches are read-only, so objects can share them as they share
+// strings; the copy a decoding allocated is dropped.
+type table struct {
 	mu      sync.Mutex
-	strings map[string]string
-	bytes   int // the length of the strings held
+	strings bounded[string]
+	maps    bounded[map[string]string]
+	owners  bounded[[]metav1.OwnerReference]
+	// key and sorted are scratch space for building keys.
+	key    []byte
+	sorted []string
 }
 
-const (
-	maxStrings = 1 << 14
-	maxBytes   = 1 << 20
-	maxLen     = maxBytes >> 6
-)
+func newTable() *table {
+	return &table{
+		strings: bounded[string]{maxEntries: 1 << 14, maxBytes: 1 << 20},
+		maps:    bounded[map[string]string]{maxEntries: 1 << 10, maxBytes: 1 << 18},
+		owners:  bounded[[]metav1.OwnerReference]{maxEntries: 1 << 10, maxBytes: 1 << 18},
+	}
+}
+
+// bounded maps keys to values the transform shares. Values that occur once
+// (a name, a node's labels with its hostname) pass through it too, and it
+// keeps them alive after their objects are gone; so it holds at most
+// maxEntries entries whose keys are maxBytes long in all, and starts over
+// when either would be exceeded (what repeats is back after a few
+// objects). Keys longer than maxKey are not kept at all: one would take a
+// large part of the bound.
+type bounded[V any] struct {
+	entries              map[string]V
+	bytes                int // the length of the keys held
+	maxEntries, maxBytes int
+}
+
+// maxKey is the longest key a table keeps: a sixty-fourth of the string
+// table's bytes.
+const maxKey = 1 << 14
+
+func (b *bounded[V]) add(key string, v V) {
+	if b.entries == nil || len(b.entries) >= b.maxEntries || b.bytes+len(key) > b.maxBytes {
+		b.entries, b.bytes = make(map[string]V, 256), 0
+	}
+	b.entries[key] = v
+	b.bytes += len(key)
+}
 
 // intern returns the table's copy of s, adding s if it has none; the
 // caller holds t.mu.
-func (t *stringTable) intern(s string) string {
-	if s == "" || len(s) > maxLen {
+func (t *table) intern(s string) string {
+	if s == "" || len(s) > maxKey {
 		return s
 	}
-	if c, ok := t.strings[s]; ok {
+	if c, ok := t.strings.entries[s]; ok {
 		return c
 	}
-	if t.strings == nil || len(t.strings) >= maxStrings || t.bytes+len(s) > maxBytes {
-		t.strings, t.bytes = make(map[string]string, 256), 0
-	}
-	t.strings[s] = s
-	t.bytes += len(s)
+	t.strings.add(s, s)
 	return s
 }
 
 // machine returns a compact copy of m.
-func (t *stringTable) machine(m *v1alpha1.Machine) *v1alpha1.Machine {
+func (t *table) machine(m *v1alpha1.Machine) *v1alpha1.Machine {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := *m
@@ -158,7 +188,7 @@ func (t *stringTable) machine(m *v1alpha1.Machine) *v1alpha1.Machine {
 }
 
 // node returns a compact copy of n with its status trimmed.
-func (t *stringTable) node(n *corev1.Node) *corev1.Node {
+func (t *table) node(n *corev1.Node) *corev1.Node {
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	c := *n
@@ -171,37 +201,108 @@ func (t *stringTable) node(n *corev1.Node) *corev1.Node {
 
 // objectMeta replaces the repeated strings of m, its maps and slices by
 // new ones, and drops its managed fields.
-func (t *stringTable) objectMeta(m *metav1.ObjectMeta) {
+func (t *table) objectMeta(m *metav1.ObjectMeta) {
 	m.ManagedFields = nil
 	m.Namespace = t.intern(m.Namespace)
 	m.GenerateName = t.intern(m.GenerateName)
 	m.Labels = t.stringMap(m.Labels)
 	m.Annotations = t.stringMap(m.Annotations)
 	m.Finalizers = cloneEach(m.Finalizers, func(f *string) { *f = t.intern(*f) })
-	m.OwnerReferences = cloneEach(m.OwnerReferences, func(r *metav1.OwnerReference) {
-		r.APIVersion = t.intern(r.APIVersion)
-		r.Kind = t.intern(r.Kind)
-		r.Name = t.intern(r.Name)
-		r.UID = internAs(t, r.UID)
-	})
+	m.OwnerReferences = t.ownerReferences(m.OwnerReferences)
 }
 
-// stringMap returns a copy of m, nil for nil, with its keys and values
-// from the table.
-func (t *stringTable) stringMap(m map[string]string) map[string]string {
+// stringMap returns the table's map equal to m, else a copy of m with its
+// keys and values from the table; nil for nil.
+func (t *table) stringMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
+	}
+	key, ok := t.mapKey(m)
+	if ok {
+		// The conversion in the index expression does not allocate.
+		if c, found := t.maps.entries[string(key)]; found {
+			return c
+		}
 	}
 	c := make(map[string]string, len(m))
 	for k, v := range m {
 		c[t.intern(k)] = t.intern(v)
 	}
+	if ok {
+		t.maps.add(string(key), c)
+	}
 	return c
+}
+
+// mapKey encodes m's entries, sorted by key, into t.key and returns it;
+// false if it would be longer than maxKey.
+func (t *table) mapKey(m map[string]string) ([]byte, bool) {
+	defer clear(t.sorted) // the scratch must not keep the object's strings
+	t.sorted = t.sorted[:0]
+	size := 0
+	for k, v := range m {
+		t.sorted = append(t.sorted, k)
+		size += len(k) + len(v)
+	}
+	if size > maxKey {
+		return nil, false
+	}
+	slices.Sort(t.sorted)
+	t.key = t.key[:0]
+	for _, k := range t.sorted {
+		t.key = appendField(appendField(t.key, k), m[k])
+	}
+	return t.key, true
+}
+
+// ownerReferences returns the table's references equal to refs, else a
+// copy of refs with their strings from the table; nil for nil.
+func (t *table) ownerReferences(refs []metav1.OwnerReference) []metav1.OwnerReference {
+	if refs == nil {
+		return nil
+	}
+	t.key = t.key[:0]
+	for _, r := range refs {
+		t.key = appendField(appendField(appendField(appendField(t.key, r.APIVersion), r.Kind), r.Name), string(r.UID))
+		t.key = append(t.key, flagKey(r.Controller), flagKey(r.BlockOwnerDeletion))
+	}
+	if len(t.key) <= maxKey {
+		if c, found := t.owners.entries[string(t.key)]; found {
+			return c
+		}
+	}
+	c := cloneEach(refs, func(r *metav1.OwnerReference) {
+		r.APIVersion = t.intern(r.APIVersion)
+		r.Kind = t.intern(r.Kind)
+		r.Name = t.intern(r.Name)
+		r.UID = internAs(t, r.UID)
+	})
+	if len(t.key) <= maxKey {
+		t.owners.add(string(t.key), c)
+	}
+	return c
+}
+
+// appendField appends s to a key, preceded by its length so that no two
+// sequences of strings make the same key.
+func appendField(key []byte, s string) []byte {
+	return append(binary.AppendUvarint(key, uint64(len(s))), s...)
+}
+
+// flagKey encodes an optional flag in a key.
+func flagKey(b *bool) byte {
+	switch {
+	case b == nil:
+		return 0
+	case *b:
+		return 2
+	}
+	return 1
 }
 
 // conditions returns a copy of cs, nil for nil, with its texts from the
 // table.
-func (t *stringTable) conditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
+func (t *table) conditions(cs []corev1.NodeCondition) []corev1.NodeCondition {
 	return cloneEach(cs, func(c *corev1.NodeCondition) {
 		c.Type = internAs(t, c.Type)
 		c.Status = internAs(t, c.Status)
@@ -212,7 +313,7 @@ func (t *stringTable) conditions(cs []corev1.NodeCondition) []corev1.NodeConditi
 
 // taints returns a copy of ts, nil for nil, with its strings from the
 // table.
-func (t *stringTable) taints(ts []corev1.Taint) []corev1.Taint {
+func (t *table) taints(ts []corev1.Taint) []corev1.Taint {
 	return cloneEach(ts, func(taint *corev1.Taint) {
 		taint.Key = t.intern(taint.Key)
 		taint.Value = t.intern(taint.Value)
@@ -236,6 +337,6 @@ func cloneEach[T any](s []T, f func(*T)) []T {
 }
 
 // internAs is intern for the API's named string types.
-func internAs[S ~string](t *stringTable, s S) S {
+func internAs[S ~string](t *table, s S) S {
 	return S(t.intern(string(s)))
 }

@@ -3,6 +3,7 @@ package cachetransform
 import (
 	"context"
 	"fmt"
+	"reflect"
 	"strconv"
 	"strings"
 	"testing"
@@ -111,8 +112,9 @@ func TestTrimmedNodeStatus(t *testing.T) {
 
 // TestCompactCopies: a machine and a node come out of the transform equal
 // to what went in, but for managed fields and the node's dropped status,
-// and the input is not written to; another object's equal strings are the
-// first one's, and a third object of other strings shares none of them.
+// and the input is not written to; another object's equal strings, maps
+// and owner references are the first one's, and a third object of other
+// contents shares none of them.
 func TestCompactCopies(t *testing.T) {
 	transform := New()
 	for _, tc := range []struct {
@@ -120,6 +122,8 @@ func TestCompactCopies(t *testing.T) {
 		objects func(i int) runtime.Object
 		want    func(runtime.Object) runtime.Object
 		strings func(runtime.Object) []string
+		// shared are the maps and slices that repeat whole.
+		shared func(runtime.Object) []unsafe.Pointer
 	}{
 		{
 			name:    "machine",
@@ -135,6 +139,11 @@ func TestCompactCopies(t *testing.T) {
 				return []string{m.Labels["pool"], m.Annotations["team"], m.Finalizers[0], m.OwnerReferences[0].Name, m.Spec.Class.Name,
 					m.Spec.NodeTemplateSpec.Labels["pool"], m.Spec.NodeTemplateSpec.Spec.Taints[0].Key, c.Reason, c.Message, string(m.Status.CurrentStatus.Phase)}
 			},
+			shared: func(o runtime.Object) []unsafe.Pointer {
+				m := o.(*v1alpha1.Machine)
+				tmpl := m.Spec.NodeTemplateSpec
+				return []unsafe.Pointer{mapPointer(m.Annotations), mapPointer(tmpl.Labels), mapPointer(tmpl.Annotations), unsafe.Pointer(&m.OwnerReferences[0])}
+			},
 		},
 		{
 			name:    "node",
@@ -149,6 +158,10 @@ func TestCompactCopies(t *testing.T) {
 				n := o.(*corev1.Node)
 				c := n.Status.Conditions[0]
 				return []string{n.Labels["pool"], n.Annotations["team"], n.Finalizers[0], n.Spec.Taints[0].Key, c.Reason, c.Message}
+			},
+			shared: func(o runtime.Object) []unsafe.Pointer {
+				n := o.(*corev1.Node)
+				return []unsafe.Pointer{mapPointer(n.Annotations), unsafe.Pointer(&n.OwnerReferences[0])}
 			},
 		},
 	} {
@@ -178,43 +191,121 @@ func TestCompactCopies(t *testing.T) {
 					t.Errorf("string %q of an object with other strings is the first one's", other[i])
 				}
 			}
+			firstP, secondP, otherP := tc.shared(got[0]), tc.shared(got[1]), tc.shared(got[2])
+			for i := range firstP {
+				if firstP[i] != secondP[i] {
+					t.Errorf("map or slice %d of the second object is a copy of its own", i)
+				}
+				if firstP[i] == otherP[i] {
+					t.Errorf("map or slice %d of an object with other contents is the first one's", i)
+				}
+			}
 		})
 	}
 }
 
-// TestStringTableBound: the table never holds more than maxStrings, nor
-// more than maxBytes, keeps no string longer than maxLen, and keeps sharing
-// strings after it started over.
-func TestStringTableBound(t *testing.T) {
-	for _, tc := range []struct {
-		name   string
-		length int
-	}{
-		{name: "short strings: the count bounds", length: 8},
-		{name: "long strings: the bytes bound", length: maxLen},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			var table stringTable
-			for i := range 3 * maxStrings {
-				table.intern(fmt.Sprintf("%0*d", tc.length, i))
-				if n := len(table.strings); n > maxStrings {
-					t.Fatalf("table holds %d strings after %d distinct ones, more than %d", n, i+1, maxStrings)
+// TestTableBound: each of a table's parts never holds more entries nor
+// more bytes of keys than its bounds, keeps no key longer than maxKey,
+// and keeps sharing after it started over.
+func TestTableBound(t *testing.T) {
+	type part struct {
+		name  string
+		held  func(*table) (entries, bytes, maxEntries, maxBytes int)
+		add   func(*table, string) // adds a value made of s
+		share func(*table) bool    // whether an equal value added twice is shared
+	}
+	parts := []part{
+		{
+			name: "strings",
+			held: func(tb *table) (int, int, int, int) {
+				return len(tb.strings.entries), tb.strings.bytes, tb.strings.maxEntries, tb.strings.maxBytes
+			},
+			add: func(tb *table, s string) { tb.intern(s) },
+			share: func(tb *table) bool {
+				return unsafe.StringData(tb.intern(strings.Repeat("x", 3))) == unsafe.StringData(tb.intern(strings.Repeat("x", 3)))
+			},
+		},
+		{
+			name: "maps",
+			held: func(tb *table) (int, int, int, int) {
+				return len(tb.maps.entries), tb.maps.bytes, tb.maps.maxEntries, tb.maps.maxBytes
+			},
+			add: func(tb *table, s string) { tb.stringMap(map[string]string{"k": s}) },
+			share: func(tb *table) bool {
+				a, b := tb.stringMap(map[string]string{"a": "1", "b": "2"}), tb.stringMap(map[string]string{"b": "2", "a": "1"})
+				return samePointer(a, b)
+			},
+		},
+		{
+			name: "owner references",
+			held: func(tb *table) (int, int, int, int) {
+				return len(tb.owners.entries), tb.owners.bytes, tb.owners.maxEntries, tb.owners.maxBytes
+			},
+			add: func(tb *table, s string) { tb.ownerReferences([]metav1.OwnerReference{{Name: s}}) },
+			share: func(tb *table) bool {
+				a, b := tb.ownerReferences([]metav1.OwnerReference{{Name: "set"}}), tb.ownerReferences([]metav1.OwnerReference{{Name: "set"}})
+				return &a[0] == &b[0]
+			},
+		},
+	}
+	for _, p := range parts {
+		for _, length := range []int{8, maxKey - 16} { // the count bounds, then the bytes
+			t.Run(fmt.Sprintf("%s of %d bytes", p.name, length), func(t *testing.T) {
+				tb := newTable()
+				// Three times what either bound lets the table hold.
+				_, _, maxN, maxB := p.held(tb)
+				for i := range 3 * min(maxN, maxB/length+1) {
+					p.add(tb, fmt.Sprintf("%0*d", length, i))
+					if n, b, maxN, maxB := p.held(tb); n > maxN || b > maxB {
+						t.Fatalf("after %d distinct values: %d entries of %d bytes, more than %d or %d", i+1, n, b, maxN, maxB)
+					}
 				}
-				if table.bytes > maxBytes {
-					t.Fatalf("table holds %d bytes after %d distinct strings, more than %d", table.bytes, i+1, maxBytes)
+				if !p.share(tb) {
+					t.Error("equal values added after the table started over are not shared")
 				}
-			}
-			a := table.intern(strings.Repeat("x", 3))
-			if b := table.intern(strings.Repeat("x", 3)); unsafe.StringData(a) != unsafe.StringData(b) {
-				t.Error("a string added after the table started over is not shared")
+			})
+		}
+		t.Run(p.name+" too long to keep", func(t *testing.T) {
+			tb := newTable()
+			p.add(tb, strings.Repeat("y", maxKey+1))
+			if n, _, _, _ := p.held(tb); n != 0 {
+				t.Errorf("a value of more than %d bytes was kept", maxKey)
 			}
 		})
 	}
-	var table stringTable
-	long := strings.Repeat("y", maxLen+1)
-	if table.intern(long); len(table.strings) != 0 {
-		t.Errorf("a string of %d bytes was kept", len(long))
+}
+
+// TestSharingTellsApart: values that differ only where one key could be
+// mistaken for another are not shared.
+func TestSharingTellsApart(t *testing.T) {
+	tb := newTable()
+	if a, b := tb.stringMap(map[string]string{"a": "bc"}), tb.stringMap(map[string]string{"ab": "c"}); samePointer(a, b) {
+		t.Errorf("maps %v and %v are one", a, b)
 	}
+	if a, b := tb.stringMap(map[string]string{"a": "", "b": ""}), tb.stringMap(map[string]string{"a": "b"}); samePointer(a, b) {
+		t.Errorf("maps %v and %v are one", a, b)
+	}
+	yes, no := true, false
+	flags := []*bool{nil, &no, &yes}
+	seen := map[*metav1.OwnerReference][2]*bool{}
+	for _, controller := range flags {
+		for _, block := range flags {
+			refs := tb.ownerReferences([]metav1.OwnerReference{{Name: "set", Controller: controller, BlockOwnerDeletion: block}})
+			if prev, ok := seen[&refs[0]]; ok {
+				t.Errorf("owner references with controller %v, blockOwnerDeletion %v are those with %v, %v", controller, block, prev[0], prev[1])
+			}
+			seen[&refs[0]] = [2]*bool{controller, block}
+		}
+	}
+}
+
+// samePointer reports whether a and b are one map.
+func samePointer(a, b map[string]string) bool {
+	return mapPointer(a) == mapPointer(b)
+}
+
+func mapPointer(m map[string]string) unsafe.Pointer {
+	return reflect.ValueOf(m).UnsafePointer()
 }
 
 // fullMachine is a machine with every field set; i picks the strings a

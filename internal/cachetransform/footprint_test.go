@@ -87,7 +87,7 @@ func encodedMachine(i int) []byte {
 			Name: name, GenerateName: "pool-a-65784469d5-", Namespace: "shoot--garden--prod", UID: types.UID(fmt.Sprintf("8bfddc81-d10f-4db6-b85b-%012d", i)),
 			ResourceVersion: fmt.Sprint(100000 + i), Generation: 2, CreationTimestamp: t,
 			Labels:          map[string]string{"machine-template-hash": "65784469d5", "pool": "pool-a", "node": name},
-			Annotations:     map[string]string{"machinepriority.machine.sapcloud.io": "3", "mcmkit.io/creation-started": "2026-11-25T21:44:52.81053058Z"},
+			Annotations:     map[string]string{"machinepriority.machine.sapcloud.io": "3", "mcmkit.io/creation-started": t.Add(-time.Duration(i) * time.Millisecond).Format(time.RFC3339Nano)},
 			Finalizers:      []string{"machine.sapcloud.io/machine-controller-manager"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineSet", Name: "pool-a-65784469d5", UID: "d060f3ed-cbfb-450e-99f8-2ccc4dbf4c95", Controller: &yes, BlockOwnerDeletion: &yes}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "mcm", Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: "machine.sapcloud.io/v1alpha1", FieldsType: "FieldsV1"}},
