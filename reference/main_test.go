@@ -227,8 +227,8 @@ func TestLeaderElectionFailoverAndShutdown(t *testing.T) {
 	// Main's garbage collector target, as the Go collector reports it
 	// (the binary inherits this process's environment).
 	if _, set := os.LookupEnv("GOGC"); !set {
-		if got := leader.metric("go_gc_gogc_percent"); got != "50" {
-			t.Errorf("%s go_gc_gogc_percent = %q, want 50: Main sets it when the environment has no GOGC", leader.name, got)
+		if got := leader.metric("go_gc_gogc_percent"); got != "40" {
+			t.Errorf("%s go_gc_gogc_percent = %q, want 40: Main sets it when the environment has no GOGC", leader.name, got)
 		}
 	}
 	if _, body := standby.get("/readyz"); !strings.Contains(body, "standby; lease held by") {

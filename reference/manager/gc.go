@@ -9,13 +9,14 @@ import (
 // environment sets no GOGC. A manager's live heap is almost all informer
 // cache, which stays as long as the process; Go's default (100) lets the
 // heap grow to twice that before collecting, and that headroom is most of
-// the process's memory. At 50 the heap grows to one and a half times the
-// cache: in the benchmark's 10 000 machines (bench/README.md, scenario X)
-// 151 to 162 MiB at the peak and 135 to 162 MiB steady over four runs,
-// against 186 and 178 MiB at 100, for about 9 % more CPU over the run (94 s
-// against 86 s); at steady state a manager allocates little, so collecting
-// more often costs almost nothing there.
-const defaultGCPercent = 50
+// the process's memory. At 40 the heap grows to 1.4 times the cache. In
+// the benchmark's 10 000 machines (bench/README.md, scenario X), two runs
+// at 40 peaked at 137 and 138 MiB, four at 50 at 146 to 152 MiB (131 to
+// 152 steady), with the same CPU for runs of the same length (96.5 s at 40
+// against 98.7 s at 50 over 226 s): the caches share what repeats, so the
+// manager makes little garbage, and at steady state it allocates almost
+// nothing, so collecting more often costs almost nothing there.
+const defaultGCPercent = 40
 
 // gcPercent returns the target Main sets, and false when the environment
 // sets GOGC: the runtime follows that already.

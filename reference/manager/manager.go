@@ -605,7 +605,7 @@ func NewLogger(w io.Writer, v int) logr.Logger {
 // until SIGINT or SIGTERM (a second signal kills at once), and returns the
 // exit code: 0 after a clean shutdown, 2 for bad flags, 1 for any other
 // failure. Errors are one line on stderr. Unless the environment sets
-// GOGC, it sets the garbage collector's target to 50 (defaultGCPercent).
+// GOGC, it sets the garbage collector's target to 40 (defaultGCPercent).
 func Main(name string, args []string, controllers Controllers, drivers Drivers) int {
 	cfg, err := ParseFlags(name, args, controllers, drivers, os.Stdout)
 	if errors.Is(err, flag.ErrHelp) {
