@@ -237,8 +237,10 @@ func (t *table) stringMap(m map[string]string) map[string]string {
 // mapKey encodes m's entries, sorted by key, into t.key and returns it;
 // false if it would be longer than maxKey.
 func (t *table) mapKey(m map[string]string) ([]byte, bool) {
-	defer clear(t.sorted) // the scratch must not keep the object's strings
 	t.sorted = t.sorted[:0]
+	// The scratch must not keep the object's strings alive; a deferred
+	// clear(t.sorted) would clear the slice as it was before the appends.
+	defer func() { clear(t.sorted) }()
 	size := 0
 	for k, v := range m {
 		t.sorted = append(t.sorted, k)

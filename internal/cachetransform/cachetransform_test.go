@@ -377,3 +377,15 @@ func fullConditions(g string) []corev1.NodeCondition {
 		{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "Sufficient-" + g},
 	}
 }
+
+// TestScratchKeepsNothing: building a map's key leaves no string of the map
+// in the table's scratch space, which outlives the object.
+func TestScratchKeepsNothing(t *testing.T) {
+	tb := newTable()
+	tb.stringMap(map[string]string{"pool": "a", "zone": "b"})
+	for i, s := range tb.sorted[:cap(tb.sorted)] {
+		if s != "" {
+			t.Errorf("scratch slot %d keeps %q", i, s)
+		}
+	}
+}
