@@ -50,7 +50,8 @@ type Func[T any] func(ctx context.Context, name string, pt types.PatchType, data
 // was read. It returns nil when old and new are equal: nothing to write.
 func Diff(old, new Fields, resourceVersion string) ([]byte, error) {
 	// Most syncs change nothing. Equal values have equal JSON forms, and
-	// comparing them costs a fraction of building those (BenchmarkDiff).
+	// comparing them costs a fraction of building those (BenchmarkSyncPatches
+	// in package machine).
 	if reflect.DeepEqual(old, new) {
 		return nil, nil
 	}

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
@@ -13,8 +12,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"pgregory.net/rapid"
-
-	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
 func TestDiff(t *testing.T) {
@@ -232,57 +229,5 @@ func TestSendStrategic(t *testing.T) {
 	}
 	if want := `{"metadata":{"$deleteFromPrimitiveList/finalizers":["example.com/f"]}}`; string(gotData) != want {
 		t.Errorf("patch %s, want %s", gotData, want)
-	}
-}
-
-// BenchmarkDiff: the patches a sync of a Running machine computes, for a
-// machine that did not change (most syncs) and for one whose status did.
-func BenchmarkDiff(b *testing.B) {
-	t := metav1.NewTime(time.Date(2026, 11, 26, 1, 0, 0, 0, time.UTC))
-	cur := &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{
-			Name: "pool-a-65784469d5-x7k2p", ResourceVersion: "4711",
-			Labels:      map[string]string{"machine-template-hash": "65784469d5", "name": "pool-a", "node": "ip-10-250-3-17.ec2.internal"},
-			Annotations: map[string]string{"machinepriority.machine.sapcloud.io": "3", "mcmkit.io/creation-started": "2026-11-26T00:58:02.114Z"},
-			Finalizers:  []string{"machine.sapcloud.io/machine-controller-manager"},
-		},
-		Spec: v1alpha1.MachineSpec{ProviderID: "aws:///eu-west-1a/i-0123456789abcdef0"},
-		Status: v1alpha1.MachineStatus{
-			Conditions: []corev1.NodeCondition{
-				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, Reason: "KubeletReady", Message: "kubelet is posting ready status", LastHeartbeatTime: t, LastTransitionTime: t},
-				{Type: corev1.NodeMemoryPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasSufficientMemory", Message: "kubelet has sufficient memory available", LastHeartbeatTime: t, LastTransitionTime: t},
-				{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse, Reason: "KubeletHasNoDiskPressure", Message: "kubelet has no disk pressure", LastHeartbeatTime: t, LastTransitionTime: t},
-			},
-			LastOperation: v1alpha1.LastOperation{Description: "Machine pool-a-65784469d5-x7k2p successfully joined the cluster in 52.19s", LastUpdateTime: t, State: v1alpha1.MachineStateSuccessful, Type: v1alpha1.MachineOperationCreate},
-			CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: t},
-		},
-	}
-	meta := func(m *v1alpha1.Machine) Fields {
-		return Fields{
-			"metadata": Fields{"labels": m.Labels, "annotations": m.Annotations, "finalizers": m.Finalizers},
-			"spec":     Fields{"providerID": m.Spec.ProviderID},
-		}
-	}
-	status := func(m *v1alpha1.Machine) Fields { return Fields{"status": m.Status} }
-	changed := cur.DeepCopy()
-	changed.Status.Conditions[0].Status = corev1.ConditionFalse
-	for _, bc := range []struct {
-		name    string
-		desired *v1alpha1.Machine
-	}{
-		{"unchanged", cur.DeepCopy()},
-		{"status changed", changed},
-	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.ReportAllocs()
-			for b.Loop() {
-				if _, err := Diff(meta(cur), meta(bc.desired), cur.ResourceVersion); err != nil {
-					b.Fatal(err)
-				}
-				if _, err := Diff(status(cur), status(bc.desired), cur.ResourceVersion); err != nil {
-					b.Fatal(err)
-				}
-			}
-		})
 	}
 }
