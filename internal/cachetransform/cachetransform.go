@@ -217,26 +217,18 @@ func (t *table) stringMap(m map[string]string) map[string]string {
 	if m == nil {
 		return nil
 	}
-	key, ok := t.mapKey(m)
-	if ok {
-		// The conversion in the index expression does not allocate.
-		if c, found := t.maps.entries[string(key)]; found {
-			return c
+	return shared(&t.maps, t.mapKey(m), func() map[string]string {
+		c := make(map[string]string, len(m))
+		for k, v := range m {
+			c[t.intern(k)] = t.intern(v)
 		}
-	}
-	c := make(map[string]string, len(m))
-	for k, v := range m {
-		c[t.intern(k)] = t.intern(v)
-	}
-	if ok {
-		t.maps.add(string(key), c)
-	}
-	return c
+		return c
+	})
 }
 
 // mapKey encodes m's entries, sorted by key, into t.key and returns it;
-// false if it would be longer than maxKey.
-func (t *table) mapKey(m map[string]string) ([]byte, bool) {
+// nil if it would be longer than maxKey.
+func (t *table) mapKey(m map[string]string) []byte {
 	t.sorted = t.sorted[:0]
 	// The scratch must not keep the object's strings alive; a deferred
 	// clear(t.sorted) would clear the slice as it was before the appends.
@@ -247,14 +239,14 @@ func (t *table) mapKey(m map[string]string) ([]byte, bool) {
 		size += len(k) + len(v)
 	}
 	if size > maxKey {
-		return nil, false
+		return nil
 	}
 	slices.Sort(t.sorted)
 	t.key = t.key[:0]
 	for _, k := range t.sorted {
 		t.key = appendField(appendField(t.key, k), m[k])
 	}
-	return t.key, true
+	return t.key
 }
 
 // ownerReferences returns the table's references equal to refs, else a
@@ -268,21 +260,30 @@ func (t *table) ownerReferences(refs []metav1.OwnerReference) []metav1.OwnerRefe
 		t.key = appendField(appendField(appendField(appendField(t.key, r.APIVersion), r.Kind), r.Name), string(r.UID))
 		t.key = append(t.key, flagKey(r.Controller), flagKey(r.BlockOwnerDeletion))
 	}
-	if len(t.key) <= maxKey {
-		if c, found := t.owners.entries[string(t.key)]; found {
-			return c
-		}
-	}
-	c := cloneEach(refs, func(r *metav1.OwnerReference) {
-		r.APIVersion = t.intern(r.APIVersion)
-		r.Kind = t.intern(r.Kind)
-		r.Name = t.intern(r.Name)
-		r.UID = internAs(t, r.UID)
+	return shared(&t.owners, t.key, func() []metav1.OwnerReference {
+		return cloneEach(refs, func(r *metav1.OwnerReference) {
+			r.APIVersion = t.intern(r.APIVersion)
+			r.Kind = t.intern(r.Kind)
+			r.Name = t.intern(r.Name)
+			r.UID = internAs(t, r.UID)
+		})
 	})
-	if len(t.key) <= maxKey {
-		t.owners.add(string(t.key), c)
+}
+
+// shared returns b's value for key, else the one build makes, which it
+// adds under key. A nil key, or one longer than maxKey, is neither looked
+// up nor kept: build's value is the object's own.
+func shared[V any](b *bounded[V], key []byte, build func() V) V {
+	if key == nil || len(key) > maxKey {
+		return build()
 	}
-	return c
+	// The conversion in the index expression does not allocate.
+	if v, ok := b.entries[string(key)]; ok {
+		return v
+	}
+	v := build()
+	b.add(string(key), v)
+	return v
 }
 
 // appendField appends s to a key, preceded by its length so that no two
