@@ -1,0 +1,52 @@
+package machineindex
+
+import (
+	"fmt"
+	"runtime"
+	"testing"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// BenchmarkByNodeFootprint: the heap a machine cache keeps per machine
+// for its keys and namespace index, and with the ByNode index too; the
+// difference is what ByNode costs (a set of one key per node name).
+func BenchmarkByNodeFootprint(b *testing.B) {
+	for _, bc := range []struct {
+		name     string
+		indexers cache.Indexers
+	}{
+		{"namespace index", cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}},
+		{"namespace and ByNode indexes", cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, ByNodeIndex: ByNode}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			machines := make([]*v1alpha1.Machine, b.N)
+			for i := range machines {
+				name := fmt.Sprintf("pool-a-65784469d5-%05d", i)
+				machines[i] = &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shoot", Labels: map[string]string{v1alpha1.NodeLabelKey: name}}}
+			}
+			before := heapAllocated()
+			b.ResetTimer()
+			store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, bc.indexers)
+			for _, m := range machines {
+				if err := store.Add(m); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(heapAllocated()-before)/float64(b.N), "retained-B/machine")
+			runtime.KeepAlive(store)
+			runtime.KeepAlive(machines)
+		})
+	}
+}
+
+func heapAllocated() uint64 {
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
