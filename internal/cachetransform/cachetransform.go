@@ -121,7 +121,7 @@ type table struct {
 
 func newTable() *table {
 	return &table{
-		strings: bounded[string]{maxEntries: 1 << 14, maxBytes: 1 << 20},
+		strings: bounded[string]{maxEntries: 1 << 14, maxBytes: stringBytes},
 		maps:    bounded[map[string]string]{maxEntries: 1 << 10, maxBytes: 1 << 18},
 		owners:  bounded[[]metav1.OwnerReference]{maxEntries: 1 << 10, maxBytes: 1 << 18},
 	}
@@ -140,9 +140,12 @@ type bounded[V any] struct {
 	maxEntries, maxBytes int
 }
 
-// maxKey is the longest key a table keeps: a sixty-fourth of the string
-// table's bytes.
-const maxKey = 1 << 14
+// stringBytes bounds the string part of a table; maxKey, the longest key
+// any part keeps, is a sixty-fourth of it.
+const (
+	stringBytes = 1 << 20
+	maxKey      = stringBytes >> 6
+)
 
 func (b *bounded[V]) add(key string, v V) {
 	if b.entries == nil || len(b.entries) >= b.maxEntries || b.bytes+len(key) > b.maxBytes {
