@@ -64,18 +64,20 @@ const (
 // The environment variables that configure a comparison, and their
 // defaults (bench/README.md documents them).
 const (
-	envScenarios   = "MCM_BENCH_SCENARIOS"
-	envSystems     = "MCM_BENCH_SYSTEMS"
-	envBootDelay   = "MCM_BENCH_BOOT_DELAY"
-	envRolloutBoot = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
-	envSettle      = "MCM_BENCH_SETTLE"
-	envSteady      = "MCM_BENCH_STEADY"
-	envRunTimeout  = "MCM_BENCH_RUN_TIMEOUT"
-	envToken       = "MCM_BENCH_BOOTSTRAP_TOKEN"
-	envLock        = "MCM_BENCH_LOCK"
-	envProfileDir  = "MCM_BENCH_PROFILE_DIR"
-	envManagerEnv  = "MCM_BENCH_MANAGER_ENV"
-	envRun         = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
+	envScenarios     = "MCM_BENCH_SCENARIOS"
+	envSystems       = "MCM_BENCH_SYSTEMS"
+	envBootDelay     = "MCM_BENCH_BOOT_DELAY"
+	envBootJitter    = "MCM_BENCH_BOOT_JITTER"
+	envRolloutBoot   = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
+	envRolloutJitter = "MCM_BENCH_ROLLOUT_BOOT_JITTER"
+	envSettle        = "MCM_BENCH_SETTLE"
+	envSteady        = "MCM_BENCH_STEADY"
+	envRunTimeout    = "MCM_BENCH_RUN_TIMEOUT"
+	envToken         = "MCM_BENCH_BOOTSTRAP_TOKEN"
+	envLock          = "MCM_BENCH_LOCK"
+	envProfileDir    = "MCM_BENCH_PROFILE_DIR"
+	envManagerEnv    = "MCM_BENCH_MANAGER_ENV"
+	envRun           = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
 	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
 	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 S:1000 X:10000"
@@ -98,14 +100,20 @@ type scenarioSizes struct {
 	sizes []int
 }
 
+// bootTime is how the VMs of a scenario's classes boot: after Delay plus
+// a uniformly random extra of up to Jitter (the sim providerSpec's
+// bootDelay and bootJitter).
+type bootTime struct {
+	Delay  time.Duration `json:"delay"`
+	Jitter time.Duration `json:"jitter"`
+}
+
 // options configure a comparison.
 type options struct {
 	scenarios []scenarioSizes
 	systems   []string
-	// bootDelay is the VMs' boot delay in every scenario but R (the
-	// classes' providerSpec bootDelay; the simulated cloud adds up to
-	// three seconds of jitter), rolloutBootDelay R's.
-	bootDelay, rolloutBootDelay time.Duration
+	// boot is how the VMs boot in every scenario but R, rolloutBoot R's.
+	boot, rolloutBoot bootTime
 	// bootstrapToken makes the machines' user data ask for a bootstrap
 	// token.
 	bootstrapToken bool
@@ -179,14 +187,14 @@ func BenchmarkRun(b *testing.B) {
 // value it cannot use.
 func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 	opts := options{
-		systems:          defaultSystems,
-		bootDelay:        envDuration(b, envBootDelay, 0),
-		rolloutBootDelay: envDuration(b, envRolloutBoot, 5*time.Second),
-		settle:           envDuration(b, envSettle, 5*time.Second),
-		steady:           envDuration(b, envSteady, time.Minute),
-		runTimeout:       envDuration(b, envRunTimeout, 30*time.Minute),
-		lock:             os.Getenv(envLock),
-		profileDir:       os.Getenv(envProfileDir),
+		systems:     defaultSystems,
+		boot:        bootTime{Delay: envDuration(b, envBootDelay, 0), Jitter: envDuration(b, envBootJitter, 3*time.Second)},
+		rolloutBoot: bootTime{Delay: envDuration(b, envRolloutBoot, 5*time.Second), Jitter: envDuration(b, envRolloutJitter, 0)},
+		settle:      envDuration(b, envSettle, 5*time.Second),
+		steady:      envDuration(b, envSteady, time.Minute),
+		runTimeout:  envDuration(b, envRunTimeout, 30*time.Minute),
+		lock:        os.Getenv(envLock),
+		profileDir:  os.Getenv(envProfileDir),
 	}
 	// Created now rather than when the first profile is due, minutes into
 	// a run: a directory that cannot be made fails before anything runs.

@@ -28,12 +28,12 @@ type binaries struct {
 
 // runSpec is one scenario of one system, as the parent hands it to a child.
 type runSpec struct {
-	Scenario         string        `json:"scenario"`
-	Machines         int           `json:"machines"`
-	System           string        `json:"system"`
-	Bins             binaries      `json:"bins"`
-	BootDelay        time.Duration `json:"bootDelay"`
-	RolloutBootDelay time.Duration `json:"rolloutBootDelay"`
+	Scenario    string   `json:"scenario"`
+	Machines    int      `json:"machines"`
+	System      string   `json:"system"`
+	Bins        binaries `json:"bins"`
+	Boot        bootTime `json:"boot"`
+	RolloutBoot bootTime `json:"rolloutBoot"`
 	// BootstrapToken puts MCM's bootstrap token placeholder into the
 	// user data.
 	BootstrapToken bool          `json:"bootstrapToken,omitempty"`
@@ -68,7 +68,7 @@ func compare(b *testing.B, opts options) {
 			for _, system := range opts.systems {
 				runs = append(runs, runSpec{
 					Scenario: sc.name, Machines: n, System: system, Bins: bins,
-					BootDelay: opts.bootDelay, RolloutBootDelay: opts.rolloutBootDelay, BootstrapToken: opts.bootstrapToken,
+					Boot: opts.boot, RolloutBoot: opts.rolloutBoot, BootstrapToken: opts.bootstrapToken,
 					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir, ManagerEnv: opts.managerEnv,
 					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
 				})

@@ -255,7 +255,7 @@ func (r *run) waitUntil(what string, cond func(state) bool) (time.Time, error) {
 // until all are Running.
 func (r *run) bareMachines(ctx context.Context) error {
 	n := r.spec.Machines
-	if err := r.createClasses(ctx, r.spec.BootDelay, className); err != nil {
+	if err := r.createClasses(ctx, r.spec.Boot, className); err != nil {
 		return err
 	}
 	p, err := r.begin(ctx)
@@ -288,7 +288,7 @@ func (r *run) bareMachines(ctx context.Context) error {
 // replicas, until its N machines are Running and its status says so.
 func (r *run) deploymentScaleUp(ctx context.Context) error {
 	n := r.spec.Machines
-	if err := r.createClasses(ctx, r.spec.BootDelay, className); err != nil {
+	if err := r.createClasses(ctx, r.spec.Boot, className); err != nil {
 		return err
 	}
 	p, err := r.begin(ctx)
@@ -318,7 +318,7 @@ func (r *run) scaleUp(ctx context.Context, n int) (time.Time, error) {
 // the new class and Running and the old ones are gone.
 func (r *run) rollingUpdate(ctx context.Context) error {
 	n := r.spec.Machines
-	if err := r.createClasses(ctx, r.spec.RolloutBootDelay, className, nextClassName); err != nil {
+	if err := r.createClasses(ctx, r.spec.RolloutBoot, className, nextClassName); err != nil {
 		return err
 	}
 	progress("%s: setting up: the deployment's %d machines", r.spec, n)
@@ -353,7 +353,7 @@ func (r *run) rollingUpdate(ctx context.Context) error {
 			ready = append(ready, b.ready)
 		}
 	}
-	r.res.Waves, r.res.LongestGap = waves(created, ready, max(r.spec.RolloutBootDelay/2, 500*time.Millisecond))
+	r.res.Waves, r.res.LongestGap = waves(created, ready, max(r.spec.RolloutBoot.Delay/2, 500*time.Millisecond))
 	r.res.Generations, r.res.PeakBooting = generations(boots)
 	return r.end(ctx, p, done)
 }
@@ -363,7 +363,7 @@ func (r *run) rollingUpdate(ctx context.Context) error {
 // machine and no node is left.
 func (r *run) scaleDown(ctx context.Context) error {
 	n := r.spec.Machines
-	if err := r.createClasses(ctx, r.spec.BootDelay, className); err != nil {
+	if err := r.createClasses(ctx, r.spec.Boot, className); err != nil {
 		return err
 	}
 	progress("%s: setting up: the deployment's %d machines", r.spec, n)
@@ -431,8 +431,8 @@ func (r *run) steadyState(ctx context.Context) error {
 }
 
 // createClasses creates the run's secret and a class of each name whose
-// VMs boot after bootDelay (plus the simulated cloud's jitter).
-func (r *run) createClasses(ctx context.Context, bootDelay time.Duration, names ...string) error {
+// VMs boot as boot says.
+func (r *run) createClasses(ctx context.Context, boot bootTime, names ...string) error {
 	ud := userData
 	if r.spec.BootstrapToken {
 		ud = tokenUserData
@@ -452,7 +452,8 @@ func (r *run) createClasses(ctx context.Context, bootDelay time.Duration, names 
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
 			Provider:   sim.ProviderName,
 			ProviderSpec: sim.ProviderSpec{
-				Zone: "zone-a", InstanceType: "small", BootDelay: &metav1.Duration{Duration: bootDelay},
+				Zone: "zone-a", InstanceType: "small",
+				BootDelay: &metav1.Duration{Duration: boot.Delay}, BootJitter: &metav1.Duration{Duration: boot.Jitter},
 			}.RawExtension(),
 			SecretRef: &corev1.SecretReference{Name: secretName, Namespace: r.ns},
 		}

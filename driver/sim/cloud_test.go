@@ -289,6 +289,7 @@ func TestInvalidProviderSpecReportsFieldPaths(t *testing.T) {
 		{"label not a string", `{"zone":"a","instanceType":"s","labels":{"x":true}}`, sim.Options{}, []string{"providerSpec.labels[x]"}},
 		{"bad duration", `{"zone":"a","instanceType":"s","bootDelay":"soon"}`, sim.Options{}, []string{"providerSpec.bootDelay"}},
 		{"duration as number", `{"zone":"a","instanceType":"s","deleteDelay":30}`, sim.Options{}, []string{"providerSpec.deleteDelay"}},
+		{"negative jitter", `{"zone":"a","instanceType":"s","bootJitter":"-1s"}`, sim.Options{}, []string{"providerSpec.bootJitter"}},
 		{"bool as string", `{"zone":"a","instanceType":"s","requireInitialization":"yes"}`, sim.Options{}, []string{"providerSpec.requireInitialization"}},
 		{"cluster as number", `{"zone":"a","instanceType":"s","cluster":7}`, sim.Options{}, []string{"providerSpec.cluster"}},
 		{"unknown zone", `{"zone":"mars","instanceType":"s"}`, sim.Options{Zones: []string{"a"}}, []string{"providerSpec.zone"}},
@@ -345,6 +346,25 @@ func TestValidProviderSpecDefaultsCapacityFromInstanceType(t *testing.T) {
 	want := sim.VM{Capacity: small, Labels: map[string]string{"pool": "blue"}, State: sim.VMProvisioning, StateUntil: epoch.Add(time.Minute)}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestProviderSpecBootJitter: a class's bootJitter replaces the cloud's, so
+// "0s" boots every VM of the class after exactly its boot delay, and a
+// class without one keeps the cloud's jitter.
+func TestProviderSpecBootJitter(t *testing.T) {
+	w := newWorld(t, sim.Options{BootDelay: time.Minute, BootJitter: time.Hour, Seed: 1})
+	w.class = classWithRaw(runtime.RawExtension{Raw: []byte(`{"zone":"zone-a","instanceType":"small","bootJitter":"0s"}`)})
+	for _, name := range []string{"m1", "m2", "m3"} {
+		vm, _ := w.cloud.VM(w.mustCreate(name))
+		if want := epoch.Add(time.Minute); !vm.StateUntil.Equal(want) {
+			t.Errorf("%s boots at %v with bootJitter 0s; want %v", name, vm.StateUntil, want)
+		}
+	}
+	w.class = classWithRaw(runtime.RawExtension{Raw: []byte(`{"zone":"zone-a","instanceType":"small"}`)})
+	vm, _ := w.cloud.VM(w.mustCreate("m4"))
+	if vm.StateUntil.Equal(epoch.Add(time.Minute)) {
+		t.Errorf("m4 boots at exactly the boot delay; want the cloud's jitter of up to an hour on top")
 	}
 }
 

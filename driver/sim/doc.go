@@ -99,9 +99,9 @@
 // that a class created again under its name still finds its VMs.
 //
 // A VM is Provisioning for its boot delay (Options.BootDelay plus up to
-// Options.BootJitter; the providerSpec's bootDelay replaces the base), then
-// Running. DeleteMachine makes it Terminating for its deletion delay, after
-// which it is gone. StopVM and StartVM power a VM off and on, as a crash
+// Options.BootJitter; the providerSpec's bootDelay and bootJitter replace
+// them), then Running. DeleteMachine makes it Terminating for its deletion
+// delay, after which it is gone. StopVM and StartVM power a VM off and on, as a crash
 // and a reboot would. States follow from timestamps and the clock; the Cloud
 // runs no goroutines.
 //
@@ -164,6 +164,7 @@
 //	  "capacity": {"cpu": "2", "memory": "8Gi"},  quantities; default: the instance type's
 //	  "labels": {"pool": "blue"},                 strings
 //	  "bootDelay": "30s",                         Go duration; default Options.BootDelay
+//	  "bootJitter": "0s",                         Go duration; default Options.BootJitter
 //	  "deleteDelay": "10s",                       Go duration; default Options.DeleteDelay
 //	  "requireInitialization": true,              default false
 //	  "cluster": "shoot--dev--a"                  VM tag (see ClassTags); default the class's namespace

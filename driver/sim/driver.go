@@ -117,7 +117,7 @@ func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, tags
 	v.requireInit = spec.RequireInitialization
 	v.deleteDelay = durationOr(spec.DeleteDelay, c.opts.DeleteDelay)
 	v.bootStartedAt = now
-	v.bootedAt = now.Add(c.delayLocked(durationOr(spec.BootDelay, c.opts.BootDelay), c.opts.BootJitter))
+	v.bootedAt = now.Add(c.delayLocked(durationOr(spec.BootDelay, c.opts.BootDelay), durationOr(spec.BootJitter, c.opts.BootJitter)))
 	c.notifyLocked()
 	logr.FromContextOrDiscard(ctx).V(4).Info("sim: created VM", "machine", name, "providerID", v.id, "class", tags, "bootsAt", v.bootedAt)
 	return savedLocked(c, createResponse(v))

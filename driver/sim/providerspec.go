@@ -45,6 +45,9 @@ type ProviderSpec struct {
 	Labels map[string]string `json:"labels,omitempty"`
 	// BootDelay overrides Options.BootDelay for these VMs.
 	BootDelay *metav1.Duration `json:"bootDelay,omitempty"`
+	// BootJitter overrides Options.BootJitter for these VMs: "0s" makes
+	// every VM of the class boot after exactly its boot delay.
+	BootJitter *metav1.Duration `json:"bootJitter,omitempty"`
 	// DeleteDelay overrides Options.DeleteDelay for these VMs.
 	DeleteDelay *metav1.Duration `json:"deleteDelay,omitempty"`
 	// RequireInitialization makes new VMs wait for InitializeMachine:
@@ -69,7 +72,7 @@ func (s ProviderSpec) RawExtension() runtime.RawExtension {
 }
 
 // specFields lists the providerSpec keys, for the unknown-field message.
-var specFields = []string{"bootDelay", "capacity", "cluster", "deleteDelay", "instanceType", "labels", "requireInitialization", "zone"}
+var specFields = []string{"bootDelay", "bootJitter", "capacity", "cluster", "deleteDelay", "instanceType", "labels", "requireInitialization", "zone"}
 
 // decodeProviderSpec decodes a class's providerSpec strictly: unknown
 // fields, values of the wrong type, unparsable quantities and durations and
@@ -109,6 +112,8 @@ func decodeProviderSpec(raw runtime.RawExtension) (ProviderSpec, field.ErrorList
 			spec.Labels, errs = decodeLabels(path, value, errs)
 		case "bootDelay":
 			spec.BootDelay, errs = decodeDuration(path, value, errs)
+		case "bootJitter":
+			spec.BootJitter, errs = decodeDuration(path, value, errs)
 		case "deleteDelay":
 			spec.DeleteDelay, errs = decodeDuration(path, value, errs)
 		case "requireInitialization":
