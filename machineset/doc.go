@@ -23,8 +23,9 @@
 //     freeze=True on the set, or Options.SafetyGate). Scale-down and
 //     deletion go on while frozen.
 //   - Scale down, the cluster-autoscaler's marked machines and Failed
-//     machines are deleted in the order of the deletion ladder below; a
-//     deleted Failed machine is replaced.
+//     machines are deleted in the order of the deletion ladder below, at
+//     most Options.BurstReplicas per sync, all of a sync's deletions in
+//     parallel; a deleted Failed machine is replaced.
 //   - The template's nodeTemplate, machine configuration and class kind
 //     are patched into existing machines; nothing else of a machine
 //     changes without replacing it.

@@ -3,6 +3,9 @@ package machineset
 import (
 	"context"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"path"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -13,10 +16,12 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/rest"
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/internal/fakeapi"
@@ -129,6 +134,62 @@ func TestScaleUpAndDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	h.settle(t, 2)
+}
+
+// TestDeletionsInParallel: a scale-down issues its deletions at once, not
+// one after the other, and failed deletions are told in the order of the
+// machines' names, whatever order the answers came in. The fake clientset
+// runs one call at a time, so the requests go to an HTTP server that
+// answers none before all are in flight.
+func TestDeletionsInParallel(t *testing.T) {
+	const n = 4
+	var inFlight atomic.Int32
+	var timedOut atomic.Bool
+	all := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method != http.MethodDelete {
+			http.Error(w, "only deletions expected", http.StatusBadRequest)
+			return
+		}
+		if inFlight.Add(1) == n {
+			close(all)
+		}
+		select {
+		case <-all:
+		case <-time.After(2 * time.Second):
+			timedOut.Store(true)
+		}
+		w.Header().Set("Content-Type", "application/json")
+		w.WriteHeader(http.StatusInternalServerError)
+		fmt.Fprintf(w, `{"kind":"Status","apiVersion":"v1","status":"Failure","reason":"InternalError","code":500,"message":"refused %s"}`, path.Base(r.URL.Path))
+	}))
+	t.Cleanup(srv.Close)
+	client, err := versioned.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0)
+	c, err := NewController(client, Informers{MachineSets: f.Machine().V1alpha1().MachineSets(), Machines: f.Machine().V1alpha1().Machines()}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var machines []*v1alpha1.Machine
+	for i := n; i > 0; i-- {
+		name := fmt.Sprintf("pool-%d", i)
+		machines = append(machines, &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: types.UID("uid-" + name)}})
+	}
+
+	deleted, failure := c.deleteMachines(context.Background(), "ns/pool", testSet(0), machines)
+	if timedOut.Load() {
+		t.Errorf("a deletion waited 2s for the other %d to be in flight: they were issued one after the other", n-1)
+	}
+	var want []string
+	for i := 1; i <= n; i++ {
+		want = append(want, fmt.Sprintf("deleting machine pool-%d: refused pool-%d", i, i))
+	}
+	if deleted != 0 || failure != strings.Join(want, "; ") {
+		t.Errorf("deleted %d, failure %q; want 0, %q", deleted, failure, strings.Join(want, "; "))
+	}
 }
 
 func TestFrozenSetDoesNotScaleUp(t *testing.T) {
