@@ -109,9 +109,15 @@ func setFields(s *v1alpha1.MachineSet) patch.Fields {
 	return f
 }
 
-// patchSet writes want over s when they differ.
+// patchSet writes want over s when they differ. The patch carries no
+// resourceVersion guard: the fields it writes are the deployment's alone,
+// and a sync starts only once the cache shows the controller's last write
+// to each set (observe), so a diff from the cached set loses nothing.
+// Guarded, it failed with a conflict whenever the set had just written its
+// status, which during a rollout is after every machine that becomes
+// available, and the retries' backoff held the rollout up.
 func (c *Controller) patchSet(ctx context.Context, d *v1alpha1.MachineDeployment, s, want *v1alpha1.MachineSet) error {
-	data, err := patch.Diff(setFields(s), setFields(want), s.ResourceVersion)
+	data, err := patch.Diff(setFields(s), setFields(want), "")
 	if err != nil || data == nil {
 		return err
 	}

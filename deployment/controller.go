@@ -58,10 +58,16 @@ type Controller struct {
 	handlers    registrations.Set      // removed when Run returns
 
 	queue *workqueue.Queue[string]
+	// nodeQueue holds the deployments whose nodes' rollout marks are to
+	// be checked (ReconcileNodes); nil with no target cluster.
+	nodeQueue *workqueue.Queue[string]
 	// writes makes a sync wait until the cache shows the controller's own
 	// writes of a deployment's status and of its sets: planning on a set
 	// whose scale the cache does not show yet would scale it twice.
 	writes *expectations.Writes[string]
+	// nodeWrites makes ReconcileNodes wait until the cache shows its own
+	// marks on a node, by node name, so that a node is not marked twice.
+	nodeWrites *expectations.Writes[string]
 	// toldFrozen remembers the freeze each deployment last told of.
 	toldFrozen dedup.Messages
 }
@@ -88,17 +94,22 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 		sets:        inf.MachineSets.Lister(),
 		machines:    inf.Machines.Lister(),
 		writes:      expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		nodeWrites:  expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
 	}
 	if inf.Nodes != nil {
 		c.nodes = inf.Nodes.Lister()
 	}
+	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
 	if err := registerMetrics(o.Registerer, c); err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}
-	c.queue, err = workqueue.New("machinedeployment", workqueue.ReconcilerFunc[string](c.Reconcile),
-		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
-	if err != nil {
+	if c.queue, err = workqueue.New("machinedeployment", workqueue.ReconcilerFunc[string](c.Reconcile), qopts); err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
+	}
+	if inf.Nodes != nil {
+		if c.nodeQueue, err = workqueue.New("machinedeployment-nodes", workqueue.ReconcilerFunc[string](c.ReconcileNodes), qopts); err != nil {
+			return nil, fmt.Errorf("deployment: %w", err)
+		}
 	}
 	if err := c.register(inf); err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
@@ -137,18 +148,22 @@ func (c *Controller) register(inf Informers) error {
 	if inf.Nodes == nil {
 		return nil
 	}
-	// A change of a node's rollout marks syncs its deployment: a sync that
-	// read the node before the cache showed the controller's own mark
-	// would otherwise leave it in place once the rollout completed.
+	// A change of a node's rollout marks checks its deployment's marks
+	// again: a check that skipped the node because the cache did not show
+	// the controller's own mark yet, or read it before someone else's
+	// change, would otherwise leave the node as it was.
 	if err := machineindex.Ensure(inf.Machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode); err != nil {
 		return err
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
-	return add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{UpdateFunc: c.onNodeUpdate})
+	return add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
+		UpdateFunc: c.onNodeUpdate,
+		DeleteFunc: func(obj any) { c.nodeWrites.Forget(workqueue.KeyOf(obj)) },
+	})
 }
 
-// onNodeUpdate queues the deployment of a node whose rollout marks
-// changed.
+// onNodeUpdate queues the node marks of the deployment of a node whose
+// rollout marks changed.
 func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	old, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := obj.(*corev1.Node)
@@ -160,7 +175,11 @@ func (c *Controller) onNodeUpdate(oldObj, obj any) {
 		return
 	}
 	for _, o := range machines {
-		c.onMachine(o)
+		if m, ok := o.(*v1alpha1.Machine); ok {
+			if key := c.deploymentOfMachine(m); key != "" {
+				c.nodeQueue.Add(key)
+			}
+		}
 	}
 }
 
@@ -174,13 +193,25 @@ func rolloutMarksChanged(old, n *corev1.Node) bool {
 		tainted(old) != tainted(n)
 }
 
-// Run waits for the caches, then reconciles with workers workers until ctx
-// ends. It returns nil after ctx ended, an error only for bad arguments.
-// When it returns, its event handlers are removed from the informers,
-// which may go on serving others: run a controller once.
+// Run waits for the caches, then reconciles deployments with workers
+// workers, and checks their nodes' rollout marks (ReconcileNodes) with as
+// many more, until ctx ends. It returns nil after ctx ended, an error only
+// for bad arguments. When it returns, its event handlers are removed from
+// the informers, which may go on serving others: run a controller once.
 func (c *Controller) Run(ctx context.Context, workers int) error {
-	defer c.handlers.RemoveAll(logr.FromContextOrDiscard(workqueue.ControllerContext(ctx, c.opts.Logger, "machinedeployment")))
-	return c.queue.RunSynced(ctx, workers, c.opts.Logger, "machinedeployment", c.handlers.Synced()...)
+	ctx = workqueue.ControllerContext(ctx, c.opts.Logger, "machinedeployment")
+	defer c.handlers.RemoveAll(logr.FromContextOrDiscard(ctx))
+	if workers < 1 {
+		return fmt.Errorf("machinedeployment: need at least one worker, got %d", workers)
+	}
+	if !workqueue.WaitForCaches(ctx, c.handlers.Synced()...) {
+		return nil // ended before the caches synced: nothing failed
+	}
+	runs := []func(context.Context) error{c.queue.Runner(workers)}
+	if c.nodeQueue != nil {
+		runs = append(runs, c.nodeQueue.Runner(workers))
+	}
+	return workqueue.RunAll(ctx, runs...)
 }
 
 func (c *Controller) enqueue(obj any) {
@@ -234,21 +265,25 @@ func (c *Controller) onSetDelete(obj any) {
 // deployment's status and decide when a rollout may go on.
 func (c *Controller) onMachine(obj any) {
 	obj = workqueue.ObjectOf(obj)
-	m, ok := obj.(*v1alpha1.Machine)
-	if !ok {
-		return
+	if m, ok := obj.(*v1alpha1.Machine); ok {
+		if key := c.deploymentOfMachine(m); key != "" {
+			c.queue.Add(key)
+		}
 	}
+}
+
+// deploymentOfMachine returns the key of the deployment that controls the
+// machine's set, or "".
+func (c *Controller) deploymentOfMachine(m *v1alpha1.Machine) string {
 	ref := metav1.GetControllerOfNoCopy(m)
 	if ref == nil || ref.Kind != "MachineSet" {
-		return
+		return ""
 	}
 	s, err := c.sets.MachineSets(m.Namespace).Get(ref.Name)
 	if err != nil || s.UID != ref.UID {
-		return
+		return ""
 	}
-	if key := deploymentOf(s); key != "" {
-		c.queue.Add(key)
-	}
+	return deploymentOf(s)
 }
 
 // enqueueSelecting queues the deployments whose selector matches an orphan

@@ -7,7 +7,7 @@
 //
 // Each sync observes (informer caches), plans with pure functions (planStep
 // on top of planRolling, planRecreate and planScale; planRollback;
-// planTriggerDeletion; planNodeMarks; calculateStatus), applies the plan and
+// planTriggerDeletion; calculateStatus), applies the plan and
 // writes the status only when it changed:
 //
 //   - Sets are claimed by the deployment's selector with a controllerRef,
@@ -39,7 +39,12 @@
 //     scale-down-disabled annotation (unless
 //     Options.SkipAutoscalerAnnotationDuringRollout); both are removed when
 //     the rollout completes (the annotation only where this controller put
-//     it). Without a target cluster nodes are left alone.
+//     it). The marks are planned (planNodeMarks) and written from a second
+//     queue, "machinedeployment-nodes" (ReconcileNodes), 16 nodes at a time,
+//     which every sync of a deployment and every change of a node's marks
+//     feed: marking the thousand nodes of a rollout's old sets does not
+//     hold up its scaling steps. Without a target cluster nodes are left
+//     alone.
 //   - Once a rollout is complete, old sets beyond spec.revisionHistoryLimit
 //     are deleted. A deployment being deleted deletes its sets and keeps its
 //     finalizer until none is left.

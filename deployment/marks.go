@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -74,46 +73,4 @@ func (c *Controller) markMachine(ctx context.Context, m *v1alpha1.Machine, at ti
 		return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
 	}
 	return nil
-}
-
-// markNodes writes the rollout's marks on the deployment's nodes
-// (planNodeMarks): the PreferNoSchedule taint on old sets' nodes and the
-// autoscaler's scale-down-disabled annotation on all, removed again when
-// the rollout is complete. Without a target cluster it does nothing.
-func (c *Controller) markNodes(ctx context.Context, d *v1alpha1.MachineDeployment, obs observed) error {
-	if c.nodes == nil {
-		return nil
-	}
-	var newMachines, oldMachines []*v1alpha1.Machine
-	if obs.newSet != nil {
-		newMachines = obs.machines[obs.newSet.Name]
-	}
-	for _, s := range obs.old {
-		oldMachines = append(oldMachines, obs.machines[s.Name]...)
-	}
-	nodes := map[string]*corev1.Node{}
-	for _, m := range append(append([]*v1alpha1.Machine(nil), newMachines...), oldMachines...) {
-		name := m.Labels[v1alpha1.NodeLabelKey]
-		if name == "" {
-			continue
-		}
-		if n, err := c.nodes.Get(name); err == nil {
-			nodes[name] = n
-		}
-	}
-	rolling := isRollingUpdate(d) && len(oldMachines) > 0
-	complete := obs.newSet != nil && len(oldMachines) == 0
-	changes := planNodeMarks(rolling, complete, !c.opts.SkipAutoscalerAnnotationDuringRollout,
-		nodesOf(newMachines, nodes), nodesOf(oldMachines, nodes))
-	var errs []error
-	for _, ch := range changes {
-		data, err := nodeMarkPatch(nodes[ch.Node], ch)
-		if err == nil && data != nil {
-			_, err = patch.Send(ctx, c.target.CoreV1().Nodes().Patch, ch.Node, data, c.opts.FieldManager)
-		}
-		if err != nil && !apierrors.IsNotFound(err) {
-			errs = append(errs, fmt.Errorf("marking node %s for the rollout: %w", ch.Node, err))
-		}
-	}
-	return errors.Join(errs...)
 }

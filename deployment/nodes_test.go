@@ -1,19 +1,29 @@
 package deployment
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/informers"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
 )
 
 type nmOpt func(*corev1.Node)
@@ -540,4 +550,101 @@ func TestPlanNodeMarksProperties(t *testing.T) {
 			}
 		}
 	})
+}
+
+// TestReconcileNodesMarksOnce: the node-marks queue's reconcile marks the
+// nodes of a rolling deployment from the caches, old nodes tainted and
+// every node's scale-down disabled, and a second pass on a node cache that
+// does not show the marks yet writes nothing: it waits for the nodes'
+// update events instead of marking them again (and, for a taint guarded
+// by the stale resourceVersion, failing with a conflict).
+func TestReconcileNodesMarksOnce(t *testing.T) {
+	d := newDeployment(2)
+	current := newSet("md-current", 1, 1)
+	previous := newSet("md-previous", 2, 0, withClass("class-old"))
+	objs := []runtime.Object{d}
+	var nodes []runtime.Object
+	withNode := func(m *v1alpha1.Machine, s *v1alpha1.MachineSet) *v1alpha1.Machine {
+		m.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))}
+		m.Labels = map[string]string{"pool": "workers", v1alpha1.NodeLabelKey: "node-" + m.Name}
+		nodes = append(nodes, nmNode("node-"+m.Name))
+		return m
+	}
+	for _, s := range []*v1alpha1.MachineSet{current, previous} {
+		s.OwnerReferences = []metav1.OwnerReference{controllerRef(d)}
+		objs = append(objs, s)
+	}
+	objs = append(objs, withNode(newMachine("new-0"), current), withNode(newMachine("old-0"), previous), withNode(newMachine("old-1"), previous))
+	client, core := fake.NewSimpleClientset(objs...), k8sfake.NewSimpleClientset(nodes...)
+	// The fake API server keeps a node's resourceVersion as it was given:
+	// this one applies the patches as the API server does, guard and new
+	// resourceVersion included.
+	var patches int
+	core.PrependReactor("patch", "nodes", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		pa := a.(k8stesting.PatchAction)
+		obj, err := core.Tracker().Get(pa.GetResource(), "", pa.GetName())
+		if err != nil {
+			return true, nil, err
+		}
+		n := obj.(*corev1.Node)
+		var guard struct {
+			Metadata struct{ ResourceVersion string } `json:"metadata"`
+		}
+		if err := json.Unmarshal(pa.GetPatch(), &guard); err != nil {
+			return true, nil, err
+		}
+		if rv := guard.Metadata.ResourceVersion; rv != "" && rv != n.ResourceVersion {
+			return true, nil, apierrors.NewConflict(pa.GetResource().GroupResource(), n.Name, fmt.Errorf("resourceVersion %s, not %s", n.ResourceVersion, rv))
+		}
+		out := nmApply(t, n, pa.GetPatch())
+		rv, _ := strconv.Atoi(n.ResourceVersion)
+		out.ResourceVersion = strconv.Itoa(rv + 1)
+		patches++
+		return true, out, core.Tracker().Update(pa.GetResource(), out, "")
+	})
+	mf, cf := externalversions.NewSharedInformerFactory(client, 0), informers.NewSharedInformerFactory(core, 0)
+	ctrl, err := NewController(client, core, Informers{
+		Deployments: mf.Machine().V1alpha1().MachineDeployments(), MachineSets: mf.Machine().V1alpha1().MachineSets(),
+		Machines: mf.Machine().V1alpha1().Machines(), Nodes: cf.Core().V1().Nodes(),
+	}, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	t.Cleanup(func() { cancel(); mf.Shutdown() })
+	nodesCtx, stopNodes := context.WithCancel(ctx)
+	mf.Start(ctx.Done())
+	cf.Start(nodesCtx.Done())
+	if !cache.WaitForCacheSync(ctx.Done(), ctrl.handlers.Synced()...) {
+		t.Fatal("caches did not sync")
+	}
+	// From now on the node cache shows the nodes as they were.
+	stopNodes()
+	cf.Shutdown()
+
+	for pass := range 2 {
+		if _, err := ctrl.ReconcileNodes(ctx, "default/md"); err != nil {
+			t.Fatalf("pass %d: %v", pass+1, err)
+		}
+		if patches != 3 {
+			t.Errorf("after pass %d: %d node patches, want 3: one for each node, written once", pass+1, patches)
+		}
+	}
+	got := map[string]string{}
+	for _, name := range []string{"node-new-0", "node-old-0", "node-old-1"} {
+		n, err := core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		tainted := slices.ContainsFunc(n.Spec.Taints, func(t corev1.Taint) bool { return t.Key == v1alpha1.PreferNoScheduleTaintKey })
+		got[name] = fmt.Sprintf("tainted %v, scale-down-disabled %q", tainted, n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation])
+	}
+	want := map[string]string{
+		"node-new-0": `tainted false, scale-down-disabled "true"`,
+		"node-old-0": `tainted true, scale-down-disabled "true"`,
+		"node-old-1": `tainted true, scale-down-disabled "true"`,
+	}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node marks (-want +got):\n%s", diff)
+	}
 }

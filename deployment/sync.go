@@ -113,7 +113,9 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 	if created != nil {
 		obs.newSet = created
 	}
-	errs = append(errs, c.markNodes(ctx, d, obs))
+	if c.nodeQueue != nil {
+		c.nodeQueue.Add(key) // the nodes' rollout marks, on their own queue
+	}
 
 	syncErr := errors.Join(errs...)
 	st, err := nextStatus(d, obs, selector.String(), step.Unsupported, now, syncErr == nil)
