@@ -189,7 +189,7 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 	opts := options{
 		systems:     defaultSystems,
 		boot:        bootTime{Delay: envDuration(b, envBootDelay, 0), Jitter: envDuration(b, envBootJitter, 3*time.Second)},
-		rolloutBoot: bootTime{Delay: envDuration(b, envRolloutBoot, 5*time.Second), Jitter: envDuration(b, envRolloutJitter, 0)},
+		rolloutBoot: bootTime{Delay: envDuration(b, envRolloutBoot, time.Minute), Jitter: envDuration(b, envRolloutJitter, 0)},
 		settle:      envDuration(b, envSettle, 5*time.Second),
 		steady:      envDuration(b, envSteady, time.Minute),
 		runTimeout:  envDuration(b, envRunTimeout, 30*time.Minute),
