@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -15,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -348,16 +348,9 @@ func (c *Controller) rolloutMachines(d *v1alpha1.MachineDeployment) (newSet *v1a
 // markNodes writes the changes on the nodes, nodeMarkParallelism at a
 // time, and joins the failures; a node that is gone needs no mark.
 func (c *Controller) markNodes(ctx context.Context, nodes map[string]*corev1.Node, changes []nodeChange) error {
-	var (
-		wg   sync.WaitGroup
-		mu   sync.Mutex
-		errs []error
-	)
-	slots := make(chan struct{}, nodeMarkParallelism)
+	work := make([]func(context.Context) error, 0, len(changes))
 	for _, ch := range changes {
-		slots <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-slots }()
+		work = append(work, func(ctx context.Context) error {
 			data, err := nodeMarkPatch(nodes[ch.Node], ch)
 			if err == nil && data != nil {
 				var updated *corev1.Node
@@ -366,12 +359,10 @@ func (c *Controller) markNodes(ctx context.Context, nodes map[string]*corev1.Nod
 				}
 			}
 			if err != nil && !apierrors.IsNotFound(err) {
-				mu.Lock()
-				errs = append(errs, fmt.Errorf("marking node %s for the rollout: %w", ch.Node, err))
-				mu.Unlock()
+				return fmt.Errorf("marking node %s for the rollout: %w", ch.Node, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	return errors.Join(errs...)
+	return errors.Join(parallel.Run(ctx, nodeMarkParallelism, work)...)
 }

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+	"sync/atomic"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -21,6 +21,7 @@ import (
 	"github.com/mcmkit/mcm/internal/inplace"
 	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/ownership"
+	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -234,42 +235,42 @@ func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.Machin
 // rolling update's scale-down of a hundred machines took seconds, and the
 // rollout waited for it. It returns how many were deleted, and the
 // failures other than a machine that is gone or was replaced already, in
-// the order of the machines' names so that the set's status does not
-// change with the order the answers came in ("" if none).
+// the order of the machines' names ("" if none): the plan's order follows
+// the deletion ladder, which may change between syncs, and a message that
+// changed only its order would be a status write.
 func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (deleted int, failure string) {
-	var (
-		wg       sync.WaitGroup
-		mu       sync.Mutex
-		failures []string
-	)
+	var done atomic.Int32
+	work := make([]func(context.Context) error, 0, len(machines))
 	for _, m := range machines {
-		wg.Go(func() {
+		work = append(work, func(ctx context.Context) error {
 			uid := m.UID
 			err := c.client.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil {
+				c.exp.DeletionFailed(key, uid)
+			}
 			switch {
 			case err == nil:
+				done.Add(1)
 				c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
 				if isStale(m) {
 					c.metrics.staleMachines.Inc()
 				}
-				mu.Lock()
-				deleted++
-				mu.Unlock()
 			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
-				c.exp.DeletionFailed(key, uid) // gone (or replaced) already
+				return nil // gone (or replaced) already
 			default:
-				c.exp.DeletionFailed(key, uid)
-				msg := fmt.Sprintf("deleting machine %s: %v", m.Name, err)
-				c.event(set, corev1.EventTypeWarning, ReasonDeleteFailed, msg)
-				mu.Lock()
-				failures = append(failures, msg)
-				mu.Unlock()
+				err = fmt.Errorf("deleting machine %s: %w", m.Name, err)
+				c.event(set, corev1.EventTypeWarning, ReasonDeleteFailed, err.Error())
+				return err
 			}
+			return nil
 		})
 	}
-	wg.Wait()
+	var failures []string
+	for _, err := range parallel.Run(ctx, len(work), work) {
+		failures = append(failures, err.Error())
+	}
 	slices.Sort(failures)
-	return deleted, strings.Join(failures, "; ")
+	return int(done.Load()), strings.Join(failures, "; ")
 }
 
 // slowStart calls create count times in batches of
@@ -280,21 +281,7 @@ func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alph
 func (c *Controller) slowStart(ctx context.Context, count int, create func(context.Context) error) (int, error) {
 	done := 0
 	for batch := min(c.opts.SlowStartInitialBatch, count); batch > 0; batch = min(2*batch, count-done) {
-		var (
-			wg   sync.WaitGroup
-			mu   sync.Mutex
-			errs []error
-		)
-		for range batch {
-			wg.Go(func() {
-				if err := create(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			})
-		}
-		wg.Wait()
+		errs := parallel.Run(ctx, batch, slices.Repeat([]func(context.Context) error{create}, batch))
 		done += batch - len(errs)
 		if len(errs) > 0 {
 			return done, errors.Join(errs...)

@@ -21,6 +21,7 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/mcmkit/mcm/internal/cachetransform"
+	"github.com/mcmkit/mcm/internal/parallel"
 )
 
 // Defaults for the zero values of KubeletOptions.
@@ -384,7 +385,7 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 		}
 		work = append(work, k.attachmentWork(va, now))
 	}
-	err = runAll(ctx, k.opts.Parallelism, work)
+	err = errors.Join(parallel.Run(ctx, k.opts.Parallelism, work)...)
 	k.checkLate(ctx, now, len(view.running))
 	return err
 }
@@ -429,37 +430,6 @@ func (k *Kubelet) podWork(l listers, pod *corev1.Pod, now time.Time) func(contex
 
 func (k *Kubelet) attachmentWork(va *storagev1.VolumeAttachment, now time.Time) func(context.Context) error {
 	return func(ctx context.Context) error { return k.attacher.sync(ctx, va, now) }
-}
-
-// runAll runs the calls, up to parallelism at once, and returns their
-// errors joined once all have returned.
-func runAll(ctx context.Context, parallelism int, work []func(context.Context) error) error {
-	if len(work) == 0 {
-		return nil
-	}
-	var (
-		mu   sync.Mutex
-		errs []error
-		wg   sync.WaitGroup
-	)
-	next := make(chan func(context.Context) error)
-	for range min(parallelism, len(work)) {
-		wg.Go(func() {
-			for w := range next {
-				if err := w(ctx); err != nil {
-					mu.Lock()
-					errs = append(errs, err)
-					mu.Unlock()
-				}
-			}
-		})
-	}
-	for _, w := range work {
-		next <- w
-	}
-	close(next)
-	wg.Wait()
-	return errors.Join(errs...)
 }
 
 // syncNode registers the node of a live vm if needed, then renews its
