@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/heaptest"
 )
 
 // BenchmarkCachedObject decodes machines and nodes as the informers do
@@ -55,25 +56,16 @@ func BenchmarkCachedObject(b *testing.B) {
 				}
 				transform := tr.fn()
 				kept := make([]any, b.N)
-				before := heapAllocated()
-				b.ResetTimer()
-				for i := range b.N {
-					kept[i], _ = transform(kind.decode(encoded[i]))
-				}
-				b.StopTimer()
-				b.ReportMetric(float64(heapAllocated()-before)/float64(b.N), "retained-B/object")
-				runtime.KeepAlive(kept)
+				heaptest.Retained(b, "object", func() any {
+					for i := range b.N {
+						kept[i], _ = transform(kind.decode(encoded[i]))
+					}
+					return kept
+				})
 				runtime.KeepAlive(encoded)
 			})
 		}
 	}
-}
-
-func heapAllocated() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
 
 // encodedMachine is machine i of a deployment's set, Running, as the

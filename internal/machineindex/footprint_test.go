@@ -9,6 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/heaptest"
 )
 
 // BenchmarkByNodeFootprint: the heap a machine cache keeps per machine
@@ -28,25 +29,16 @@ func BenchmarkByNodeFootprint(b *testing.B) {
 				name := fmt.Sprintf("pool-a-65784469d5-%05d", i)
 				machines[i] = &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "shoot", Labels: map[string]string{v1alpha1.NodeLabelKey: name}}}
 			}
-			before := heapAllocated()
-			b.ResetTimer()
-			store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, bc.indexers)
-			for _, m := range machines {
-				if err := store.Add(m); err != nil {
-					b.Fatal(err)
+			heaptest.Retained(b, "machine", func() any {
+				store := cache.NewIndexer(cache.MetaNamespaceKeyFunc, bc.indexers)
+				for _, m := range machines {
+					if err := store.Add(m); err != nil {
+						b.Fatal(err)
+					}
 				}
-			}
-			b.StopTimer()
-			b.ReportMetric(float64(heapAllocated()-before)/float64(b.N), "retained-B/machine")
-			runtime.KeepAlive(store)
+				return store
+			})
 			runtime.KeepAlive(machines)
 		})
 	}
-}
-
-func heapAllocated() uint64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return m.HeapAlloc
 }
