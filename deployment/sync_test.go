@@ -2,6 +2,7 @@ package deployment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -211,6 +212,39 @@ func TestRollingUpdateReplacesEveryMachine(t *testing.T) {
 	}
 	if active != 1 {
 		t.Errorf("%d active sets after the rollout", active)
+	}
+}
+
+// TestSetPatchesAreUnguarded: during a rollout the deployment resizes its
+// sets while the sets write their status, and neither write carries a
+// resourceVersion (the deployment's spec patches may set annotations
+// too): each writer is the only one of the fields it patches,
+// and a guard made each fail with a conflict after the other's write.
+func TestSetPatchesAreUnguarded(t *testing.T) {
+	w := startFakeWorld(t, Options{}, testDeployment(3))
+	w.eventually(w.settled(3))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(3))
+	seen := map[string]int{}
+	for _, a := range w.client.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "machinesets" {
+			continue
+		}
+		var body struct{ Spec, Status json.RawMessage }
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		if body.Spec == nil && body.Status == nil {
+			continue // a finalizer list, replaced whole: that one is guarded
+		}
+		seen[a.GetSubresource()]++
+		if strings.Contains(string(p.GetPatch()), "resourceVersion") {
+			t.Errorf("patch of machine set %s (subresource %q) is guarded: %s", p.GetName(), a.GetSubresource(), p.GetPatch())
+		}
+	}
+	if seen[""] == 0 || seen["status"] == 0 {
+		t.Errorf("patches of machine sets by subresource %v; want spec and status patches", seen)
 	}
 }
 
