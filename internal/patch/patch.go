@@ -1,17 +1,17 @@
 // Package patch builds and sends the JSON merge patches (RFC 7386) with
 // which every controller of this module writes the fields it owns: a diff
-// of those fields only, guarded by the resourceVersion the diff was computed
-// from, and nothing at all when nothing changed. Fields other writers own
-// are never sent, so they are never overwritten, and a concurrent change
-// makes the write fail with a conflict instead of being lost. A writer
-// that is the only one of the fields it sends, and waits until its cache
-// shows its own last write before it diffs again, may leave the guard out
-// (an empty resourceVersion), so that writes of other fields of the same
-// object (a MachineSet's status beside its spec) do not make it fail.
-// Built-in
-// objects whose lists the API server merges item by item (a node's
-// finalizers and conditions) also take strategic merge patches
-// (SendStrategic), which add or remove one item without a guard.
+// of those fields only, guarded by the resourceVersion the diff was
+// computed from, and nothing at all when nothing changed. Fields other
+// writers own are never sent, so they are never overwritten, and a
+// concurrent change makes the write fail with a conflict instead of being
+// lost. A writer that is the only one of the fields it sends, and waits
+// until its cache shows its own last write before it diffs again, may
+// leave the guard out (an empty resourceVersion), so that writes of other
+// fields of the same object (a MachineSet's status beside its spec) do
+// not make it fail. Built-in objects whose lists the API server merges
+// item by item (a node's finalizers and conditions) also take strategic
+// merge patches (SendStrategic), which add or remove one item without a
+// guard.
 //
 // # Usage
 //
