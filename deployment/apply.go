@@ -117,7 +117,7 @@ func setFields(s *v1alpha1.MachineSet) patch.Fields {
 // status, which during a rollout is after every machine that becomes
 // available, and the retries' backoff held the rollout up.
 func (c *Controller) patchSet(ctx context.Context, d *v1alpha1.MachineDeployment, s, want *v1alpha1.MachineSet) error {
-	data, err := patch.Diff(setFields(s), setFields(want), "")
+	data, err := patch.Diff(setFields, s, want, "")
 	if err != nil || data == nil {
 		return err
 	}
@@ -216,8 +216,10 @@ func (c *Controller) recordRevision(ctx context.Context, d *v1alpha1.MachineDepl
 	if _, err := strconv.ParseInt(rev, 10, 64); err != nil {
 		return d, nil // not a revision this controller wrote; the next step rewrites it
 	}
-	data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"annotations": d.Annotations}},
-		patch.Fields{"metadata": patch.Fields{"annotations": withEntries(d.Annotations, map[string]string{v1alpha1.RevisionAnnotation: rev})}},
+	owned := func(a map[string]string) patch.Fields {
+		return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(a, v1alpha1.RevisionAnnotation)}}
+	}
+	data, err := patch.Diff(owned, d.Annotations, withEntries(d.Annotations, map[string]string{v1alpha1.RevisionAnnotation: rev}),
 		d.ResourceVersion)
 	if err != nil || data == nil {
 		return d, err
@@ -297,8 +299,7 @@ func (c *Controller) release(ctx context.Context, d *v1alpha1.MachineDeployment,
 // setOwners writes a set's owner references, guarded by its
 // resourceVersion.
 func (c *Controller) setOwners(ctx context.Context, s *v1alpha1.MachineSet, refs []metav1.OwnerReference) (*v1alpha1.MachineSet, error) {
-	data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"ownerReferences": s.OwnerReferences}},
-		patch.Fields{"metadata": patch.Fields{"ownerReferences": refs}}, s.ResourceVersion)
+	data, err := patch.Diff(ownership.Fields, s.OwnerReferences, refs, s.ResourceVersion)
 	if err != nil || data == nil {
 		return s, err
 	}

@@ -17,6 +17,21 @@ import (
 // marks on the machine (machinepriority "1" and marked-for-deletion-time),
 // which is what the MachineSet controller reads when it picks victims; the
 // MachineSet never reads the deployment's annotation itself.
+//
+// The MachineSet deletes a marked machine, even without a replica
+// decrease, once its mark is not later than the scaler's last replica
+// change (machine.sapcloud.io/last-deployment-replica-change-by-scaler-time,
+// copied from the deployment to its new set). Autoscalers that write plain
+// names write no such time; MCM then stamps one on the deployment and gives
+// it to the plain names, so their machines go even when the decrease was
+// absorbed (the replicas raised again before the set acted). This does the
+// same, with one divergence: MCM stamps only a deployment that has no time
+// yet, and its plain names of later scale-downs get that old time, so that
+// a set still carrying it may delete their machines before the decrease
+// reaches it and replace them. Here plain names always get the time of the
+// sync that first sees them, and the deployment's time is set to it: the
+// set then learns of the marks' time together with the lower replicas, in
+// the deployment's next write to it.
 
 // triggerSeparator separates a machine's name from the time it was named.
 // Kubernetes object names cannot contain it, nor the comma between entries.
@@ -47,6 +62,13 @@ type triggerEntry struct {
 // are written back as, so that what is parsed equals what is formatted.
 // Entries come back sorted by name.
 func parseTriggerDeletion(value string, now time.Time) []triggerEntry {
+	entries, _ := readTriggerDeletion(value, now)
+	return entries
+}
+
+// readTriggerDeletion is parseTriggerDeletion, and tells whether an entry
+// got now because it had no readable time.
+func readTriggerDeletion(value string, now time.Time) (entries []triggerEntry, untimed bool) {
 	now = triggerTime(now)
 	earliest := map[string]time.Time{}
 	for raw := range strings.SplitSeq(value, ",") {
@@ -55,25 +77,26 @@ func parseTriggerDeletion(value string, now time.Time) []triggerEntry {
 		if name == "" {
 			continue
 		}
-		at := now
+		at, read := now, false
 		if timed {
 			if t, err := time.Parse(time.RFC3339, strings.TrimSpace(stamp)); err == nil {
-				at = triggerTime(t)
+				at, read = triggerTime(t), true
 			}
 		}
+		untimed = untimed || !read
 		if prev, seen := earliest[name]; !seen || at.Before(prev) {
 			earliest[name] = at
 		}
 	}
-	entries := make([]triggerEntry, 0, len(earliest))
+	if len(earliest) == 0 {
+		return nil, false
+	}
+	entries = make([]triggerEntry, 0, len(earliest))
 	for name, at := range earliest {
 		entries = append(entries, triggerEntry{Machine: name, At: at})
 	}
 	slices.SortFunc(entries, func(a, b triggerEntry) int { return strings.Compare(a.Machine, b.Machine) })
-	if len(entries) == 0 {
-		return nil
-	}
-	return entries
+	return entries, untimed
 }
 
 // formatTriggerDeletion writes entries back, sorted by name, times in RFC3339
@@ -116,6 +139,9 @@ type triggerPlan struct {
 	// is written when nothing changed).
 	Annotation string
 	Changed    bool
+	// ScalerTime is the scaler's last replica change to record on the
+	// deployment (RFC 3339), "" to leave it as it is.
+	ScalerTime string
 	// Mark are the machines whose annotations must be written: named, alive,
 	// and not already carrying priority "1" with the same marked time
 	// (RFC3339, second precision).
@@ -137,6 +163,12 @@ type triggerPlan struct {
 // sorted by machine name; At is the time the autoscaler named the machine,
 // which the MachineSet compares with the scaler's last replica change, so it
 // is never replaced by the time of the sync.
+//
+// ScalerTime is now when an entry got now (no readable time: the
+// autoscaler lowered the replicas in this very write, without recording
+// when), or when the deployment records no scaler time although the
+// annotation is set (MCM stamps it then too); see the package comment
+// above for why a stamp already there is replaced.
 func planTriggerDeletion(d *v1alpha1.MachineDeployment, machines map[string]*v1alpha1.Machine, now time.Time) triggerPlan {
 	if d == nil {
 		return triggerPlan{}
@@ -144,7 +176,14 @@ func planTriggerDeletion(d *v1alpha1.MachineDeployment, machines map[string]*v1a
 	stored, has := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]
 	var kept []triggerEntry
 	var plan triggerPlan
-	for _, e := range parseTriggerDeletion(stored, now) {
+	entries, untimed := readTriggerDeletion(stored, now)
+	if stamp := triggerTime(now).Format(time.RFC3339); untimed ||
+		(stored != "" && d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == "") {
+		if d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] != stamp {
+			plan.ScalerTime = stamp
+		}
+	}
+	for _, e := range entries {
 		m := machines[e.Machine]
 		if m == nil || machinestate.BeingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
 			continue

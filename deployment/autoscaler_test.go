@@ -124,9 +124,14 @@ func TestFormatTriggerDeletion(t *testing.T) {
 
 func TestPlanTriggerDeletion(t *testing.T) {
 	now := trgAt(60)
-	named := func(value string) *v1alpha1.MachineDeployment {
-		return newDeployment(3, withDeploymentAnnotation(v1alpha1.TriggerDeletionByMCMAnnotation, value))
+	// named is a deployment whose autoscaler recorded its last change at
+	// minute 30.
+	named := func(value string, opts ...mdOpt) *v1alpha1.MachineDeployment {
+		return newDeployment(3, append([]mdOpt{withDeploymentAnnotation(v1alpha1.TriggerDeletionByMCMAnnotation, value),
+			withDeploymentAnnotation(v1alpha1.LastReplicaChangeByScalerAnnotation, trgStamp(30))}, opts...)...)
 	}
+	unstamped := func(d *v1alpha1.MachineDeployment) { delete(d.Annotations, v1alpha1.LastReplicaChangeByScalerAnnotation) }
+	nowStamp := now.Format(time.RFC3339)
 	alive := func(name string, opts ...mOpt) *v1alpha1.Machine { return newMachine(name, opts...) }
 	tests := []struct {
 		name     string
@@ -137,12 +142,37 @@ func TestPlanTriggerDeletion(t *testing.T) {
 		{"no deployment", nil, nil, triggerPlan{}},
 		{"no annotation", newDeployment(3), trgMachines(alive("m1")), triggerPlan{}},
 		{
-			"plain name: gets now, is written back with it and marked",
+			"plain name: gets now, is written back with it and marked, now is the scaler's time",
 			named("m1"), trgMachines(alive("m1"), alive("m2")),
 			triggerPlan{
-				Annotation: "m1~2026-03-01T11:00:00Z", Changed: true,
+				Annotation: "m1~2026-03-01T11:00:00Z", Changed: true, ScalerTime: nowStamp,
 				Mark: []machineMark{{"m1", now}},
 			},
+		},
+		{
+			"plain name without a scaler time: stamped, as MCM does",
+			named("m1", unstamped), trgMachines(alive("m1")),
+			triggerPlan{Annotation: "m1~2026-03-01T11:00:00Z", Changed: true, ScalerTime: nowStamp, Mark: []machineMark{{"m1", now}}},
+		},
+		{
+			"unreadable time: gets now, and now is the scaler's time",
+			named("m1~soon"), trgMachines(alive("m1")),
+			triggerPlan{Annotation: "m1~2026-03-01T11:00:00Z", Changed: true, ScalerTime: nowStamp, Mark: []machineMark{{"m1", now}}},
+		},
+		{
+			"plain name with the scaler's time already now: not rewritten",
+			named("m1", withDeploymentAnnotation(v1alpha1.LastReplicaChangeByScalerAnnotation, nowStamp)), trgMachines(alive("m1")),
+			triggerPlan{Annotation: "m1~2026-03-01T11:00:00Z", Changed: true, Mark: []machineMark{{"m1", now}}},
+		},
+		{
+			"timed names without a scaler time: stamped, as MCM does",
+			named("m1~"+trgStamp(5), unstamped), trgMachines(alive("m1", trgMarked(trgAt(5)))),
+			triggerPlan{Annotation: "m1~" + trgStamp(5), ScalerTime: nowStamp},
+		},
+		{
+			"timed names keep the autoscaler's scaler time",
+			named("m1~" + trgStamp(5)), trgMachines(alive("m1")),
+			triggerPlan{Annotation: "m1~" + trgStamp(5), Mark: []machineMark{{"m1", trgAt(5)}}},
 		},
 		{
 			"normalised and marked: nothing to write",
@@ -210,6 +240,11 @@ func TestPlanTriggerDeletion(t *testing.T) {
 			triggerPlan{Changed: true},
 		},
 		{
+			"empty stored value without a scaler time is not stamped",
+			named("", unstamped), trgMachines(alive("m1")),
+			triggerPlan{Changed: true},
+		},
+		{
 			"same entries in another order are rewritten, marked machines are not",
 			named("m2~" + trgStamp(6) + ", m1~" + trgStamp(5)),
 			trgMachines(alive("m1", trgMarked(trgAt(5))), alive("m2", trgMarked(trgAt(6)))),
@@ -221,7 +256,7 @@ func TestPlanTriggerDeletion(t *testing.T) {
 			trgMachines(alive("a"), alive("b"), alive("c")),
 			triggerPlan{
 				Annotation: "a~" + now.Format(time.RFC3339) + ",b~" + trgStamp(2) + ",c~" + trgStamp(1), Changed: true,
-				Mark: []machineMark{{"a", now}, {"b", trgAt(2)}, {"c", trgAt(1)}},
+				ScalerTime: nowStamp, Mark: []machineMark{{"a", now}, {"b", trgAt(2)}, {"c", trgAt(1)}},
 			},
 		},
 	}
@@ -237,12 +272,8 @@ func TestPlanTriggerDeletion(t *testing.T) {
 // trgApply writes plan the way the controller does, on copies.
 func trgApply(d *v1alpha1.MachineDeployment, machines map[string]*v1alpha1.Machine, plan triggerPlan) (*v1alpha1.MachineDeployment, map[string]*v1alpha1.Machine) {
 	d = d.DeepCopy()
-	if plan.Changed {
-		if plan.Annotation == "" {
-			delete(d.Annotations, v1alpha1.TriggerDeletionByMCMAnnotation)
-		} else {
-			withDeploymentAnnotation(v1alpha1.TriggerDeletionByMCMAnnotation, plan.Annotation)(d)
-		}
+	if want := triggerAnnotations(d.Annotations, plan); want != nil {
+		d.Annotations = want
 	}
 	applied := map[string]*v1alpha1.Machine{}
 	for name, m := range machines {
@@ -322,6 +353,9 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 	rapid.Check(t, func(t *rapid.T) {
 		value := trgGenValue(t)
 		d := newDeployment(3)
+		if rapid.Bool().Draw(t, "stamped") {
+			withDeploymentAnnotation(v1alpha1.LastReplicaChangeByScalerAnnotation, trgGenStamp(t, "scaler"))(d)
+		}
 		if rapid.Bool().Draw(t, "annotated") {
 			withDeploymentAnnotation(v1alpha1.TriggerDeletionByMCMAnnotation, value)(d)
 		}
@@ -358,6 +392,20 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 		}
 		if got := formatTriggerDeletion(parseTriggerDeletion(plan.Annotation, now)); got != plan.Annotation {
 			t.Fatalf("format(parse(%q)) = %q", plan.Annotation, got)
+		}
+
+		stored := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]
+		_, untimed := readTriggerDeletion(stored, now)
+		unstamped := stored != "" && d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == ""
+		if wantStamp := untimed || unstamped; wantStamp != (plan.ScalerTime != "" || d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == triggerTime(now).Format(time.RFC3339)) {
+			t.Fatalf("scaler time %q for %q (stored time %q): want it stamped %t", plan.ScalerTime, stored, d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation], wantStamp)
+		}
+		if plan.ScalerTime != "" {
+			for _, mk := range plan.Mark {
+				if at, _ := time.Parse(time.RFC3339, plan.ScalerTime); named[mk.Machine].Equal(triggerTime(now)) && !mk.At.Equal(at) {
+					t.Fatalf("an untimed entry %s is marked at %v, not at the scaler time %s", mk.Machine, mk.At, plan.ScalerTime)
+				}
+			}
 		}
 
 		d2, machines2 := trgApply(d, machines, plan)

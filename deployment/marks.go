@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -16,7 +17,8 @@ import (
 // markForAutoscaler carries out the cluster-autoscaler's request in the
 // trigger-deletion-by-mcm annotation (planTriggerDeletion): the machines it
 // names get priority 1 and their marked-for-deletion-time, and the
-// annotation is pruned. It returns the deployment as written and whether
+// annotation is pruned, in the same patch as the scaler's time when the
+// plan records one. It returns the deployment as written and whether
 // machines were marked now: then the sync must not scale in the same pass,
 // or a MachineSet could see the lower replicas before the marks and remove
 // other machines than the named ones.
@@ -35,13 +37,8 @@ func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineD
 	for _, mk := range plan.Mark {
 		errs = append(errs, c.markMachine(ctx, machines[mk.Machine], mk.At))
 	}
-	if plan.Changed {
-		var value any = plan.Annotation
-		if plan.Annotation == "" {
-			value = nil
-		}
-		data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"annotations": d.Annotations}},
-			patch.Fields{"metadata": patch.Fields{"annotations": patch.Fields{v1alpha1.TriggerDeletionByMCMAnnotation: value}}}, d.ResourceVersion)
+	if want := triggerAnnotations(d.Annotations, plan); want != nil {
+		data, err := patch.Diff(triggerFields, d.Annotations, want, d.ResourceVersion)
 		if err == nil && data != nil {
 			var updated *v1alpha1.MachineDeployment
 			updated, err = patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
@@ -60,11 +57,10 @@ func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineD
 // markMachine gives a machine the autoscaler named priority 1 and its
 // marked-for-deletion-time.
 func (c *Controller) markMachine(ctx context.Context, m *v1alpha1.Machine, at time.Time) error {
-	data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"annotations": m.Annotations}},
-		patch.Fields{"metadata": patch.Fields{"annotations": withEntries(m.Annotations, map[string]string{
-			v1alpha1.MachinePriorityAnnotation:       v1alpha1.MachinePriorityDeleteFirst,
-			v1alpha1.MarkedForDeletionTimeAnnotation: at.UTC().Format(time.RFC3339),
-		})}}, m.ResourceVersion)
+	data, err := patch.Diff(machineMarkFields, m.Annotations, withEntries(m.Annotations, map[string]string{
+		v1alpha1.MachinePriorityAnnotation:       v1alpha1.MachinePriorityDeleteFirst,
+		v1alpha1.MarkedForDeletionTimeAnnotation: at.UTC().Format(time.RFC3339),
+	}), m.ResourceVersion)
 	if err != nil || data == nil {
 		return err
 	}
@@ -73,4 +69,43 @@ func (c *Controller) markMachine(ctx context.Context, m *v1alpha1.Machine, at ti
 		return fmt.Errorf("marking machine %s for deletion: %w", m.Name, err)
 	}
 	return nil
+}
+
+// triggerAnnotations are the deployment's annotations after plan, nil when
+// the plan writes none of them; have is not modified.
+func triggerAnnotations(have map[string]string, plan triggerPlan) map[string]string {
+	if !plan.Changed && plan.ScalerTime == "" {
+		return nil
+	}
+	want := maps.Clone(have)
+	if want == nil {
+		want = map[string]string{}
+	}
+	if plan.Changed {
+		if plan.Annotation == "" {
+			delete(want, v1alpha1.TriggerDeletionByMCMAnnotation)
+		} else {
+			want[v1alpha1.TriggerDeletionByMCMAnnotation] = plan.Annotation
+		}
+	}
+	if plan.ScalerTime != "" {
+		want[v1alpha1.LastReplicaChangeByScalerAnnotation] = plan.ScalerTime
+	}
+	return want
+}
+
+// triggerFields: of a deployment's annotations, marking writes the
+// autoscaler's request and the scaler's time, nothing else. The others are
+// anyone's: kubectl's last-applied configuration, the autoscaler's
+// per-pool options, the revision.
+func triggerFields(annotations map[string]string) patch.Fields {
+	return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(annotations,
+		v1alpha1.TriggerDeletionByMCMAnnotation, v1alpha1.LastReplicaChangeByScalerAnnotation)}}
+}
+
+// machineMarkFields: of a machine's annotations, marking writes its
+// priority and marked-for-deletion-time.
+func machineMarkFields(annotations map[string]string) patch.Fields {
+	return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(annotations,
+		v1alpha1.MachinePriorityAnnotation, v1alpha1.MarkedForDeletionTimeAnnotation)}}
 }

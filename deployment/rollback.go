@@ -110,7 +110,7 @@ func rollbackPatch(d, want *v1alpha1.MachineDeployment) ([]byte, error) {
 			"spec":     patch.Fields{"template": d.Spec.Template},
 		}
 	}
-	data, err := patch.Diff(fields(d), fields(want), d.ResourceVersion)
+	data, err := patch.Diff(fields, d, want, d.ResourceVersion)
 	if err != nil {
 		return nil, err
 	}

@@ -276,10 +276,16 @@ func (c *Controller) setFinalizer(ctx context.Context, d *v1alpha1.MachineDeploy
 	return updated, nil
 }
 
+// deploymentStatusFields: the controller owns a deployment's whole status
+// (the safety controller's conditions are written against a fresh read).
+func deploymentStatusFields(st v1alpha1.MachineDeploymentStatus) patch.Fields {
+	return patch.Fields{"status": st}
+}
+
 // writeStatus writes st when it differs from the stored status, and
 // returns the deployment as written.
 func (c *Controller) writeStatus(ctx context.Context, d *v1alpha1.MachineDeployment, st v1alpha1.MachineDeploymentStatus) (*v1alpha1.MachineDeployment, error) {
-	data, err := patch.Diff(patch.Fields{"status": d.Status}, patch.Fields{"status": st}, d.ResourceVersion)
+	data, err := patch.Diff(deploymentStatusFields, d.Status, st, d.ResourceVersion)
 	if err != nil || data == nil {
 		return d, err
 	}

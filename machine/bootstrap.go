@@ -250,7 +250,7 @@ func (c *Controller) renewBootstrapToken(ctx context.Context, m *v1alpha1.Machin
 	fields := func(s *corev1.Secret) patch.Fields {
 		return patch.Fields{"metadata": patch.Fields{"annotations": s.Annotations}, "data": s.Data}
 	}
-	data, err := patch.Diff(fields(s), fields(desired), s.ResourceVersion)
+	data, err := patch.Diff(fields, s, desired, s.ResourceVersion)
 	if err != nil {
 		return nil, driver.Errorf(driver.Internal, "renewing bootstrap token Secret %s/%s: %w", metav1.NamespaceSystem, s.Name, err)
 	}

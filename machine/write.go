@@ -37,7 +37,7 @@ func nodeStatusFields(n *corev1.Node) patch.Fields {
 // machineStatusPatch is the guarded patch from cur's status to desired's,
 // nil when they are equal: the status is written only when it changed.
 func machineStatusPatch(cur, desired *v1alpha1.Machine) ([]byte, error) {
-	return patch.Diff(machineStatusFields(cur), machineStatusFields(desired), cur.ResourceVersion)
+	return patch.Diff(machineStatusFields, cur, desired, cur.ResourceVersion)
 }
 
 // writeMachine persists the difference between cur (as read) and desired:
@@ -49,7 +49,7 @@ func machineStatusPatch(cur, desired *v1alpha1.Machine) ([]byte, error) {
 func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Machine) (*v1alpha1.Machine, error) {
 	client := c.control.MachineV1alpha1().Machines(cur.Namespace)
 	key := workqueue.KeyOf(cur)
-	data, err := patch.Diff(machineMetaFields(cur), machineMetaFields(desired), cur.ResourceVersion)
+	data, err := patch.Diff(machineMetaFields, cur, desired, cur.ResourceVersion)
 	if err != nil {
 		return cur, fmt.Errorf("patching machine %s: %w", key, err)
 	}
@@ -89,7 +89,7 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) error {
 	nodes := c.target.CoreV1().Nodes()
 	rv := cur.ResourceVersion
-	data, err := patch.Diff(nodeStatusFields(cur), nodeStatusFields(desired), rv)
+	data, err := patch.Diff(nodeStatusFields, cur, desired, rv)
 	if err == nil && data != nil {
 		var written *corev1.Node
 		if written, err = patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager, "status"); err == nil {
@@ -136,18 +136,25 @@ func nodeMetaPatch(cur, desired *corev1.Node, rv string) (data []byte, strategic
 	added := slices.DeleteFunc(slices.Clone(desired.Finalizers), func(f string) bool { return slices.Contains(cur.Finalizers, f) })
 	removed := slices.ContainsFunc(cur.Finalizers, func(f string) bool { return !slices.Contains(desired.Finalizers, f) })
 	if removed || !slices.EqualFunc(cur.Spec.Taints, desired.Spec.Taints, taintEqual) {
-		data, err := patch.Diff(nodeFields(cur), nodeFields(desired), rv)
+		data, err := patch.Diff(nodeFields, cur, desired, rv)
 		return data, false, err
 	}
-	meta := func(n *corev1.Node) patch.Fields {
-		return patch.Fields{"labels": n.Labels, "annotations": n.Annotations}
-	}
-	want := meta(desired)
-	if len(added) > 0 {
-		want["finalizers"] = added // merged into the node's list
-	}
-	data, err = patch.Diff(patch.Fields{"metadata": meta(cur)}, patch.Fields{"metadata": want}, "")
+	// The finalizers are only those added, which the strategic merge
+	// patch merges into the node's list: cur has none to add.
+	have := nodeMeta{Labels: cur.Labels, Annotations: cur.Annotations}
+	want := nodeMeta{Labels: desired.Labels, Annotations: desired.Annotations, AddedFinalizers: added}
+	data, err = patch.Diff(nodeMetaFields, have, want, "")
 	return data, true, err
+}
+
+// nodeMeta is what a strategic merge patch of a node's metadata writes.
+type nodeMeta struct {
+	Labels, Annotations map[string]string
+	AddedFinalizers     []string
+}
+
+func nodeMetaFields(m nodeMeta) patch.Fields {
+	return patch.Fields{"metadata": patch.Fields{"labels": m.Labels, "annotations": m.Annotations, "finalizers": m.AddedFinalizers}}
 }
 
 func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {

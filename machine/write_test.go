@@ -106,7 +106,7 @@ func BenchmarkSyncPatches(b *testing.B) {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
-				if _, err := patch.Diff(machineMetaFields(cur), machineMetaFields(bc.desired), cur.ResourceVersion); err != nil {
+				if _, err := patch.Diff(machineMetaFields, cur, bc.desired, cur.ResourceVersion); err != nil {
 					b.Fatal(err)
 				}
 				if _, err := machineStatusPatch(cur, bc.desired); err != nil {

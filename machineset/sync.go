@@ -370,8 +370,7 @@ func (c *Controller) release(ctx context.Context, set *v1alpha1.MachineSet, mach
 // setOwners writes a machine's owner references, guarded by its
 // resourceVersion: a machine that changed meanwhile is looked at again.
 func (c *Controller) setOwners(ctx context.Context, m *v1alpha1.Machine, refs []metav1.OwnerReference) (*v1alpha1.Machine, error) {
-	data, err := patch.Diff(patch.Fields{"metadata": patch.Fields{"ownerReferences": m.OwnerReferences}},
-		patch.Fields{"metadata": patch.Fields{"ownerReferences": refs}}, m.ResourceVersion)
+	data, err := patch.Diff(ownership.Fields, m.OwnerReferences, refs, m.ResourceVersion)
 	if err != nil || data == nil {
 		return m, err
 	}
@@ -393,7 +392,7 @@ func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, ma
 		if machinestate.BeingDeleted(m) || inplace.Equal(&m.Spec, want) {
 			continue
 		}
-		data, err := patch.Diff(inplace.Fields(&m.Spec, "spec"), inplace.Fields(want, "spec"), m.ResourceVersion)
+		data, err := patch.Diff(inplace.MachineFields, &m.Spec, want, m.ResourceVersion)
 		if err == nil && data != nil {
 			_, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
 		}
@@ -421,6 +420,9 @@ func (c *Controller) setFinalizer(ctx context.Context, set *v1alpha1.MachineSet,
 	return updated, nil
 }
 
+// setStatusFields: the controller owns a set's whole status.
+func setStatusFields(st v1alpha1.MachineSetStatus) patch.Fields { return patch.Fields{"status": st} }
+
 // writeStatus writes the computed status when it differs from the stored.
 func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, in statusInput) error {
 	status := calculateStatus(in)
@@ -430,7 +432,7 @@ func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, 
 	// the set's resourceVersion, it failed with a conflict whenever the
 	// deployment had just resized the set, which during a rollout is every
 	// step, and the retries' backoff held the rollout up.
-	data, err := patch.Diff(patch.Fields{"status": set.Status}, patch.Fields{"status": status}, "")
+	data, err := patch.Diff(setStatusFields, set.Status, status, "")
 	if err != nil || data == nil {
 		return err
 	}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"sync"
 	"time"
 
@@ -480,19 +481,40 @@ func (c *Controller) applyFreeze(ctx context.Context, namespace string, ch freez
 	return err
 }
 
-// freezeMeta are the metadata fields of a freeze: the label, and the
-// unfreeze annotation when it is to go.
-func freezeMeta(ch freezeChange, lbls, annotations map[string]string) (have, want patch.Fields) {
-	have = patch.Fields{"labels": patch.Fields{v1alpha1.FreezeLabelKey: lbls[v1alpha1.FreezeLabelKey]}}
-	want = patch.Fields{"labels": patch.Fields{v1alpha1.FreezeLabelKey: nil}}
+// freezeMeta is the metadata a freeze writes: one label, one annotation.
+type freezeMeta struct{ Labels, Annotations map[string]string }
+
+// freezeMetaFields: of the object's labels and annotations, a freeze owns
+// the freeze label and the unfreeze annotation, nothing else.
+func freezeMetaFields(m freezeMeta) patch.Fields {
+	return patch.Fields{"metadata": patch.Fields{
+		"labels":      patch.Keys(m.Labels, v1alpha1.FreezeLabelKey),
+		"annotations": patch.Keys(m.Annotations, v1alpha1.UnfreezeAnnotation),
+	}}
+}
+
+// frozenMeta is the metadata of an object after ch: the label set or
+// removed, and the unfreeze annotation removed when it is to go.
+func frozenMeta(ch freezeChange, have freezeMeta) freezeMeta {
+	want := freezeMeta{Labels: maps.Clone(have.Labels), Annotations: maps.Clone(have.Annotations)}
 	if ch.Freeze {
-		want["labels"] = patch.Fields{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
+		want.Labels = withEntry(want.Labels, v1alpha1.FreezeLabelKey, v1alpha1.FreezeLabelValue)
+	} else {
+		delete(want.Labels, v1alpha1.FreezeLabelKey)
 	}
 	if ch.ClearUnfreeze {
-		have["annotations"] = patch.Fields{v1alpha1.UnfreezeAnnotation: annotations[v1alpha1.UnfreezeAnnotation]}
-		want["annotations"] = patch.Fields{v1alpha1.UnfreezeAnnotation: nil}
+		delete(want.Annotations, v1alpha1.UnfreezeAnnotation)
 	}
-	return have, want
+	return want
+}
+
+// withEntry is m (nil included) with key set to value.
+func withEntry(m map[string]string, key, value string) map[string]string {
+	if m == nil {
+		m = make(map[string]string, 1)
+	}
+	m[key] = value
+	return m
 }
 
 func (c *Controller) freezeSet(ctx context.Context, namespace string, ch freezeChange) error {
@@ -500,9 +522,8 @@ func (c *Controller) freezeSet(ctx context.Context, namespace string, ch freezeC
 	get := func(ctx context.Context) (*v1alpha1.MachineSet, error) {
 		return client.Get(ctx, ch.Name, metav1.GetOptions{})
 	}
-	conditions := func(s *v1alpha1.MachineSet) (patch.Fields, patch.Fields) {
-		return patch.Fields{"status": patch.Fields{"machineSetCondition": s.Status.Conditions}},
-			patch.Fields{"status": patch.Fields{"machineSetCondition": setFrozenCondition(s.Status.Conditions, ch, c.opts.Clock.Now())}}
+	conditions := func(s *v1alpha1.MachineSet) ([]byte, error) {
+		return patch.Diff(setConditionFields, s.Status.Conditions, setFrozenCondition(s.Status.Conditions, ch, c.opts.Clock.Now()), s.ResourceVersion)
 	}
 	if err := writeFreeze(ctx, c, ch, get, client.Patch, conditions); err != nil {
 		return fmt.Errorf("freezing machine set %s: %w", ch.Name, err)
@@ -515,9 +536,8 @@ func (c *Controller) freezeDeployment(ctx context.Context, namespace string, ch 
 	get := func(ctx context.Context) (*v1alpha1.MachineDeployment, error) {
 		return client.Get(ctx, ch.Name, metav1.GetOptions{})
 	}
-	conditions := func(d *v1alpha1.MachineDeployment) (patch.Fields, patch.Fields) {
-		return patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
-			patch.Fields{"status": patch.Fields{"conditions": setFrozenDeploymentCondition(d.Status.Conditions, ch, c.opts.Clock.Now())}}
+	conditions := func(d *v1alpha1.MachineDeployment) ([]byte, error) {
+		return patch.Diff(deploymentConditionFields, d.Status.Conditions, setFrozenDeploymentCondition(d.Status.Conditions, ch, c.opts.Clock.Now()), d.ResourceVersion)
 	}
 	if err := writeFreeze(ctx, c, ch, get, client.Patch, conditions); err != nil {
 		return fmt.Errorf("freezing machine deployment %s: %w", ch.Name, err)
@@ -539,13 +559,13 @@ type frozenObject interface {
 // too, and a freeze whose condition was lost to a conflict would be seen,
 // at the next check, as a freeze someone else made.
 func writeFreeze[T frozenObject](ctx context.Context, c *Controller, ch freezeChange,
-	get func(context.Context) (T, error), send patch.Func[T], conditions func(T) (have, want patch.Fields)) error {
+	get func(context.Context) (T, error), send patch.Func[T], conditionsPatch func(T) ([]byte, error)) error {
 	obj, err := get(ctx)
 	if err != nil {
 		return err
 	}
-	have, want := freezeMeta(ch, obj.GetLabels(), obj.GetAnnotations())
-	data, err := patch.Diff(patch.Fields{"metadata": have}, patch.Fields{"metadata": want}, "")
+	have := freezeMeta{Labels: obj.GetLabels(), Annotations: obj.GetAnnotations()}
+	data, err := patch.Diff(freezeMetaFields, have, frozenMeta(ch, have), "")
 	if err == nil && data != nil {
 		_, err = patch.Send(ctx, send, obj.GetName(), data, c.opts.FieldManager)
 	}
@@ -557,8 +577,7 @@ func writeFreeze[T frozenObject](ctx context.Context, c *Controller, ch freezeCh
 		if err != nil {
 			return err
 		}
-		have, want := conditions(fresh)
-		data, err := patch.Diff(have, want, fresh.GetResourceVersion())
+		data, err := conditionsPatch(fresh)
 		if err != nil || data == nil {
 			return err
 		}
@@ -585,4 +604,16 @@ func (c *Controller) event(obj runtime.Object, ch freezeChange, froze, unfroze s
 		return
 	}
 	c.opts.Recorder.Eventf(obj, corev1.EventTypeNormal, unfroze, "%s", ch.Message)
+}
+
+// setConditionFields and deploymentConditionFields are the conditions of a
+// set's and a deployment's status. A merge patch replaces the list whole,
+// so their patches are built from a fresh read and guarded by its
+// resourceVersion.
+func setConditionFields(c []v1alpha1.MachineSetCondition) patch.Fields {
+	return patch.Fields{"status": patch.Fields{"machineSetCondition": c}}
+}
+
+func deploymentConditionFields(c []v1alpha1.MachineDeploymentCondition) patch.Fields {
+	return patch.Fields{"status": patch.Fields{"conditions": c}}
 }

@@ -185,8 +185,7 @@ func (c *Controller) writeRemediation(ctx context.Context, namespace, name strin
 		}
 		before, wrote = conditionStatus(d.Status.Conditions), false
 		want := remediationCondition(d.Status.Conditions, name, r, c.opts.Clock.Now())
-		data, err := patch.Diff(patch.Fields{"status": patch.Fields{"conditions": d.Status.Conditions}},
-			patch.Fields{"status": patch.Fields{"conditions": want}}, d.ResourceVersion)
+		data, err := patch.Diff(deploymentConditionFields, d.Status.Conditions, want, d.ResourceVersion)
 		if err != nil || data == nil {
 			return err
 		}

@@ -230,7 +230,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	// A patch without a guard, as the kubelet sends: the node's other
 	// writers (labels, finalizers, kube-controller-manager's Unknown) do
 	// not make it fail, and the lists it replaces are the kubelet's own.
-	data, err := patch.Diff(nodeStatusFields(node.Status), nodeStatusFields(want), "")
+	data, err := patch.Diff(nodeStatusFields, node.Status, want, "")
 	if err != nil {
 		return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
 	}

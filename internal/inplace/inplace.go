@@ -8,7 +8,7 @@
 // # Usage
 //
 //	if !inplace.Equal(&have.Spec, &want.Spec) {
-//		data, err := patch.Diff(inplace.Fields(&have.Spec, "spec"), inplace.Fields(&want.Spec, "spec"), rv)
+//		data, err := patch.Diff(inplace.MachineFields, &have.Spec, &want.Spec, rv)
 //		...
 //	}
 package inplace
@@ -53,3 +53,7 @@ func Fields(spec *v1alpha1.MachineSpec, outer string, inner ...string) patch.Fie
 	}
 	return patch.Fields{outer: f}
 }
+
+// MachineFields are a machine's in-place parts as patch fields: Fields at
+// "spec", the owned fields of patch.Diff for a machine's spec.
+func MachineFields(spec *v1alpha1.MachineSpec) patch.Fields { return Fields(spec, "spec") }

@@ -16,6 +16,8 @@ import (
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/client-go/tools/cache"
+
+	"github.com/mcmkit/mcm/internal/patch"
 )
 
 // Plan sorts the objects of a namespace for one owner.
@@ -92,4 +94,11 @@ func Without(refs []metav1.OwnerReference, owner metav1.Object) []metav1.OwnerRe
 		}
 	}
 	return out
+}
+
+// Fields are an object's owner references as the fields patch.Diff writes
+// when a controller adopts or releases it. A merge patch replaces the list
+// whole, so the patch must be guarded by the resourceVersion it was read at.
+func Fields(refs []metav1.OwnerReference) patch.Fields {
+	return patch.Fields{"metadata": patch.Fields{"ownerReferences": refs}}
 }

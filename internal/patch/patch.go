@@ -13,16 +13,33 @@
 // merge patches (SendStrategic), which add or remove one item without a
 // guard.
 //
+// # Owned fields
+//
+// A writer names what it owns once, as a function from the object to
+// Fields, and Diff applies that one function to both the object as read
+// and the object as wanted. There is no way to diff two Fields built
+// separately: a whole map on one side against a map holding only the keys
+// one means to write on the other turns every other key into null, and
+// deletes what other writers own (a MachineDeployment's
+// kubectl.kubernetes.io/last-applied-configuration, the autoscaler's
+// options). A writer that owns a few keys of a map, not the whole map,
+// says which with Keys; a writer that puts the whole map in its Fields
+// owns every key of it, and builds the wanted object from the one it read.
+//
 // # Usage
 //
-//	owned := func(m *v1alpha1.Machine) patch.Fields {
-//		return patch.Fields{"metadata": patch.Fields{"labels": m.Labels}}
+//	// The controller owns one annotation of the deployment; the others are
+//	// kubectl's, the autoscaler's, anyone's.
+//	owned := func(a map[string]string) patch.Fields {
+//		return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(a, "example.com/mark")}}
 //	}
-//	data, err := patch.Diff(owned(cached), owned(desired), cached.ResourceVersion)
+//	want := maps.Clone(cached.Annotations)
+//	want["example.com/mark"] = "done"
+//	data, err := patch.Diff(owned, cached.Annotations, want, cached.ResourceVersion)
 //	if err != nil || data == nil {
 //		return err // nil data: nothing changed, nothing is written
 //	}
-//	_, err = patch.Send(ctx, client.Machines(ns).Patch, cached.Name, data, fieldManager)
+//	_, err = patch.Send(ctx, client.MachineDeployments(ns).Patch, cached.Name, data, fieldManager)
 package patch
 
 import (
@@ -49,11 +66,39 @@ type Fields map[string]any
 type Func[T any] func(ctx context.Context, name string, pt types.PatchType, data []byte,
 	opts metav1.PatchOptions, subresources ...string) (T, error)
 
-// Diff returns the merge patch that turns old into new, with
+// Diff returns the merge patch that turns owned(old) into owned(new), with
 // metadata.resourceVersion set to resourceVersion (when not empty) so that
 // the API server rejects it with a conflict if the object changed since it
-// was read. It returns nil when old and new are equal: nothing to write.
-func Diff(old, new Fields, resourceVersion string) ([]byte, error) {
+// was read. It returns nil when both project to equal fields: nothing to
+// write. owned names the fields the writer owns (see the package
+// documentation); old is what was read, new what is wanted.
+func Diff[T any](owned func(T) Fields, old, new T, resourceVersion string) ([]byte, error) {
+	return diffFields(owned(old), owned(new), resourceVersion)
+}
+
+// Keys is the part of the string map m (labels, annotations) that a writer
+// owns: the named keys only, each with its value in m or absent. As a
+// member of Fields in place of the whole map, it makes Diff write those
+// keys, remove them (null) where the wanted map lacks them, and leave every
+// other key of the map out of the patch. An empty value is a value here,
+// not an absent key.
+func Keys(m map[string]string, keys ...string) Fields {
+	f := make(Fields, len(keys))
+	for _, k := range keys {
+		if v, ok := m[k]; ok {
+			f[k] = keyValue(v)
+		} else {
+			f[k] = nil
+		}
+	}
+	return f
+}
+
+// keyValue is a present key of Keys: unlike other leaves, "" is a value.
+type keyValue string
+
+// diffFields is Diff on the owned fields themselves.
+func diffFields(old, new Fields, resourceVersion string) ([]byte, error) {
 	// Most syncs change nothing. Equal values have equal JSON forms, and
 	// comparing them costs a fraction of building those (BenchmarkSyncPatches
 	// in package machine).
@@ -97,8 +142,10 @@ func Finalizer(have []string, finalizer string, want bool, resourceVersion strin
 	}
 	// A merge patch replaces lists whole, so the full list is sent; the
 	// resourceVersion makes sure it is the list the server still has.
-	return Diff(Fields{"metadata": Fields{"finalizers": have}}, Fields{"metadata": Fields{"finalizers": out}}, resourceVersion)
+	return Diff(finalizerFields, have, out, resourceVersion)
 }
+
+func finalizerFields(f []string) Fields { return Fields{"metadata": Fields{"finalizers": f}} }
 
 // Send sends data as a merge patch through fn, naming fieldManager in the
 // managed fields. It exists so that every write of the module goes out the
@@ -130,6 +177,10 @@ func RemoveFinalizerStrategic(finalizer string) []byte {
 func normalize(f Fields) (map[string]any, error) {
 	out := make(map[string]any, len(f))
 	for k, v := range f {
+		if kv, ok := v.(keyValue); ok {
+			out[k] = string(kv)
+			continue
+		}
 		if sub, ok := v.(Fields); ok {
 			n, err := normalize(sub)
 			if err != nil {

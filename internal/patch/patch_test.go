@@ -3,10 +3,12 @@ package patch
 import (
 	"context"
 	"encoding/json"
+	"maps"
 	"slices"
 	"testing"
 
 	"github.com/google/go-cmp/cmp"
+	"github.com/google/go-cmp/cmp/cmpopts"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -14,7 +16,9 @@ import (
 	"pgregory.net/rapid"
 )
 
-func TestDiff(t *testing.T) {
+// TestDiffFields covers the merge-patch engine under Diff, on owned fields
+// given directly.
+func TestDiffFields(t *testing.T) {
 	taint := corev1.Taint{Key: "k", Effect: corev1.TaintEffectNoSchedule}
 	tests := []struct {
 		name     string
@@ -54,21 +58,142 @@ func TestDiff(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got, err := Diff(tt.old, tt.new, tt.rv)
+			got, err := diffFields(tt.old, tt.new, tt.rv)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if diff := cmp.Diff(tt.want, string(got)); diff != "" {
-				t.Errorf("Diff() (-want +got):\n%s", diff)
+				t.Errorf("diffFields() (-want +got):\n%s", diff)
 			}
 		})
 	}
 }
 
 func TestDiffUnmarshallable(t *testing.T) {
-	if _, err := Diff(Fields{}, Fields{"spec": Fields{"bad": func() {}}}, ""); err == nil {
+	owned := func(v any) Fields { return Fields{"spec": Fields{"bad": v}} }
+	if _, err := Diff(owned, any(nil), any(func() {}), ""); err == nil {
 		t.Fatal("want an error for a value JSON cannot encode")
 	}
+}
+
+// TestKeys: a writer that owns some keys of a map writes those and leaves
+// every other key of the map out of the patch, whatever the map holds
+// besides; the whole map as owned field would delete the others.
+func TestKeys(t *testing.T) {
+	const trigger = "node.machine.sapcloud.io/trigger-deletion-by-mcm"
+	foreign := map[string]string{
+		"kubectl.kubernetes.io/last-applied-configuration":           `{"kind":"MachineDeployment"}`,
+		"autoscaler.gardener.cloud/scale-down-utilization-threshold": "0.6",
+		"example.com/anything":                                       "",
+	}
+	with := func(add map[string]string) map[string]string {
+		out := maps.Clone(foreign)
+		maps.Copy(out, add)
+		return out
+	}
+	owned := func(a map[string]string) Fields {
+		return Fields{"metadata": Fields{"annotations": Keys(a, trigger)}}
+	}
+	tests := []struct {
+		name      string
+		old, new  map[string]string
+		rv        string
+		wantPatch string
+	}{
+		{name: "set", old: foreign, new: with(map[string]string{trigger: "m-1~2026-11-26T08:00:00Z"}), rv: "5",
+			wantPatch: `{"metadata":{"annotations":{"node.machine.sapcloud.io/trigger-deletion-by-mcm":"m-1~2026-11-26T08:00:00Z"},"resourceVersion":"5"}}`},
+		{name: "rewritten", old: with(map[string]string{trigger: "m-1"}), new: with(map[string]string{trigger: "m-1~2026-11-26T08:00:00Z"}),
+			wantPatch: `{"metadata":{"annotations":{"node.machine.sapcloud.io/trigger-deletion-by-mcm":"m-1~2026-11-26T08:00:00Z"}}}`},
+		{name: "pruned", old: with(map[string]string{trigger: "m-1"}), new: foreign,
+			wantPatch: `{"metadata":{"annotations":{"node.machine.sapcloud.io/trigger-deletion-by-mcm":null}}}`},
+		{name: "an empty value is a value", old: with(map[string]string{trigger: ""}), new: foreign,
+			wantPatch: `{"metadata":{"annotations":{"node.machine.sapcloud.io/trigger-deletion-by-mcm":null}}}`},
+		{name: "set to empty", old: foreign, new: with(map[string]string{trigger: ""}),
+			wantPatch: `{"metadata":{"annotations":{"node.machine.sapcloud.io/trigger-deletion-by-mcm":""}}}`},
+		{name: "others changed only", old: with(map[string]string{trigger: "m-1"}), new: map[string]string{trigger: "m-1"}},
+		{name: "nil maps", old: nil, new: nil},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			got, err := Diff(owned, tt.old, tt.new, tt.rv)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.wantPatch, string(got)); diff != "" {
+				t.Errorf("Diff() (-want +got):\n%s", diff)
+			}
+		})
+	}
+	// The same write with the whole map owned: what Keys is for.
+	whole := func(a map[string]string) Fields { return Fields{"metadata": Fields{"annotations": a}} }
+	got, err := Diff(whole, foreign, map[string]string{trigger: "m-1"}, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var p struct {
+		Metadata struct {
+			Annotations map[string]*string `json:"annotations"`
+		} `json:"metadata"`
+	}
+	if err := json.Unmarshal(got, &p); err != nil {
+		t.Fatal(err)
+	}
+	for k := range foreign {
+		if v, ok := p.Metadata.Annotations[k]; !ok || v != nil {
+			t.Errorf("owning the whole map against a partial one: %s is %v in %s, want null (the reason for Keys)", k, v, got)
+		}
+	}
+}
+
+// TestKeysAppliesToNew: for any maps, the patch of the owned keys applied
+// to the old map gives the new map's owned keys and the old map's others.
+func TestKeysAppliesToNew(t *testing.T) {
+	rapid.Check(t, func(t *rapid.T) {
+		genMap := rapid.MapOf(rapid.SampledFrom([]string{"a", "b", "c", "d"}), rapid.SampledFrom([]string{"", "1", "2"}))
+		owned := rapid.SliceOfNDistinct(rapid.SampledFrom([]string{"a", "b", "c", "d"}), 0, 4, rapid.ID).Draw(t, "owned")
+		old, new := genMap.Draw(t, "old"), genMap.Draw(t, "new")
+		fields := func(m map[string]string) Fields { return Fields{"labels": Keys(m, owned...)} }
+		data, err := Diff(fields, old, new, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got := maps.Clone(old)
+		if data != nil {
+			var p struct {
+				Labels map[string]*string `json:"labels"`
+			}
+			if err := json.Unmarshal(data, &p); err != nil {
+				t.Fatal(err)
+			}
+			for k, v := range p.Labels {
+				if !slices.Contains(owned, k) {
+					t.Fatalf("patch %s writes %s, which is not owned", data, k)
+				}
+				if v == nil {
+					delete(got, k)
+				} else {
+					if got == nil {
+						got = map[string]string{}
+					}
+					got[k] = *v
+				}
+			}
+		}
+		want := map[string]string{}
+		for k, v := range old {
+			if !slices.Contains(owned, k) {
+				want[k] = v
+			}
+		}
+		for _, k := range owned {
+			if v, ok := new[k]; ok {
+				want[k] = v
+			}
+		}
+		if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			t.Fatalf("old + patch %s (-want +got):\n%s", data, diff)
+		}
+	})
 }
 
 func TestFinalizer(t *testing.T) {
@@ -104,7 +229,7 @@ func TestSendAgainstClient(t *testing.T) {
 	owned := func(n *corev1.Node) Fields { return Fields{"metadata": Fields{"labels": n.Labels}} }
 	desired := node.DeepCopy()
 	desired.Labels = map[string]string{"b": "2"}
-	data, err := Diff(owned(node), owned(desired), "")
+	data, err := Diff(owned, node, desired, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -145,7 +270,7 @@ func TestDiffAppliesToNew(t *testing.T) {
 		}
 		old := fields(genMap.Draw(t, "oldLabels"), genList.Draw(t, "oldList"))
 		new := fields(genMap.Draw(t, "newLabels"), genList.Draw(t, "newList"))
-		data, err := Diff(old, new, "")
+		data, err := diffFields(old, new, "")
 		if err != nil {
 			t.Fatal(err)
 		}
