@@ -60,6 +60,20 @@ func TestBinaryTakesMCMCommandLines(t *testing.T) {
 	createMachine(t, mc, ns, name)
 	waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
 
+	checkIgnoredWarning(t, in, `"msg"="Flags accepted for compatibility with machine-controller-manager and ignored: --cloud-provider, --controller-start-interval, `+
+		`--min-resync-period, --log-flush-frequency, --vmodule, --machine-inplace-update-timeout, --machine-preserve-timeout"`)
+	// With both of MCM's command lines, it is both of MCM's processes.
+	for _, group := range []string{"machine-controller", "machine-controller-manager"} {
+		if v := in.groupRunning(group); v != "1" {
+			t.Errorf("mcm_manager_group_running{group=%q} = %q, want 1", group, v)
+		}
+	}
+}
+
+// checkIgnoredWarning fails the test unless the log of in has exactly one
+// line naming ignored flags, and it contains want.
+func checkIgnoredWarning(t *testing.T, in *instance, want string) {
+	t.Helper()
 	in.mu.Lock()
 	log := in.log.String()
 	in.mu.Unlock()
@@ -69,17 +83,29 @@ func TestBinaryTakesMCMCommandLines(t *testing.T) {
 			warnings = append(warnings, line)
 		}
 	}
-	want := `"msg"="Flags accepted for compatibility with machine-controller-manager and ignored: --cloud-provider, --controller-start-interval, ` +
-		`--min-resync-period, --log-flush-frequency, --vmodule, --machine-inplace-update-timeout, --machine-preserve-timeout"`
 	if len(warnings) != 1 || !strings.Contains(warnings[0], want) {
 		t.Errorf("warning lines:\n%s\nwant exactly one with %s", strings.Join(warnings, ""), want)
 	}
-	// With both of MCM's command lines, it is both of MCM's processes.
-	for _, group := range []string{"machine-controller", "machine-controller-manager"} {
-		if v := in.groupRunning(group); v != "1" {
-			t.Errorf("mcm_manager_group_running{group=%q} = %q, want 1", group, v)
-		}
-	}
+}
+
+// MCM takes the leader election flags with --leader-elect=false and
+// ignores them; a single-replica MCM deployment passes them so. The binary
+// runs with them, gets a machine Running, and names them in the one
+// warning line.
+func TestBinaryTakesLeaseFlagsWithoutElection(t *testing.T) {
+	env := testenv.Get(t)
+	ns := env.Namespace(t)
+	mc := versioned.NewForConfigOrDie(env.Config())
+	createMachineObjects(t, env, mc, ns)
+	in := start(t, binary(t), "manager", "--control-kubeconfig="+env.Kubeconfig(), "--target-kubeconfig="+env.Kubeconfig(),
+		"--namespace="+ns, "--driver=sim", "--leader-elect=false", "--leader-elect-lease-duration=15s",
+		"--leader-elect-renew-deadline=10s", "--leader-elect-retry-period=2s", "--leader-elect-resource-lock=leases")
+
+	name := "no-election-" + randomSuffix(t)
+	createMachine(t, mc, ns, name)
+	waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
+	checkIgnoredWarning(t, in, `"msg"="Flags accepted for compatibility with machine-controller-manager and ignored: --leader-elect-lease-duration, `+
+		`--leader-elect-renew-deadline, --leader-elect-retry-period, --leader-elect-resource-lock"`)
 }
 
 // A flag neither of this manager nor of MCM ends the binary with exit

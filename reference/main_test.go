@@ -70,7 +70,7 @@ func TestBinaryRejectsBadFlags(t *testing.T) {
 			"--target-kubeconfig: kubeconfig /nowhere/kubeconfig: no such file or directory"},
 		{"unknown controller", append(ok, "--controllers=foo"), `--controllers: unknown controller "foo" (known: machine, machinedeployment, machineset, overshoot, safety)`},
 		{"negative timeout", append(ok, "--machine-health-timeout=-5m"), "--machine-health-timeout must not be negative, got -5m0s"},
-		{"contradictory", append(ok, "--leader-elect=false", "--leader-elect-lease-duration=1s"), "--leader-elect-lease-duration contradicts --leader-elect=false"},
+		{"contradictory", append(ok, "--port=0", "--profiling"), "--profiling needs the HTTP server, but --port=0 disables it"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

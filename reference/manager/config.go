@@ -182,9 +182,9 @@ type Config struct {
 	Verbosity int
 
 	// IgnoredFlags are the flags of MCM that were given and mean nothing
-	// here (see the package documentation), in the order given. BindFlags
-	// fills it while the flags are parsed; Run names them in one warning
-	// line.
+	// here (see the package documentation), in the order given, then the
+	// leader election flags given with --leader-elect=false. BindFlags and
+	// ParseFlags fill it; Run names them in one warning line.
 	IgnoredFlags []string
 }
 
@@ -442,7 +442,9 @@ func (m *moduleSpec) Set(s string) error {
 	return nil
 }
 
-// leaderElectFlags are meaningless with --leader-elect=false.
+// leaderElectFlags are meaningless with --leader-elect=false. MCM accepts
+// them then, and deployments that turn election off for a single replica
+// keep passing them: given, they are named among Config.IgnoredFlags.
 var leaderElectFlags = []string{
 	"leader-elect-lease-duration", "leader-elect-renew-deadline", "leader-elect-retry-period", "leader-elect-resource-lock",
 	"leader-elect-resource-namespace", "leader-elect-resource-name", "leader-elect-machine-controller-resource-name",
@@ -473,7 +475,7 @@ func ParseFlags(name string, args []string, controllers Controllers, drivers Dri
 	if fs.NArg() > 0 {
 		return c, fmt.Errorf("unexpected argument %q: %s takes flags only", fs.Arg(0), name)
 	}
-	if err := checkExplicit(fs, c); err != nil {
+	if err := checkExplicit(fs, &c); err != nil {
 		return c, err
 	}
 	return c, c.Validate(controllers, drivers)
@@ -541,14 +543,15 @@ func printUsage(w io.Writer, name string, fs *flag.FlagSet) {
 	ignored.PrintDefaults()
 }
 
-// checkExplicit rejects flags that were set but cannot take effect.
-func checkExplicit(fs *flag.FlagSet, c Config) error {
+// checkExplicit rejects flags that were set but cannot take effect, and
+// adds those MCM takes without effect to c.IgnoredFlags.
+func checkExplicit(fs *flag.FlagSet, c *Config) error {
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
 	if !c.LeaderElect {
 		for _, f := range leaderElectFlags {
 			if set[f] {
-				return fmt.Errorf("--%s contradicts --leader-elect=false", f)
+				c.IgnoredFlags = append(c.IgnoredFlags, f)
 			}
 		}
 	}

@@ -88,6 +88,14 @@ func TestParseFlagsAccepts(t *testing.T) {
 			c.IgnoredFlags = []string{"vmodule", "cloud-provider", "min-resync-period", "controller-start-interval",
 				"machine-inplace-update-timeout", "machine-preserve-timeout", "log-flush-frequency"}
 		})},
+		{"leader election flags without leader election: accepted and named, as MCM ignores them", []string{
+			"--leader-elect=false", "--leader-elect-lease-duration=15s", "--leader-elect-renew-deadline=10s",
+			"--leader-elect-retry-period=2s", "--leader-elect-resource-lock=leases", "--min-resync-period=1h",
+		}, withDefaults(func(c *Config) {
+			c.LeaderElect, c.LeaseDuration, c.RenewDeadline, c.RetryPeriod, c.ResourceLock = false, 15*time.Second, 10*time.Second, 2*time.Second, "leases"
+			c.IgnoredFlags = []string{"min-resync-period", "leader-elect-lease-duration", "leader-elect-renew-deadline",
+				"leader-elect-retry-period", "leader-elect-resource-lock"}
+		})},
 		{"MCM spellings: underscores and -vN", []string{"--machine_drain_timeout=1h", "--leader_elect_retry_period", "1s", "-v4"},
 			withDefaults(func(c *Config) { c.MachineDrainTimeout, c.RetryPeriod, c.Verbosity = time.Hour, time.Second, 4 })},
 		{"underscores in values are values", []string{"--namespace", "shoot_a", "--node-conditions=Kernel_Deadlock"},
@@ -159,8 +167,6 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--leader-elect-lease-duration (5s) must be greater than --leader-elect-renew-deadline (10s)"},
 		{"retry period too long", append(ok, "--leader-elect-retry-period=9s"),
 			"--leader-elect-renew-deadline (10s) must be greater than 1.2 × --leader-elect-retry-period (9s)"},
-		{"leader election flags without leader election", append(ok, "--leader-elect=false", "--leader-elect-resource-name=x"),
-			"--leader-elect-resource-name contradicts --leader-elect=false"},
 		{"profiling without server", append(ok, "--port=0", "--profiling"), "--profiling needs the HTTP server, but --port=0 disables it"},
 		{"bad port", append(ok, "--port=70000"), "--port must be between 0 and 65535, got 70000"},
 		{"bad node conditions", append(ok, "--node-conditions=A,,B"), `--node-conditions: "A,,B" is not a comma-separated list of condition types`},
@@ -173,10 +179,6 @@ func TestParseFlagsRejects(t *testing.T) {
 			`--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must differ, both are "mcm"`},
 		{"empty machine lease", append(ok, "--leader-elect-machine-controller-resource-name="),
 			"--leader-elect-resource-name and --leader-elect-machine-controller-resource-name must not be empty"},
-		{"machine lease without leader election", append(ok, "--leader-elect=false", "--leader-elect-machine-controller-resource-name=x"),
-			"--leader-elect-machine-controller-resource-name contradicts --leader-elect=false"},
-		{"lock without leader election", append(ok, "--leader-elect=false", "--leader-elect-resource-lock=leases"),
-			"--leader-elect-resource-lock contradicts --leader-elect=false"},
 		{"content type", append(ok, "--kube-api-content-type=application/yaml"),
 			`--kube-api-content-type must be application/vnd.kubernetes.protobuf or application/json, got "application/yaml"`},
 		{"address not an IP", append(ok, "--address=localhost"), `--address must be an IP address, got "localhost"`},

@@ -58,8 +58,9 @@
 // Bad flags are reported in one line that names each offending flag:
 // unknown flags and controllers, a kubeconfig path that does not exist,
 // negative timeouts, leader election timings client-go would reject, and
-// contradictions (--leader-elect-* with --leader-elect=false, --profiling
-// with --port=0). Main then exits with code 2.
+// contradictions (--profiling with --port=0). Main then exits with code 2.
+// --leader-elect-* flags given with --leader-elect=false are accepted, as
+// MCM accepts them, and named in the start-up warning of ignored flags.
 //
 // # Startup
 //
