@@ -22,6 +22,11 @@
 //     Options.UnreachableMaxDelay (2s by default) and is never given up, so
 //     an outage neither drops keys nor leaves them waiting on a backoff
 //     grown while the server was down;
+//   - an error made of 409 Conflicts only (a write guarded by a
+//     resourceVersion that another writer changed in between): retried like
+//     any error, but logged at V(1), not at error level, and counted as
+//     result "conflict": the next sync reads the object again and resolves
+//     it. Given up after MaxRetries, it is logged as an error;
 //   - a panic: recovered and handled like an error, with the panic value in
 //     the error and the stack trace in the log. The worker survives.
 //
@@ -35,8 +40,8 @@
 // with the values "queue" (the queue name) and "key", and put it into the
 // context given to Reconcile, so logr.FromContextOrDiscard(ctx) inside
 // Reconcile already identifies the key. Errors are logged once, by the
-// worker, at error level; reconcilers return them wrapped with context
-// instead of logging them.
+// worker, at error level (conflicts at V(1)); reconcilers return them
+// wrapped with context instead of logging them.
 //
 // A controller's Run starts the same way in every controller of this
 // module: ControllerContext names its logger (the context's, else the
@@ -55,7 +60,7 @@
 //	mcm_workqueue_unfinished_work_seconds            gauge
 //	mcm_workqueue_longest_running_processor_seconds  gauge
 //	mcm_workqueue_retries_total                      counter
-//	mcm_workqueue_reconcile_total{result=...}        counter; result is success, requeue, error or panic
+//	mcm_workqueue_reconcile_total{result=...}        counter; result is success, requeue, error, conflict or panic
 //	mcm_workqueue_give_ups_total                     counter
 //
 // The first seven are client-go's workqueue metrics, wired through the

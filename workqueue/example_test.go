@@ -68,6 +68,7 @@ func ExampleQueue() {
 	// reconcile default/machine-a, attempt 1
 	// reconcile default/flaky, attempt 1
 	// reconcile default/flaky, attempt 2
+	// mcm_workqueue_reconcile_total result=conflict: 0
 	// mcm_workqueue_reconcile_total result=error: 1
 	// mcm_workqueue_reconcile_total result=panic: 0
 	// mcm_workqueue_reconcile_total result=requeue: 0

@@ -20,9 +20,12 @@ const (
 	resultRequeue = "requeue"
 	resultError   = "error"
 	resultPanic   = "panic"
+	// resultConflict: the reconcile failed with 409 Conflicts only, which
+	// the next one resolves (see onlyConflicts).
+	resultConflict = "conflict"
 )
 
-var allResults = []string{resultSuccess, resultRequeue, resultError, resultPanic}
+var allResults = []string{resultSuccess, resultRequeue, resultError, resultPanic, resultConflict}
 
 // durationBuckets spans 10ns to 1000s, like Kubernetes' own workqueue
 // metrics, so dashboards built for those read ours the same way.
@@ -83,7 +86,7 @@ func registerCollectors(reg prometheus.Registerer) (*collectors, error) {
 		retries: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("retries_total",
 			"Total number of delayed re-adds (rate-limited or after a fixed delay) handled by the workqueue.")), nameLabel)),
 		reconciles: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("reconcile_total",
-			"Total number of reconciles by result: success, requeue, error or panic.")), []string{"name", "result"})),
+			"Total number of reconciles by result: success, requeue, error, conflict (failed with 409 Conflicts only) or panic.")), []string{"name", "result"})),
 		giveUps: register(r, prometheus.NewCounterVec(prometheus.CounterOpts(opts("give_ups_total",
 			"Total number of keys dropped after failing more often than the retry limit.")), nameLabel)),
 	}

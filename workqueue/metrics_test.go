@@ -81,8 +81,8 @@ func TestMetricNames(t *testing.T) {
 	}
 	// Every result is exported from the start, so alerts on rate() work
 	// before the first error.
-	if n := testutil.CollectAndCount(reg, "mcm_workqueue_reconcile_total"); n != 4 {
-		t.Errorf("reconcile_total has %d series, want 4", n)
+	if n := testutil.CollectAndCount(reg, "mcm_workqueue_reconcile_total"); n != 5 {
+		t.Errorf("reconcile_total has %d series, want 5 (success, requeue, error, conflict, panic)", n)
 	}
 	if problems, err := testutil.GatherAndLint(reg); err != nil || len(problems) != 0 {
 		t.Errorf("lint: %v %+v", err, problems)

@@ -345,7 +345,9 @@ func (q *Queue[K]) reconcile(ctx context.Context, key K) {
 // handleError retries key with backoff (or after the reconciler's own
 // delay, when it gave one), or gives up once it has been retried MaxRetries
 // times. Every failure is logged exactly once, here: reconcilers return
-// errors instead of logging them.
+// errors instead of logging them. A failure that is nothing but conflicts
+// (onlyConflicts) is retried the same way, but logged at V(1) and counted
+// as result "conflict"; given up, it is an error.
 func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, err error, after time.Duration) {
 	retries := q.queue().NumRequeues(key)
 	kvs := []any{"retries", retries}
@@ -354,7 +356,18 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 		result = resultPanic
 		kvs = append(kvs, "stacktrace", string(pe.stack))
 	}
+	conflict := result == resultError && onlyConflicts(err)
+	if conflict {
+		result = resultConflict
+	}
 	q.metrics.reconciled(result)
+	retrying := func(msg string, kvs ...any) {
+		if conflict {
+			logger.V(1).Info("Reconcile conflicted with a concurrent write"+msg, append(kvs, "err", err.Error())...)
+			return
+		}
+		logger.Error(err, "Reconcile failed"+msg, kvs...)
+	}
 
 	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
 		// Run is stopping and the reconciler gave up because of it; the queue
@@ -363,7 +376,7 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 		return
 	}
 	if after > 0 {
-		logger.Error(err, "Reconcile failed; requeuing after the reconciler's delay", append(kvs, "after", after)...)
+		retrying("; requeuing after the reconciler's delay", append(kvs, "after", after)...)
 		q.forget(key)
 		q.queue().AddAfter(key, after)
 		return
@@ -375,7 +388,7 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 		return
 	}
 	if q.maxRetries < 0 || retries < q.maxRetries {
-		logger.Error(err, "Reconcile failed; requeuing with backoff", kvs...)
+		retrying("; requeuing with backoff", kvs...)
 		q.queue().AddRateLimited(key)
 		return
 	}

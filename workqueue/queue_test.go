@@ -18,6 +18,8 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/prometheus/client_golang/prometheus"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime/schema"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/mcmkit/mcm/workqueue"
@@ -45,6 +47,15 @@ var (
 	requeueAfter = step{res: workqueue.Result{RequeueAfter: time.Millisecond}}
 	// failPaced fails with the reconciler's own retry delay.
 	failPaced = step{res: workqueue.Result{RequeueAfter: time.Millisecond}, err: fmt.Errorf("creating VM: %w", errCloud)}
+	// conflict fails with 409 Conflicts only: two writes of a sync, both
+	// beaten by another writer.
+	conflict = step{err: errors.Join(
+		fmt.Errorf("pruning annotation: %w", apierrors.NewConflict(schema.GroupResource{Resource: "machinedeployments"}, "pool", errors.New("the object has been modified"))),
+		fmt.Errorf("marking machine: %w", apierrors.NewConflict(schema.GroupResource{Resource: "machines"}, "m", errors.New("the object has been modified"))))}
+	// conflictAndFail has a conflict beside a real failure.
+	conflictAndFail = step{err: errors.Join(
+		fmt.Errorf("marking machine: %w", apierrors.NewConflict(schema.GroupResource{Resource: "machines"}, "m", errors.New("the object has been modified"))),
+		fmt.Errorf("creating VM: %w", errCloud))}
 )
 
 func readd(s step) step { s.readd = true; return s }
@@ -264,6 +275,42 @@ func TestOutcomes(t *testing.T) {
 				counter("give_ups_total"): 1,
 				counter("retries_total"):  1,
 				counter("adds_total"):     2,
+			},
+		},
+		{
+			// An expected 409 is retried with backoff like any error, but is
+			// not logged at error level, and is counted apart.
+			name:  "conflicts only are retried without an error log",
+			steps: []step{conflict, conflict, succeed},
+			wantMetrics: map[string]float64{
+				reconciles("conflict"):   2,
+				reconciles("success"):    1,
+				counter("retries_total"): 2,
+				counter("adds_total"):    3,
+			},
+		},
+		{
+			name:       "conflicts that never resolve are given up as an error",
+			maxRetries: 1,
+			steps:      []step{conflict, conflict},
+			wantGiveUp: true,
+			wantLogs:   []failure{giveUp(conflict.err.Error(), 1)},
+			wantMetrics: map[string]float64{
+				reconciles("conflict"):    2,
+				counter("give_ups_total"): 1,
+				counter("retries_total"):  1,
+				counter("adds_total"):     2,
+			},
+		},
+		{
+			name:     "a conflict beside a real failure is an error",
+			steps:    []step{conflictAndFail, succeed},
+			wantLogs: []failure{retry(conflictAndFail.err.Error(), 0)},
+			wantMetrics: map[string]float64{
+				reconciles("error"):      1,
+				reconciles("success"):    1,
+				counter("retries_total"): 1,
+				counter("adds_total"):    2,
 			},
 		},
 		{
@@ -668,4 +715,27 @@ func TestUnreachableFailuresKeepBackoffShort(t *testing.T) {
 		}
 	}
 	stop()
+}
+
+// TestConflictLoggedAtV1: a reconcile that failed with conflicts only is
+// logged once, at V(1), with the error's text.
+func TestConflictLoggedAtV1(t *testing.T) {
+	logs := &logRecorder{}
+	s := &script{steps: []step{conflict, succeed}}
+	s.queue = newQueue[string](t, queueName, s, workqueue.Options{BaseDelay: time.Millisecond, MaxDelay: 10 * time.Millisecond,
+		Registerer: prometheus.NewRegistry(), Logger: logs.logger()})
+	s.queue.Add("m")
+	stop := startRun(t, context.Background(), s.queue, 1)
+	eventually(t, "both steps to run", func() bool { return s.count() >= 2 })
+	stop()
+	var got []logEntry
+	for _, e := range logs.all() {
+		if strings.Contains(e.Msg, "onflict") {
+			got = append(got, logEntry{Error: e.Error, Level: e.Level, Msg: e.Msg, Err: fmt.Sprint(e.Values["err"])})
+		}
+	}
+	want := []logEntry{{Level: 1, Msg: "Reconcile conflicted with a concurrent write; requeuing with backoff", Err: conflict.err.Error()}}
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("conflict logs (-want +got):\n%s", diff)
+	}
 }
