@@ -38,15 +38,19 @@
 //     safety.Budget, the replacement budget, implements ReplacementGate.
 //   - workqueue: the worker loop all controllers share (retries with backoff,
 //     panic recovery, metrics on a caller-given registry; the one place
-//     that reports reconcile errors).
+//     that reports reconcile errors, with 409 Conflicts, which the next
+//     sync resolves, below error level).
 //   - expectations: bookkeeping that keeps controllers from acting twice while
 //     their caches lag: creation and deletion expectations (Store), and
 //     read-your-writes for each object a controller patched (Writes).
 //   - reference: a thin binary wiring the controllers together.
 //
 // Every controller writes the fields it owns with guarded JSON merge
-// patches, only when they changed (the module's internal patch package);
-// on Nodes, whose labels, annotations and finalizers other writers change
+// patches, only when they changed (the module's internal patch package).
+// A writer names what it owns once, whole fields or single keys of a map,
+// and the same naming reads the object as stored and as wanted, so a key
+// of someone else's (kubectl's last-applied configuration on a
+// MachineDeployment, the autoscaler's options) is never sent. On Nodes, whose labels, annotations and finalizers other writers change
 // all the time, keys and added finalizers go as unguarded strategic merge
 // patches, which cannot undo anyone's change. A machine on its way from
 // created to Running costs the machine controller three machine writes and
