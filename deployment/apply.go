@@ -58,11 +58,12 @@ func (c *Controller) applyStep(ctx context.Context, d *v1alpha1.MachineDeploymen
 }
 
 // wantedSet is the set s as the deployment wants it after this step: size
-// replicas; the deployment's replica annotations when it was sized now;
-// and, for the new set, the deployment's annotations, its revision, its
-// minReadySeconds and the in-place parts of its template (node template,
-// machine configuration, class kind), which change without a rollout. It is
-// pure; the set is not modified.
+// replicas; the deployment's replica annotations when it was sized now; its
+// policy annotations (withSetPolicy), on every set; and, for the new set,
+// the deployment's annotations, its revision, its minReadySeconds and the
+// in-place parts of its template (node template, machine configuration,
+// class kind), which change without a rollout. It is pure; the set is not
+// modified.
 func wantedSet(d *v1alpha1.MachineDeployment, s *v1alpha1.MachineSet, isNew bool, replicas int32, sized bool, revision int64) (*v1alpha1.MachineSet, error) {
 	want := s.DeepCopy()
 	want.Spec.Replicas = replicas
@@ -73,6 +74,7 @@ func wantedSet(d *v1alpha1.MachineDeployment, s *v1alpha1.MachineSet, isNew bool
 		}
 		want.Annotations = withEntries(want.Annotations, ann)
 	}
+	want.Annotations = withSetPolicy(d, want.Annotations)
 	if !isNew {
 		return want, nil
 	}

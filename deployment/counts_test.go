@@ -14,7 +14,7 @@ func TestCountMachines(t *testing.T) {
 	tests := []struct {
 		name     string
 		machines []*v1alpha1.Machine
-		minReady int32
+		minReady time.Duration
 		want     machineCounts
 	}{
 		{"none", nil, 0, machineCounts{}},
@@ -43,12 +43,12 @@ func TestCountMachines(t *testing.T) {
 		},
 		{
 			"min ready: one long enough, two waiting",
-			[]*v1alpha1.Machine{newMachine("old"), newMachine("new", phaseSince(50)), newMachine("newer", phaseSince(55))}, 30,
+			[]*v1alpha1.Machine{newMachine("old"), newMachine("new", phaseSince(50)), newMachine("newer", phaseSince(55))}, 30 * time.Second,
 			machineCounts{Machines: 3, Ready: 3, Available: 1, AvailableAt: epoch.Add(80 * time.Second)},
 		},
 		{
 			"min ready reached exactly",
-			[]*v1alpha1.Machine{newMachine("m", phaseSince(30))}, 30,
+			[]*v1alpha1.Machine{newMachine("m", phaseSince(30))}, 30 * time.Second,
 			machineCounts{Machines: 1, Ready: 1, Available: 1},
 		},
 	}
@@ -70,5 +70,27 @@ func TestCountSets(t *testing.T) {
 	want := map[string]machineCounts{"a": counted(2, 2), "b": {}}
 	if diff := cmp.Diff(want, got); diff != "" {
 		t.Errorf("countSets (-want +got):\n%s", diff)
+	}
+}
+
+// TestMinReadyOf: the deployment applies minReadySeconds only when it opts
+// in; by default, and with an unknown value, machines count as available
+// once Running, as in MCM.
+func TestMinReadyOf(t *testing.T) {
+	withMinReady := func(d *v1alpha1.MachineDeployment) { d.Spec.MinReadySeconds = 500 }
+	tests := []struct {
+		name string
+		d    *v1alpha1.MachineDeployment
+		want time.Duration
+	}{
+		{"no annotation", newDeployment(1, withMinReady), 0},
+		{"ignore", newDeployment(1, withMinReady, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, v1alpha1.MinReadySecondsIgnore)), 0},
+		{"apply", newDeployment(1, withMinReady, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, v1alpha1.MinReadySecondsApply)), 500 * time.Second},
+		{"unknown value", newDeployment(1, withMinReady, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, "true")), 0},
+	}
+	for _, tt := range tests {
+		if got := minReadyOf(tt.d); got != tt.want {
+			t.Errorf("%s: minReadyOf = %v, want %v", tt.name, got, tt.want)
+		}
 	}
 }

@@ -50,8 +50,9 @@
 //     finalizer until none is left.
 //   - A deployment that got past admission but cannot work gets the
 //     ReplicaFailure condition and one event, and is retried with backoff.
-//   - The progress deadline requeues the deployment when it would pass, and
-//     a minReadySeconds wait when a machine would become available.
+//   - The progress deadline requeues the deployment when it would pass, and,
+//     with the minReadySeconds opt-in, a wait when a machine would become
+//     available.
 //
 // # Metrics
 //
@@ -92,8 +93,28 @@
 // aside (findNewSet); every other set is old. A set is active while its
 // spec.replicas is above 0. Machines are counted per set (countMachines): a
 // machine with a deletionTimestamp or in phase Terminating is on its way out;
-// one in phase Running or Available for at least minReadySeconds is available;
-// every other machine is unavailable.
+// one in phase Running or Available is available; every other machine is
+// unavailable.
+//
+// # minReadySeconds
+//
+// As in MCM, spec.minReadySeconds is copied to the sets and exported, and
+// does not delay availability: a machine counts as available once it is
+// Running, in status.availableReplicas and the Available condition, in the
+// rollout's steps and in the progress deadline's view of progress. Gardener
+// gives every MachineDeployment minReadySeconds 500; applied, it would hold
+// each batch of a rolling update for 8 min 20 s, and the deployment's
+// availableReplicas would lag 500 s behind MCM's. Unlike MCM, the
+// annotation mcmkit.io/min-ready-seconds: apply
+// (v1alpha1.MinReadySecondsAnnotation) opts in to a Kubernetes Deployment's
+// behaviour: a machine counts as available once it has been Running for
+// minReadySeconds, the deployment syncs again when one will, and its sets
+// delete machines still waiting before available ones. The deployment owns
+// the annotation on all its sets, old ones too: it writes its own value on
+// them and removes it when it loses it (withSetPolicy), so that sets and
+// deployment count by one rule. ignore, or no annotation, is MCM's
+// behaviour; any other value counts as ignore, and the status tells of it
+// in the condition mcmkit.io/InvalidAnnotation (ConditionInvalidAnnotation).
 //
 // # Template hash
 //
@@ -160,18 +181,19 @@
 // A set's revision is its deployment.kubernetes.io/revision annotation. The
 // new set gets one more than the highest old revision (newSetAnnotations),
 // keeping earlier revisions it had in deployment.kubernetes.io/revision-history;
-// sets take the deployment's annotations except the bookkeeping ones
-// (skipCopy). setsToDelete picks the old sets beyond spec.revisionHistoryLimit,
-// lowest revision first, and only those with no replicas and no machines left.
+// the new set takes the deployment's annotations except the bookkeeping ones
+// (skipCopy), and every set its policy annotations (withSetPolicy).
+// setsToDelete picks the old sets beyond spec.revisionHistoryLimit, lowest
+// revision first, and only those with no replicas and no machines left.
 //
 // # Status
 //
 // calculateStatus counts the machines of all sets, keeps
 // status.collisionCount, lists machines whose last operation failed and sets
 // the Available condition (at least spec.replicas - maxUnavailable available
-// machines) and ReplicaFailure (from the sets). withProgress maintains the
-// Progressing condition the way Kubernetes does, with MCM's reasons;
-// pausedCondition reports pausing and resuming.
+// machines), ReplicaFailure (from the sets) and mcmkit.io/InvalidAnnotation.
+// withProgress maintains the Progressing condition the way Kubernetes does,
+// with MCM's reasons; pausedCondition reports pausing and resuming.
 //
 // # Usage
 //

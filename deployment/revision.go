@@ -79,6 +79,34 @@ func copiedAnnotations(d *v1alpha1.MachineDeployment) map[string]string {
 	return copied
 }
 
+// policyAnnotations are the deployment annotations that every set of it
+// carries exactly as the deployment does, old sets too, and loses when the
+// deployment loses them: they decide how a set counts and ranks its
+// machines, while the deployment plans with its own value (minReadyOf).
+// Copied like the other annotations, to the new set only and never removed,
+// an opt-out would not reach the sets, and old sets would go on ranking by a
+// policy the rollout no longer follows.
+var policyAnnotations = []string{v1alpha1.MinReadySecondsAnnotation}
+
+// withSetPolicy returns a set's annotations with the deployment's
+// policyAnnotations: set to the deployment's values, or removed where the
+// deployment has none. annotations is not modified.
+func withSetPolicy(d *v1alpha1.MachineDeployment, annotations map[string]string) map[string]string {
+	out := maps.Clone(annotations)
+	for _, k := range policyAnnotations {
+		v, ok := d.Annotations[k]
+		switch {
+		case ok && out == nil:
+			out = map[string]string{k: v}
+		case ok:
+			out[k] = v
+		default:
+			delete(out, k)
+		}
+	}
+	return out
+}
+
 // newSetAnnotations returns the annotations of the deployment's new set,
 // given its current ones (nil when it is about to be created) and newRevision,
 // one above the highest revision of the old sets. current is not modified.

@@ -34,14 +34,17 @@ type statusInput struct {
 // calculateStatus computes a deployment's status from its sets and their
 // machines, starting from the stored status so that conditions keep their
 // times and status.collisionCount is kept. It sets the Available and
-// ReplicaFailure conditions; the Progressing condition is withProgress's and
-// pausedCondition's. The deployment is not modified.
+// ReplicaFailure conditions, and ConditionInvalidAnnotation while
+// v1alpha1.MinReadySecondsAnnotation has a value it does not know; the
+// Progressing condition is withProgress's and pausedCondition's. The
+// deployment is not modified.
 //
 //   - replicas: machines not being deleted, over all sets;
 //   - updatedReplicas: those of the new set;
 //   - readyReplicas: those in phase Running;
-//   - availableReplicas: those available (countMachines, with the
-//     deployment's minReadySeconds);
+//   - availableReplicas: those available (countMachines): Running, as in
+//     MCM, or Running for minReadySeconds when the deployment opts in
+//     (minReadyOf);
 //   - unavailableReplicas: what the sets are sized for minus the available
 //     machines, never below 0 (there are more available machines than that
 //     while a scale-down is under way);
@@ -76,10 +79,41 @@ func calculateStatus(in statusInput) (v1alpha1.MachineDeploymentStatus, error) {
 	} else {
 		st.Conditions = withoutCondition(st.Conditions, v1alpha1.MachineDeploymentReplicaFailure)
 	}
+	st.Conditions = withInvalidAnnotation(st.Conditions, d, in.Now)
 	if in.Synced {
 		st.ObservedGeneration = d.Generation
 	}
 	return st, nil
+}
+
+// ConditionInvalidAnnotation is the MachineDeployment condition, True, that
+// tells of an mcmkit.io/ annotation on the deployment with a value the
+// controller does not know and therefore ignores; it is removed once the
+// value is fixed. The type is qualified: MCM has no such condition.
+const ConditionInvalidAnnotation v1alpha1.MachineDeploymentConditionType = "mcmkit.io/InvalidAnnotation"
+
+// ReasonInvalidMinReadySeconds is the reason of ConditionInvalidAnnotation
+// for an unknown value of v1alpha1.MinReadySecondsAnnotation.
+const ReasonInvalidMinReadySeconds = "InvalidMinReadySeconds"
+
+// withInvalidAnnotation returns conditions with ConditionInvalidAnnotation
+// when the deployment's v1alpha1.MinReadySecondsAnnotation has an unknown
+// value (which minReadyOf counts as MCM's behaviour), and without it
+// otherwise. A changed message replaces the condition, keeping its
+// transition time: the condition names the value that is wrong now.
+func withInvalidAnnotation(conditions []v1alpha1.MachineDeploymentCondition, d *v1alpha1.MachineDeployment, now time.Time) []v1alpha1.MachineDeploymentCondition {
+	_, err := machinestate.MinReady(d.Annotations, d.Spec.MinReadySeconds)
+	if err == nil {
+		return withoutCondition(conditions, ConditionInvalidAnnotation)
+	}
+	c := newCondition(ConditionInvalidAnnotation, v1alpha1.ConditionTrue, ReasonInvalidMinReadySeconds, err.Error(), now)
+	if old, ok := conditionOf(conditions, ConditionInvalidAnnotation); ok && old.Message != c.Message {
+		if old.Status == c.Status {
+			c.LastTransitionTime = old.LastTransitionTime
+		}
+		conditions = withoutCondition(conditions, ConditionInvalidAnnotation)
+	}
+	return withCondition(conditions, c)
 }
 
 // availableCondition is the Available condition: True while at least

@@ -89,11 +89,94 @@ func TestCalculateStatus(t *testing.T) {
 			},
 		},
 		{
-			name: "below minimum availability; min ready seconds count; no new set",
+			name: "min ready seconds, as in MCM: Running machines are available at once",
+			in: statusInput{
+				Deployment: newDeployment(4, withRolling("1", "1"), stored(), func(d *v1alpha1.MachineDeployment) {
+					d.Spec.MinReadySeconds = 500
+				}),
+				OldSets: []*v1alpha1.MachineSet{newSet("o", 4, 0, withClass("a"))},
+				Machines: map[string][]*v1alpha1.Machine{"o": {
+					newMachine("o-0"), newMachine("o-1"),
+					newMachine("o-2", phaseSince(3600)),                                     // Running since now
+					newMachine("o-3", phaseSince(3600), inPhase(v1alpha1.MachineAvailable)), // no target cluster
+				}},
+				Now:    now,
+				Synced: true,
+			},
+			want: v1alpha1.MachineDeploymentStatus{
+				ObservedGeneration: 3, Replicas: 4, ReadyReplicas: 3, AvailableReplicas: 4,
+				CollisionCount: new(int32(2)), Conditions: []v1alpha1.MachineDeploymentCondition{availableTrue},
+			},
+		},
+		{
+			name: "unknown min ready seconds policy: as in MCM, and told",
+			in: statusInput{
+				Deployment: newDeployment(1, stored(), withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, "aply"),
+					func(d *v1alpha1.MachineDeployment) { d.Spec.MinReadySeconds = 500 }),
+				NewSet:   newSet("n", 1, 9),
+				Machines: map[string][]*v1alpha1.Machine{"n": {newMachine("n-0", phaseSince(3600))}},
+				Now:      now,
+				Synced:   true,
+			},
+			want: v1alpha1.MachineDeploymentStatus{
+				ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+				CollisionCount: new(int32(2)),
+				Conditions: []v1alpha1.MachineDeploymentCondition{availableTrue, {
+					Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue, Reason: ReasonInvalidMinReadySeconds,
+					Message: `annotation mcmkit.io/min-ready-seconds: unknown value "aply" (want apply or ignore); ` +
+						"minReadySeconds is not applied: machines count as available once Running, as in MCM",
+					LastUpdateTime: stamp, LastTransitionTime: stamp,
+				}},
+			},
+		},
+		{
+			name: "min ready seconds policy fixed: the condition goes",
+			in: statusInput{
+				Deployment: newDeployment(1, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, v1alpha1.MinReadySecondsIgnore),
+					stored(func(st *v1alpha1.MachineDeploymentStatus) {
+						st.Conditions = []v1alpha1.MachineDeploymentCondition{{Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue,
+							Reason: ReasonInvalidMinReadySeconds, Message: "old", LastUpdateTime: earlier, LastTransitionTime: earlier}}
+					})),
+				NewSet:   newSet("n", 1, 9),
+				Machines: map[string][]*v1alpha1.Machine{"n": machines("n", 1)},
+				Now:      now,
+				Synced:   true,
+			},
+			want: v1alpha1.MachineDeploymentStatus{
+				ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+				CollisionCount: new(int32(2)), Conditions: []v1alpha1.MachineDeploymentCondition{availableTrue},
+			},
+		},
+		{
+			name: "another unknown value: the condition names it, and keeps its transition time",
+			in: statusInput{
+				Deployment: newDeployment(1, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, "yes"),
+					stored(func(st *v1alpha1.MachineDeploymentStatus) {
+						st.Conditions = []v1alpha1.MachineDeploymentCondition{{Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue,
+							Reason: ReasonInvalidMinReadySeconds, Message: "old", LastUpdateTime: earlier, LastTransitionTime: earlier}}
+					})),
+				NewSet:   newSet("n", 1, 9),
+				Machines: map[string][]*v1alpha1.Machine{"n": machines("n", 1)},
+				Now:      now,
+				Synced:   true,
+			},
+			want: v1alpha1.MachineDeploymentStatus{
+				ObservedGeneration: 3, Replicas: 1, UpdatedReplicas: 1, ReadyReplicas: 1, AvailableReplicas: 1,
+				CollisionCount: new(int32(2)),
+				Conditions: []v1alpha1.MachineDeploymentCondition{availableTrue, {
+					Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue, Reason: ReasonInvalidMinReadySeconds,
+					Message: `annotation mcmkit.io/min-ready-seconds: unknown value "yes" (want apply or ignore); ` +
+						"minReadySeconds is not applied: machines count as available once Running, as in MCM",
+					LastUpdateTime: stamp, LastTransitionTime: earlier,
+				}},
+			},
+		},
+		{
+			name: "below minimum availability; min ready seconds count with the opt-in; no new set",
 			in: statusInput{
 				Deployment: newDeployment(4, withRolling("1", "1"), stored(), func(d *v1alpha1.MachineDeployment) {
 					d.Spec.MinReadySeconds = 600
-				}),
+				}, withDeploymentAnnotation(v1alpha1.MinReadySecondsAnnotation, v1alpha1.MinReadySecondsApply)),
 				OldSets: []*v1alpha1.MachineSet{newSet("o", 4, 0, withClass("a"))},
 				Machines: map[string][]*v1alpha1.Machine{"o": {
 					newMachine("o-0"), newMachine("o-1"),
@@ -209,7 +292,7 @@ func TestCalculateStatus(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			before := tt.in.Deployment.DeepCopy()
-			tt.in.Counts = countSets(withNew(tt.in.NewSet, tt.in.OldSets), tt.in.Machines, tt.in.Deployment.Spec.MinReadySeconds, tt.in.Now)
+			tt.in.Counts = countSets(withNew(tt.in.NewSet, tt.in.OldSets), tt.in.Machines, minReadyOf(tt.in.Deployment), tt.in.Now)
 			got, err := calculateStatus(tt.in)
 			if err != nil {
 				t.Fatal(err)

@@ -201,7 +201,7 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment,
 	}
 	obs := observed{machines: machinesBySet(owned, machines)}
 	obs.newSet, obs.old = splitSets(d, owned)
-	obs.counts = countSets(owned, obs.machines, d.Spec.MinReadySeconds, now)
+	obs.counts = countSets(owned, obs.machines, minReadyOf(d), now)
 	return obs, false, nil
 }
 
@@ -244,8 +244,8 @@ func (c *Controller) finish(ctx context.Context, d *v1alpha1.MachineDeployment, 
 
 // requeueAfter is when a deployment that changes no more must be looked at
 // again: at its progress deadline (a stuck rollout sends no events), when
-// a machine's minReadySeconds run out (it becomes available without an
-// event), or at the resync.
+// a machine's minReadySeconds run out on a deployment that applies them (it
+// becomes available without an event), or at the resync.
 func (c *Controller) requeueAfter(d *v1alpha1.MachineDeployment, st v1alpha1.MachineDeploymentStatus, obs observed, now time.Time) time.Duration {
 	after := c.opts.Resync
 	if check, ok := progressCheckAfter(d, st, now); ok {

@@ -92,6 +92,7 @@ var (
 		"restart",
 		"template",
 		"nodeTemplate",
+		"minReadyPolicy",
 	}
 	worldFailures       = []string{"fail"}
 	worldReplicaChanges = []string{"replicas"}
@@ -146,6 +147,9 @@ func newRolloutWorld(t *rapid.T) *rolloutWorld {
 			rapid.SampledFrom(worldBoundValues).Draw(t, "maxUnavailable")))
 	}
 	d.Spec.MinReadySeconds = rapid.SampledFrom([]int32{0, 10, 60}).Draw(t, "minReadySeconds")
+	if rapid.Bool().Draw(t, "applyMinReady") {
+		d.Annotations = map[string]string{v1alpha1.MinReadySecondsAnnotation: v1alpha1.MinReadySecondsApply}
+	}
 	if rapid.Bool().Draw(t, "historyLimited") {
 		d.Spec.RevisionHistoryLimit = new(int32(rapid.IntRange(0, 2).Draw(t, "revisionHistoryLimit")))
 	}
@@ -153,18 +157,41 @@ func newRolloutWorld(t *rapid.T) *rolloutWorld {
 
 	w := &rolloutWorld{now: epoch, d: d, machines: map[string][]*v1alpha1.Machine{}}
 	if rapid.Bool().Draw(t, "settled") {
-		// A deployment that finished its last rollout an hour ago.
-		s := w.createSet(t, replicas)
-		for range replicas {
-			m := w.createMachine(s)
-			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
-		}
-		w.syncSet(s)
-		w.now = w.now.Add(time.Hour)
+		w.addSettledSet(t)
 	}
+	w.startBounds(t)
+	return w
+}
+
+// addSettledSet gives the world the deployment's set for its current
+// template, with all its machines Running since now, and moves the clock an
+// hour on: a deployment that finished its last rollout an hour ago.
+func (w *rolloutWorld) addSettledSet(t *rapid.T) {
+	s := w.createSet(t, w.d.Spec.Replicas)
+	for range w.d.Spec.Replicas {
+		m := w.createMachine(s)
+		m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
+	}
+	w.syncSet(s)
+	w.now = w.now.Add(time.Hour)
+}
+
+// startBounds puts the surge ceiling and the availability bound in force
+// for the world as it is.
+func (w *rolloutWorld) startBounds(t *rapid.T) {
 	w.ceiling = max(w.maxMachines(t), w.footprints())
 	w.availabilityBound = w.keptAvailable() >= w.minAvailable(t)
-	return w
+}
+
+// minReady is how long a machine must have been Running to count as
+// available in the world: the deployment's minReadySeconds when it opts
+// in to them, else no time at all, as in MCM. It is derived here rather
+// than with the controller's minReadyOf, which the world checks.
+func (w *rolloutWorld) minReady() time.Duration {
+	if w.d.Annotations[v1alpha1.MinReadySecondsAnnotation] != v1alpha1.MinReadySecondsApply {
+		return 0
+	}
+	return time.Duration(max(w.d.Spec.MinReadySeconds, 0)) * time.Second
 }
 
 // act applies one event to the world.
@@ -206,6 +233,16 @@ func (w *rolloutWorld) act(t *rapid.T, action string) {
 		}
 	case "template":
 		w.d.Spec.Template.Spec.Class.Name = rapid.SampledFrom(worldClasses).Draw(t, "class")
+	case "minReadyPolicy":
+		// Opting in or out changes which machines are available at once,
+		// as a failure does: the availability bound holds again once the
+		// world meets it.
+		value := v1alpha1.MinReadySecondsApply
+		if w.d.Annotations[v1alpha1.MinReadySecondsAnnotation] == v1alpha1.MinReadySecondsApply {
+			value = v1alpha1.MinReadySecondsIgnore
+		}
+		w.d.Annotations = withEntries(w.d.Annotations, map[string]string{v1alpha1.MinReadySecondsAnnotation: value})
+		w.availabilityBound = false
 	case "nodeTemplate":
 		// Node labels reach the machines in place: no rollout.
 		before, _ := splitSets(w.d, w.sets)
@@ -237,7 +274,7 @@ type worldDecision struct {
 // decideWorldStep is the deployment step's planning: no state but its arguments.
 func decideWorldStep(d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1.Machine, now time.Time) (worldDecision, error) {
 	current, old := splitSets(d, sets)
-	counts := countSets(sets, machines, d.Spec.MinReadySeconds, now)
+	counts := countSets(sets, machines, minReadyOf(d), now)
 	if isScalingEvent(d, current, old) {
 		sizes, err := planScale(d, current, old, counts)
 		return worldDecision{Scaling: true, Sizes: sizes}, err
@@ -272,7 +309,7 @@ func (w *rolloutWorld) deploy(t *rapid.T) {
 	}
 
 	current, old := splitSets(w.d, w.sets)
-	counts := countSets(w.sets, w.machines, w.d.Spec.MinReadySeconds, w.now)
+	counts := countSets(w.sets, w.machines, minReadyOf(w.d), w.now)
 	before := w.specs()
 	footprintsBefore, specsBefore := w.footprints(), specReplicas(w.sets)
 	capacityBefore := w.capacity(current)
@@ -399,7 +436,7 @@ func (w *rolloutWorld) settle(t *rapid.T) {
 		for _, m := range w.machinesWhere(func(m *v1alpha1.Machine) bool { return worldPhase(m) == v1alpha1.MachinePending }) {
 			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
 		}
-		w.now = w.now.Add(minReady(w.d.Spec.MinReadySeconds))
+		w.now = w.now.Add(w.minReady())
 		w.check(t, "settle: machines up")
 	}
 
@@ -520,8 +557,10 @@ func (w *rolloutWorld) syncSet(s *v1alpha1.MachineSet) {
 // Failed first, then Pending, then Running, oldest first within a rung,
 // then by name. Among Running machines, those not available yet go before
 // available ones, as in Kubernetes' ReplicaSet controller: the planners
-// count on it (keptAvailable). Package machineset ranks all Running
-// machines alike, by age.
+// count on it (keptAvailable). Package machineset does so on sets that
+// apply minReadySeconds, which the deployment's sets do exactly when it
+// does (withSetPolicy); without the opt-in every Running machine is
+// available, and age alone orders them.
 func (w *rolloutWorld) deletionOrder(a, b *v1alpha1.Machine) int {
 	rung := func(m *v1alpha1.Machine) int {
 		switch {
@@ -529,7 +568,7 @@ func (w *rolloutWorld) deletionOrder(a, b *v1alpha1.Machine) int {
 			return 0
 		case worldPhase(m) == v1alpha1.MachinePending:
 			return 1
-		case !machinestate.Available(m, minReady(w.d.Spec.MinReadySeconds), w.now):
+		case !machinestate.Available(m, w.minReady(), w.now):
 			return 2
 		default:
 			return 3
@@ -696,12 +735,12 @@ func (w *rolloutWorld) available() int64 {
 }
 
 // availableIn counts the machines of s that are not being deleted and have
-// been Running for minReadySeconds.
+// been Running for w.minReady.
 func (w *rolloutWorld) availableIn(s *v1alpha1.MachineSet) int64 {
 	var n int64
 	for _, m := range w.machines[s.Name] {
 		if !machinestate.BeingDeleted(m) && worldPhase(m) == v1alpha1.MachineRunning &&
-			!w.now.Before(m.Status.CurrentStatus.LastUpdateTime.Add(minReady(w.d.Spec.MinReadySeconds))) {
+			!w.now.Before(m.Status.CurrentStatus.LastUpdateTime.Add(w.minReady())) {
 			n++
 		}
 	}
@@ -733,7 +772,7 @@ func (w *rolloutWorld) String() string {
 		if s == current {
 			role = "new"
 		}
-		c := countMachines(w.machines[s.Name], w.d.Spec.MinReadySeconds, w.now)
+		c := countMachines(w.machines[s.Name], w.minReady(), w.now)
 		desired, _ := desiredReplicasOf(s)
 		out += fmt.Sprintf("  %s set %s (%s): replicas %d (desired %d), machines %d, available %d, deleting %d\n",
 			role, s.Name, s.Spec.Template.Spec.Class.Name, s.Spec.Replicas, desired, c.Machines, c.Available, c.Deleting)
@@ -742,7 +781,7 @@ func (w *rolloutWorld) String() string {
 			switch {
 			case machinestate.BeingDeleted(m):
 				state += ", being deleted"
-			case machinestate.Available(m, minReady(w.d.Spec.MinReadySeconds), w.now):
+			case machinestate.Available(m, w.minReady(), w.now):
 				state += ", available"
 			}
 			out += fmt.Sprintf("    %s created +%s, %s since +%s\n", m.Name, m.CreationTimestamp.Sub(epoch),

@@ -49,10 +49,24 @@
 //     those without, the older mark first;
 //  4. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
 //     here), Pending (and no phase yet), Running but not yet for
-//     minReadySeconds, Available, Running;
+//     minReadySeconds (only with the opt-in below), Available, Running;
 //  5. within a rung, the deletion policy: Oldest (MCM's), Newest or
 //     Random, chosen per set by the mcmkit.io/deletion-policy annotation or
 //     for all sets by Options.DeletionPolicy.
+//
+// # Availability and minReadySeconds
+//
+// status.availableReplicas counts the machines, not being deleted, in phase
+// Running (or Available, without a target cluster), as MCM does:
+// spec.minReadySeconds is stored and exported but does not delay
+// availability. Unlike MCM, and like a ReplicaSet, a set annotated
+// mcmkit.io/min-ready-seconds: apply (v1alpha1.MinReadySecondsAnnotation)
+// counts a machine available only once it has been Running for
+// minReadySeconds, and deletes machines still waiting before available
+// ones. A set of a MachineDeployment gets the annotation from the
+// deployment; a standalone set may carry it itself. Any other value than
+// apply or ignore counts as ignore, and the status tells of it in the
+// condition mcmkit.io/InvalidAnnotation (ConditionInvalidAnnotation).
 //
 // # Metrics
 //

@@ -62,25 +62,31 @@ func phaseRank(p v1alpha1.MachinePhase) int {
 }
 
 // rankWarmingUp is the phase rung of a Running (or Available) machine that
-// has not been so for the set's minReadySeconds yet: it does not count as
-// available, so it goes before the machines that do. A rollout that sizes
-// old sets by their available machines relies on this, as the Deployment
-// controller relies on the ReplicaSet deleting not-ready pods first.
+// has not been so for the set's minReadySeconds yet, on a set that applies
+// minReadySeconds (v1alpha1.MinReadySecondsAnnotation "apply"): it does not
+// count as available, so it goes before the machines that do. A rollout
+// that sizes old sets by their available machines relies on this, as the
+// Deployment controller relies on the ReplicaSet deleting not-ready pods
+// first. Without the opt-in every Running machine is available, as in MCM,
+// and none is warming up.
 const rankWarmingUp = 5
 
 // ladder is what ranking needs besides the machines.
 type ladder struct {
 	// Policy orders machines within a rung.
 	Policy DeletionPolicy
-	// Now and MinReady (the set's minReadySeconds) tell the machines that
+	// Now and MinReady (from machinestate.MinReady) tell the machines that
 	// are Running but not available yet; with MinReady 0 there are none.
 	Now      time.Time
 	MinReady time.Duration
 }
 
-// ladderOf is the ladder of a set at now with policy.
+// ladderOf is the ladder of a set at now with policy. It counts machines
+// available as the set's status does (calculateStatus), which reports an
+// unknown value of the annotation.
 func ladderOf(set *v1alpha1.MachineSet, policy DeletionPolicy, now time.Time) ladder {
-	return ladder{Policy: policy, Now: now, MinReady: time.Duration(set.Spec.MinReadySeconds) * time.Second}
+	minReady, _ := machinestate.MinReady(set.Annotations, set.Spec.MinReadySeconds)
+	return ladder{Policy: policy, Now: now, MinReady: minReady}
 }
 
 // warmingUp tells whether m is Running or Available for less than
@@ -204,8 +210,9 @@ func uidHash(m *v1alpha1.Machine) uint64 {
 //     counts as none);
 //  4. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
 //     (and no phase yet), then Running or Available for less than the
-//     set's minReadySeconds (not available yet), then Available, then
-//     Running; phases not named here (in-place updates) rank with Unknown;
+//     set's minReadySeconds (not available yet; only on a set that applies
+//     minReadySeconds, see rankWarmingUp), then Available, then Running;
+//     phases not named here (in-place updates) rank with Unknown;
 //  5. within a rung, the policy: Oldest deletes the older creationTimestamp
 //     first, Newest the newer, Random orders by a hash of the UID; an
 //     unknown policy acts as Oldest. Ties left after that go by name (then

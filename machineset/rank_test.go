@@ -816,3 +816,44 @@ func TestWarmingUpMachinesGoBeforeAvailableOnes(t *testing.T) {
 		t.Errorf("ranking without minReadySeconds (-want +got):\n%s", diff)
 	}
 }
+
+// TestLadderFollowsTheMinReadyOptIn: as in MCM, a Running machine is
+// available however young, so age decides among Running machines; only a
+// set that applies minReadySeconds deletes the machines still waiting
+// first. An unknown value is MCM's behaviour (the status tells of it).
+func TestLadderFollowsTheMinReadyOptIn(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	m := func(name string, created, since time.Duration) *v1alpha1.Machine {
+		mm := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, CreationTimestamp: metav1.NewTime(now.Add(-created))}}
+		mm.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(now.Add(-since))}
+		return mm
+	}
+	machines := []*v1alpha1.Machine{
+		m("old-available", time.Hour, time.Hour),
+		m("young", 2*time.Minute, time.Minute), // Running for 60 of the set's 500 s
+	}
+	for _, tt := range []struct {
+		name       string
+		annotation map[string]string
+		minReady   time.Duration
+		order      []string
+	}{
+		{"no annotation", nil, 0, []string{"old-available", "young"}},
+		{"ignore", map[string]string{v1alpha1.MinReadySecondsAnnotation: v1alpha1.MinReadySecondsIgnore}, 0, []string{"old-available", "young"}},
+		{"unknown value", map[string]string{v1alpha1.MinReadySecondsAnnotation: "APPLY"}, 0, []string{"old-available", "young"}},
+		{"apply", map[string]string{v1alpha1.MinReadySecondsAnnotation: v1alpha1.MinReadySecondsApply}, 500 * time.Second, []string{"young", "old-available"}},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			set := testSet(1)
+			set.Spec.MinReadySeconds = 500
+			set.Annotations = tt.annotation
+			l := ladderOf(set, DeletionPolicyOldest, now)
+			if diff := cmp.Diff(ladder{Policy: DeletionPolicyOldest, Now: now, MinReady: tt.minReady}, l); diff != "" {
+				t.Errorf("ladder (-want +got):\n%s", diff)
+			}
+			if diff := cmp.Diff(tt.order, rkNames(rankForDeletion(machines, l))); diff != "" {
+				t.Errorf("ranking (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

@@ -27,15 +27,31 @@ type statusInput struct {
 	Synced bool
 }
 
+// ConditionInvalidAnnotation is the MachineSet condition, True, that tells
+// of an mcmkit.io/ annotation on the set with a value the controller does
+// not know and therefore ignores; it is removed once the value is fixed.
+// The type is qualified: MCM has no such condition.
+const ConditionInvalidAnnotation v1alpha1.MachineSetConditionType = "mcmkit.io/InvalidAnnotation"
+
+// ReasonInvalidMinReadySeconds is the reason of ConditionInvalidAnnotation
+// for an unknown value of v1alpha1.MinReadySecondsAnnotation.
+const ReasonInvalidMinReadySeconds = "InvalidMinReadySeconds"
+
 // calculateStatus computes a set's status. It is pure; the status is
 // written only when it differs from the stored one.
+//
+// A machine not being deleted counts as available once it is Running (or
+// Available), as in MCM; only with v1alpha1.MinReadySecondsAnnotation
+// "apply" does it have to be so for spec.minReadySeconds first
+// (machinestate.MinReady). An unknown value of the annotation counts as
+// MCM's behaviour and sets ConditionInvalidAnnotation.
 func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	set := in.Set
 	st := *set.Status.DeepCopy()
 	st.Replicas, st.FullyLabeledReplicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0, 0
 	st.LabelSelector = in.Selector
 	templateLabels := labels.SelectorFromSet(set.Spec.Template.Labels)
-	minReady := time.Duration(set.Spec.MinReadySeconds) * time.Second
+	minReady, invalidMinReady := machinestate.MinReady(set.Annotations, set.Spec.MinReadySeconds)
 	var failed []v1alpha1.MachineSummary
 	for _, m := range in.Machines {
 		if machinestate.BeingDeleted(m) {
@@ -61,6 +77,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 		st.FailedMachines = &failed
 	}
 	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure.message(), in.ReplicaFailure.reason(), in.Now)
+	setCondition(&st, ConditionInvalidAnnotation, errorMessage(invalidMinReady), ReasonInvalidMinReadySeconds, in.Now)
 	if op := lastOperation(in.ReplicaFailure, in.Done); op != nil && !sameOperation(*op, st.LastOperation) {
 		op.LastUpdateTime = metaTime(in.Now)
 		st.LastOperation = *op
@@ -69,6 +86,14 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 		st.ObservedGeneration = set.Generation
 	}
 	return st
+}
+
+// errorMessage is err's message, or "" for nil.
+func errorMessage(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
 }
 
 // replicaFailure is why a sync could not bring a set to its replicas.

@@ -14,6 +14,8 @@ func TestCalculateStatus(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	set := testSet(4)
 	set.Spec.MinReadySeconds = 60
+	// Applied, minReadySeconds keep the fresh machine unavailable.
+	set.Annotations = map[string]string{v1alpha1.MinReadySecondsAnnotation: v1alpha1.MinReadySecondsApply}
 	set.Generation = 7
 	machine := func(name string, phase v1alpha1.MachinePhase, since time.Duration, labels map[string]string) *v1alpha1.Machine {
 		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: labels}}
@@ -55,6 +57,70 @@ func TestCalculateStatus(t *testing.T) {
 	}
 	if conditionOf(&again, v1alpha1.MachineSetFrozen) == nil || conditionOf(&again, v1alpha1.MachineSetReplicaFailure) == nil {
 		t.Errorf("conditions %+v, want Frozen kept and ReplicaFailure added", again.Conditions)
+	}
+}
+
+// TestCalculateStatusMinReadySeconds: as in MCM, a machine counts as
+// available as soon as it is Running, whatever minReadySeconds says; only
+// the opt-in makes it wait, and an unknown value of the annotation is told
+// in a condition and counts as MCM's behaviour.
+func TestCalculateStatusMinReadySeconds(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	earlier := metaTime(now.Add(-time.Hour))
+	machine := func(name string, phase v1alpha1.MachinePhase, since time.Duration) *v1alpha1.Machine {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "a"}}}
+		m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: phase, LastUpdateTime: metav1.NewTime(now.Add(-since))}
+		return m
+	}
+	machines := []*v1alpha1.Machine{
+		machine("old", v1alpha1.MachineRunning, time.Hour),
+		machine("just-running", v1alpha1.MachineRunning, 0),
+		machine("running-a-minute", v1alpha1.MachineRunning, time.Minute),
+		machine("available-no-target", v1alpha1.MachineAvailable, time.Second),
+		machine("pending", v1alpha1.MachinePending, time.Hour),
+	}
+	invalid := func(value string) v1alpha1.MachineSetCondition {
+		return v1alpha1.MachineSetCondition{Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue, Reason: ReasonInvalidMinReadySeconds,
+			Message: `annotation mcmkit.io/min-ready-seconds: unknown value "` + value + `" (want apply or ignore); ` +
+				"minReadySeconds is not applied: machines count as available once Running, as in MCM",
+			LastTransitionTime: metaTime(now)}
+	}
+	tests := []struct {
+		name       string
+		annotation *string // nil: none
+		stored     []v1alpha1.MachineSetCondition
+		available  int32
+		conditions []v1alpha1.MachineSetCondition
+	}{
+		{name: "no annotation: available once Running, as in MCM", available: 4},
+		{name: "ignore", annotation: new(v1alpha1.MinReadySecondsIgnore), available: 4},
+		{name: "apply: Running for 500 s first", annotation: new(v1alpha1.MinReadySecondsApply), available: 1},
+		{name: "unknown value: as in MCM, and told", annotation: new("Apply"), available: 4, conditions: []v1alpha1.MachineSetCondition{invalid("Apply")}},
+		{
+			name: "another unknown value: the condition names it and keeps its transition time", annotation: new("on"),
+			stored:    []v1alpha1.MachineSetCondition{func() v1alpha1.MachineSetCondition { c := invalid("Apply"); c.LastTransitionTime = earlier; return c }()},
+			available: 4, conditions: []v1alpha1.MachineSetCondition{func() v1alpha1.MachineSetCondition { c := invalid("on"); c.LastTransitionTime = earlier; return c }()},
+		},
+		{name: "fixed: the condition goes", annotation: new(v1alpha1.MinReadySecondsApply), stored: []v1alpha1.MachineSetCondition{invalid("Apply")}, available: 1,
+			conditions: []v1alpha1.MachineSetCondition{}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			set := testSet(5)
+			set.Spec.MinReadySeconds = 500
+			if tt.annotation != nil {
+				set.Annotations = map[string]string{v1alpha1.MinReadySecondsAnnotation: *tt.annotation}
+			}
+			set.Status.Conditions = tt.stored
+			got := calculateStatus(statusInput{Now: now, Set: set, Machines: machines, Selector: "pool=a", Synced: true})
+			want := v1alpha1.MachineSetStatus{
+				Replicas: 5, FullyLabeledReplicas: 5, ReadyReplicas: 3, AvailableReplicas: tt.available, ObservedGeneration: 1,
+				LabelSelector: "pool=a", Conditions: tt.conditions,
+			}
+			if diff := cmp.Diff(want, got); diff != "" {
+				t.Errorf("status (-want +got):\n%s", diff)
+			}
+		})
 	}
 }
 

@@ -6,14 +6,20 @@
 // a rollout's arithmetic must agree on these, or a rollout that counts on
 // a machine being available loses it to a set that does not.
 //
+// As in MCM, a machine is available once it is Running: minReadySeconds
+// delays that only when the set or deployment opts in with
+// v1alpha1.MinReadySecondsAnnotation (MinReady).
+//
 // # Usage
 //
-//	if machinestate.BeingDeleted(m) { ... }
+//	minReady, err := machinestate.MinReady(set.Annotations, set.Spec.MinReadySeconds)
 //	if machinestate.Available(m, minReady, now) { ... }
+//	if machinestate.BeingDeleted(m) { ... }
 //	if at, ok := machinestate.MarkedForDeletionAt(m); ok { ... }
 package machinestate
 
 import (
+	"fmt"
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -38,9 +44,28 @@ func ReadySince(m *v1alpha1.Machine) (time.Time, bool) {
 	return time.Time{}, false
 }
 
+// MinReady returns how long a machine of a MachineSet or MachineDeployment
+// with the given annotations and spec.minReadySeconds must have been usable
+// before it counts as available: 0 (at once, as in MCM) unless
+// v1alpha1.MinReadySecondsAnnotation is v1alpha1.MinReadySecondsApply, then
+// minReadySeconds (negative counts as 0). An unknown value of the
+// annotation also gives 0, together with an error naming the value for the
+// caller to report on the object: a typo must neither stall rollouts nor go
+// unnoticed.
+func MinReady(annotations map[string]string, minReadySeconds int32) (time.Duration, error) {
+	switch v := annotations[v1alpha1.MinReadySecondsAnnotation]; v {
+	case "", v1alpha1.MinReadySecondsIgnore:
+		return 0, nil
+	case v1alpha1.MinReadySecondsApply:
+		return time.Duration(max(minReadySeconds, 0)) * time.Second, nil
+	default:
+		return 0, fmt.Errorf("annotation %s: unknown value %q (want %s or %s); minReadySeconds is not applied: machines count as available once Running, as in MCM",
+			v1alpha1.MinReadySecondsAnnotation, v, v1alpha1.MinReadySecondsApply, v1alpha1.MinReadySecondsIgnore)
+	}
+}
+
 // Available tells whether a machine counts as available at now: usable for
-// at least minReady (a set's or deployment's minReadySeconds; zero or less
-// means at once).
+// at least minReady (from MinReady; zero or less means at once).
 func Available(m *v1alpha1.Machine, minReady time.Duration, now time.Time) bool {
 	since, ok := ReadySince(m)
 	// Without a minReady a usable machine is available, even if its time

@@ -60,3 +60,31 @@ func TestMarkedForDeletionAt(t *testing.T) {
 		}
 	}
 }
+
+// TestMinReady: minReadySeconds delays availability only with the opt-in,
+// as MCM never applies it; an unknown value is MCM's behaviour too, and
+// says so.
+func TestMinReady(t *testing.T) {
+	ann := func(v string) map[string]string { return map[string]string{v1alpha1.MinReadySecondsAnnotation: v} }
+	for _, tc := range []struct {
+		name        string
+		annotations map[string]string
+		seconds     int32
+		want        time.Duration
+		wantErr     bool
+	}{
+		{name: "no annotation: not applied, as in MCM", seconds: 500},
+		{name: "empty: not applied", annotations: ann(""), seconds: 500},
+		{name: "ignore", annotations: ann(v1alpha1.MinReadySecondsIgnore), seconds: 500},
+		{name: "apply", annotations: ann(v1alpha1.MinReadySecondsApply), seconds: 500, want: 500 * time.Second},
+		{name: "apply without minReadySeconds", annotations: ann(v1alpha1.MinReadySecondsApply)},
+		{name: "apply, negative minReadySeconds: at once", annotations: ann(v1alpha1.MinReadySecondsApply), seconds: -5},
+		{name: "unknown value: not applied, and told", annotations: ann("Apply"), seconds: 500, wantErr: true},
+		{name: "a typo", annotations: ann("aply"), seconds: 500, wantErr: true},
+	} {
+		got, err := MinReady(tc.annotations, tc.seconds)
+		if got != tc.want || (err != nil) != tc.wantErr {
+			t.Errorf("%s: MinReady = %v, %v; want %v, error %v", tc.name, got, err, tc.want, tc.wantErr)
+		}
+	}
+}

@@ -95,6 +95,34 @@ const (
 	MaxReplicasAnnotation = "deployment.kubernetes.io/max-replicas"
 )
 
+// MinReadySecondsAnnotation on a MachineDeployment or a MachineSet chooses
+// what spec.minReadySeconds does; its values are MinReadySecondsIgnore (the
+// default, also when the annotation is absent or empty) and
+// MinReadySecondsApply. MCM only stores minReadySeconds and counts a machine
+// available as soon as it is Running; the Deployment-like wait is this
+// module's opt-in, so that a MachineDeployment written for MCM (Gardener's
+// worker actuator sets minReadySeconds 500) rolls out as fast as under MCM.
+// A MachineDeployment copies the annotation to all of its MachineSets, old
+// ones too, and removes it from them when it loses it; on a set of a
+// deployment the deployment's value wins. An unknown value counts as
+// MinReadySecondsIgnore, and the object's status says so in a condition of
+// type mcmkit.io/InvalidAnnotation.
+const MinReadySecondsAnnotation = "mcmkit.io/min-ready-seconds"
+
+// Values of MinReadySecondsAnnotation.
+const (
+	// MinReadySecondsIgnore is MCM's behaviour: a machine counts as
+	// available once it is Running (or Available, without a target
+	// cluster); minReadySeconds is stored, copied from the deployment to
+	// its sets and exported as a metric, and does nothing else.
+	MinReadySecondsIgnore = "ignore"
+	// MinReadySecondsApply is a Kubernetes Deployment's behaviour: a machine
+	// counts as available once it has been Running for minReadySeconds, so
+	// a rolling update waits that long after each batch comes up, and
+	// machines still waiting are deleted before available ones.
+	MinReadySecondsApply = "apply"
+)
+
 // Taints.
 const (
 	// PreferNoScheduleTaintKey marks the Nodes of an old MachineSet during a

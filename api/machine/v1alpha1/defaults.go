@@ -75,12 +75,18 @@ const (
 //     updates is the in-place controller's to define.
 //   - spec.revisionHistoryLimit: 10, as for apps/v1 Deployments. MCM keeps all
 //     old MachineSets when it is unset, which lets them pile up forever.
-//   - spec.progressDeadlineSeconds: minReadySeconds + 600. A new machine makes
-//     no visible progress for minReadySeconds after it becomes Running, so the
-//     600 seconds apps/v1 uses are counted on top of that wait; a flat 600
-//     would turn a minReadySeconds of 600 or more (which the CRD accepts while
-//     the deadline is unset) into a deadline that always expires. MCM sets no
-//     deadline at all when it is unset.
+//   - spec.progressDeadlineSeconds: minReadySeconds + 600. With the
+//     mcmkit.io/min-ready-seconds: apply opt-in (MinReadySecondsAnnotation) a
+//     new machine makes no visible progress for minReadySeconds after it
+//     becomes Running, so the 600 seconds apps/v1 uses are counted on top of
+//     that wait; a flat 600 would turn a minReadySeconds of 600 or more (which
+//     the CRD accepts while the deadline is unset) into a deadline that always
+//     expires, and one the CRD's rule (deadline above minReadySeconds) would
+//     reject if written. Without the opt-in, MCM's behaviour, machines count
+//     as available once Running and the deadline is merely that much more
+//     lenient; it does not follow the annotation, so that the default stays a
+//     function of the spec alone. MCM sets no deadline at all when it is
+//     unset.
 //   - spec.autoPreserveFailedMachineMax: 0.
 //
 // spec.template is never touched: the controllers hash it to name

@@ -8,6 +8,13 @@
 // cluster-autoscaler's MCM provider. Fields mcm adds are optional and live
 // under annotations prefixed with mcmkit.io/.
 //
+// The fields mean what they mean to MCM. spec.minReadySeconds of
+// MachineSets and MachineDeployments, for one, is stored but does not delay
+// availability, as in MCM: a machine counts as available once it is
+// Running. The annotation mcmkit.io/min-ready-seconds: apply
+// (MinReadySecondsAnnotation) opts in to a Kubernetes Deployment's
+// behaviour instead.
+//
 // The package imports nothing from this module and nothing from client-go,
 // so any program can depend on the types alone.
 //

@@ -62,7 +62,10 @@ type MachineDeploymentSpec struct {
 	Strategy MachineDeploymentStrategy `json:"strategy,omitempty"`
 
 	// MinReadySeconds is how long a new machine must be Running before it
-	// counts as available.
+	// counts as available, when the deployment opts in with the annotation
+	// mcmkit.io/min-ready-seconds: apply. Otherwise, as in MCM, it is only
+	// stored (and copied to the sets), and a machine is available once
+	// Running.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
@@ -201,8 +204,9 @@ type MachineDeploymentStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// AvailableReplicas is the number of machines available for at least
-	// minReadySeconds.
+	// AvailableReplicas is the number of machines Running (or Available);
+	// with the mcmkit.io/min-ready-seconds opt-in, those that have been so
+	// for at least minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
 

@@ -58,7 +58,10 @@ type MachineSetSpec struct {
 	Template MachineTemplateSpec `json:"template,omitempty"`
 
 	// MinReadySeconds is how long a new machine must be Running before it
-	// counts as available.
+	// counts as available, when the set opts in with the annotation
+	// mcmkit.io/min-ready-seconds: apply (a set of a MachineDeployment gets
+	// it from the deployment). Otherwise, as in MCM, it is only stored, and
+	// a machine is available once Running.
 	// +kubebuilder:validation:Minimum=0
 	// +optional
 	MinReadySeconds int32 `json:"minReadySeconds,omitempty"`
@@ -118,7 +121,8 @@ type MachineSetStatus struct {
 	// +optional
 	ReadyReplicas int32 `json:"readyReplicas,omitempty"`
 
-	// AvailableReplicas is the number of machines Running (or Available)
+	// AvailableReplicas is the number of machines Running (or Available);
+	// with the mcmkit.io/min-ready-seconds opt-in, those that have been so
 	// for at least minReadySeconds.
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
