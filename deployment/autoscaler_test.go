@@ -130,7 +130,9 @@ func TestPlanTriggerDeletion(t *testing.T) {
 		return newDeployment(3, append([]mdOpt{withDeploymentAnnotation(v1alpha1.TriggerDeletionByMCMAnnotation, value),
 			withDeploymentAnnotation(v1alpha1.LastReplicaChangeByScalerAnnotation, trgStamp(30))}, opts...)...)
 	}
-	unstamped := func(d *v1alpha1.MachineDeployment) { delete(d.Annotations, v1alpha1.LastReplicaChangeByScalerAnnotation) }
+	unstamped := func(d *v1alpha1.MachineDeployment) {
+		delete(d.Annotations, v1alpha1.LastReplicaChangeByScalerAnnotation)
+	}
 	nowStamp := now.Format(time.RFC3339)
 	alive := func(name string, opts ...mOpt) *v1alpha1.Machine { return newMachine(name, opts...) }
 	tests := []struct {
