@@ -52,17 +52,29 @@ type cluster struct {
 // controller manager is doing work. On error everything started is stopped
 // and the returned cluster (non-nil when the temp dir exists) still carries
 // the logs for diagnosis.
+//
+// The ports are free when they are picked but taken only when the
+// components bind them, and control planes of other test packages start at
+// the same time: a component that lost its port to one of them exits, and
+// the cluster is started again on new ports, a few times at most.
 func startCluster(ctx context.Context, name, binDir string, cp ControlPlane) (*cluster, error) {
-	dir, err := os.MkdirTemp("", "mcm-testenv-"+name+"-")
-	if err != nil {
-		return nil, fmt.Errorf("creating temp dir: %w", err)
-	}
-	c := &cluster{name: name, dir: dir, logDir: filepath.Join(dir, "logs")}
-	if err := c.start(ctx, binDir, cp); err != nil {
+	const attempts = 3
+	for attempt := 1; ; attempt++ {
+		dir, err := os.MkdirTemp("", "mcm-testenv-"+name+"-")
+		if err != nil {
+			return nil, fmt.Errorf("creating temp dir: %w", err)
+		}
+		c := &cluster{name: name, dir: dir, logDir: filepath.Join(dir, "logs")}
+		err = c.start(ctx, binDir, cp)
+		if err == nil {
+			return c, nil
+		}
 		c.procs.stopAll(5 * time.Second)
-		return c, err
+		if attempt == attempts || !c.procs.lostPort() {
+			return c, err
+		}
+		_ = os.RemoveAll(dir)
 	}
-	return c, nil
 }
 
 func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) error {
@@ -218,7 +230,7 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 	if err != nil {
 		return fmt.Errorf("creating client: %w", err)
 	}
-	if err := waitForServiceAccount(ctx, client, metav1.NamespaceDefault); err != nil {
+	if err := waitForServiceAccount(ctx, client, metav1.NamespaceDefault, kcm); err != nil {
 		return fmt.Errorf("kube-controller-manager never created the default service account: %w", err)
 	}
 	return nil
@@ -292,8 +304,17 @@ func waitHealthy(ctx context.Context, p *process, url string, cfg *rest.Config) 
 
 // waitForServiceAccount waits until the service-account controller created
 // the default account in ns; pods cannot be created there before.
-func waitForServiceAccount(ctx context.Context, client kubernetes.Interface, ns string) error {
+// waitForServiceAccount waits for the default service account of ns. When
+// kcm, which creates it, is given, it fails at once if kcm has ended: at
+// start-up its healthz may have been answered by another process that
+// holds its port.
+func waitForServiceAccount(ctx context.Context, client kubernetes.Interface, ns string, kcm *process) error {
 	return wait.PollUntilContextCancel(ctx, 100*time.Millisecond, true, func(ctx context.Context) (bool, error) {
+		if kcm != nil {
+			if ended, err := kcm.exited(); ended {
+				return false, fmt.Errorf("%s %w", kcm.name, err)
+			}
+		}
 		_, err := client.CoreV1().ServiceAccounts(ns).Get(ctx, "default", metav1.GetOptions{})
 		if apierrors.IsNotFound(err) {
 			return false, nil

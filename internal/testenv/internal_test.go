@@ -96,6 +96,46 @@ func TestFreePortsDistinct(t *testing.T) {
 	}
 }
 
+// TestLostPort: a component that ended saying its address is in use lost
+// its port to another process, and the cluster is started again; one that
+// ended for another reason, or still runs, did not.
+func TestLostPort(t *testing.T) {
+	dir := t.TempDir()
+	component := func(name, log string, ended bool) *process {
+		p := &process{name: name, logPath: filepath.Join(dir, name+".log"), done: make(chan struct{})}
+		if err := os.WriteFile(p.logPath, []byte(log), 0o600); err != nil {
+			t.Fatal(err)
+		}
+		if ended {
+			close(p.done)
+		}
+		return p
+	}
+	bind := `E1126 run.go:72] "command failed" err="failed to create listener: listen tcp 127.0.0.1:43467: bind: address already in use"`
+	tests := []struct {
+		name  string
+		procs []*process
+		want  bool
+	}{
+		{"none", nil, false},
+		{"running", []*process{component("etcd", "serving", false)}, false},
+		{"ended for another reason", []*process{component("kube-apiserver", "flag provided but not defined", true)}, false},
+		{"still running, with the message in its log", []*process{component("kube-scheduler", bind, false)}, false},
+		{"lost its port", []*process{component("etcd", "serving", false), component("kube-controller-manager", bind, true)}, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var g processGroup
+			for _, p := range tt.procs {
+				g.add(p)
+			}
+			if got := g.lostPort(); got != tt.want {
+				t.Errorf("lostPort() = %t, want %t", got, tt.want)
+			}
+		})
+	}
+}
+
 func TestBinDirNamesMissingBinary(t *testing.T) {
 	t.Setenv(EnvDir, t.TempDir())
 	_, missing := binDir()

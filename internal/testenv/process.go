@@ -131,6 +131,20 @@ func (g *processGroup) all() []*process {
 	return append([]*process(nil), g.procs...)
 }
 
+// lostPort reports whether a process of the group has ended because its
+// port was taken, as its log says.
+func (g *processGroup) lostPort() bool {
+	for _, p := range g.all() {
+		if ended, _ := p.exited(); !ended {
+			continue
+		}
+		if out, err := os.ReadFile(p.logPath); err == nil && bytes.Contains(out, []byte("address already in use")) {
+			return true
+		}
+	}
+	return false
+}
+
 func (g *processGroup) stopAll(grace time.Duration) {
 	procs := g.all()
 	for i := len(procs) - 1; i >= 0; i-- {

@@ -327,7 +327,7 @@ func (e *Env) Namespace(t testing.TB) string {
 			t.Errorf("testenv: deleting namespace %s: %v", name, err)
 		}
 	})
-	if err := waitForServiceAccount(ctx, e.client, name); err != nil {
+	if err := waitForServiceAccount(ctx, e.client, name, nil); err != nil {
 		t.Fatalf("testenv: namespace %s never got its default service account: %v", name, err)
 	}
 	return name
