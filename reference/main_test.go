@@ -38,8 +38,19 @@ import (
 	"github.com/mcmkit/mcm/reference/manager"
 )
 
+// The simulated kubelet runs inside the manager, so nodes miss their lease
+// renewals whenever a test stops one manager and starts another
+// (TestSwitchFromMCM's switch, the leader failover): the gap between the
+// last renewal of one and the first of the next, which spreads a restarted
+// kubelet's renewals over its renew period (10s), often exceeded the default
+// 20s grace, and kube-controller-manager tainted nodes that real kubelets,
+// which do not stop with the manager, would have kept Ready. No test here
+// waits for a node to go Unknown.
+const nodeMonitorGracePeriod = time.Minute
+
 func TestMain(m *testing.M) {
-	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install}})
+	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install},
+		ControlPlane: testenv.ControlPlane{NodeMonitorGracePeriod: nodeMonitorGracePeriod}})
 }
 
 // binary builds the reference binary into a temp dir of t.
