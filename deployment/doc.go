@@ -33,7 +33,15 @@
 //     and marked-for-deletion-time, the list is pruned of machines that are
 //     gone, being deleted or Failed, and the deployment is scaled only once
 //     the marks are in the cache, so that its sets remove exactly those
-//     machines.
+//     machines. Names written without a time get the time of the sync that
+//     sees them, which is also written as the deployment's
+//     last-deployment-replica-change-by-scaler-time, in the same patch; the
+//     new set carries it, and deletes a machine marked at or before it even
+//     when its replica decrease was absorbed, as MCM does. Unlike MCM, which
+//     stamps that time only on a deployment that has none and gives later
+//     plain names that old time, the time is renewed for every plain name
+//     (see autoscaler.go): a set still carrying the old time could delete the
+//     newly marked machines before the decrease reaches it.
 //   - During a RollingUpdate the nodes of old sets get the PreferNoSchedule
 //     taint, and all nodes of the deployment the cluster-autoscaler's
 //     scale-down-disabled annotation (unless
