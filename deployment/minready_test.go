@@ -3,7 +3,6 @@ package deployment
 import (
 	"context"
 	"fmt"
-	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -14,7 +13,6 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // minReadySeconds500 is what Gardener's worker actuator, and MCM's
@@ -79,19 +77,9 @@ func rollOutWorld(t *rapid.T, d *v1alpha1.MachineDeployment, class string, boot 
 		if round == 1000 {
 			t.Fatalf("not converged after %d rounds:\n%s", round, w)
 		}
-		w.deploy(t)
-		w.check(t, "deploy")
-		for _, s := range slices.Clone(w.sets) {
-			w.syncSet(s)
-		}
-		w.check(t, "sync sets")
-		for _, m := range w.machinesWhere(machinestate.BeingDeleted) {
-			w.remove(m)
-		}
+		w.round(t, "")
 		w.now = w.now.Add(boot)
-		for _, m := range w.machinesWhere(func(m *v1alpha1.Machine) bool { return worldPhase(m) == v1alpha1.MachinePending }) {
-			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metaTime(w.now)}
-		}
+		w.bootPending()
 		w.check(t, "machines up")
 	}
 	for _, s := range w.sets {

@@ -404,6 +404,28 @@ func (w *rolloutWorld) deploy(t *rapid.T) {
 	w.replicasChanged = false
 }
 
+// round is one round of the world: the deployment takes a step, the sets
+// sync, and the machines they deleted go; the checks after each part are
+// labelled with prefix.
+func (w *rolloutWorld) round(t *rapid.T, prefix string) {
+	w.deploy(t)
+	w.check(t, prefix+"deploy")
+	for _, s := range slices.Clone(w.sets) {
+		w.syncSet(s)
+	}
+	w.check(t, prefix+"sync sets")
+	for _, m := range w.machinesWhere(machinestate.BeingDeleted) {
+		w.remove(m)
+	}
+}
+
+// bootPending brings every Pending machine up: Running since now.
+func (w *rolloutWorld) bootPending() {
+	for _, m := range w.machinesWhere(func(m *v1alpha1.Machine) bool { return worldPhase(m) == v1alpha1.MachinePending }) {
+		m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
+	}
+}
+
 // settle stops failures and changes and lets every machine come up, round
 // after round, until the world has converged.
 func (w *rolloutWorld) settle(t *rapid.T) {
@@ -421,21 +443,11 @@ func (w *rolloutWorld) settle(t *rapid.T) {
 		if round == rounds {
 			t.Fatalf("not converged after %d rounds:\n%s", rounds, w)
 		}
-		w.deploy(t)
-		w.check(t, "settle: deploy")
-		for _, s := range slices.Clone(w.sets) {
-			w.syncSet(s)
-		}
-		w.check(t, "settle: sync sets")
-		for _, m := range w.machinesWhere(machinestate.BeingDeleted) {
-			w.remove(m)
-		}
+		w.round(t, "settle: ")
 		for _, s := range slices.Clone(w.sets) {
 			w.syncSet(s) // replaces Failed machines deleted by the first sync
 		}
-		for _, m := range w.machinesWhere(func(m *v1alpha1.Machine) bool { return worldPhase(m) == v1alpha1.MachinePending }) {
-			m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, LastUpdateTime: metav1.NewTime(w.now)}
-		}
+		w.bootPending()
 		w.now = w.now.Add(w.minReady())
 		w.check(t, "settle: machines up")
 	}
