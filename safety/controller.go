@@ -496,9 +496,10 @@ func freezeMetaFields(m freezeMeta) patch.Fields {
 // frozenMeta is the metadata of an object after ch: the label set or
 // removed, and the unfreeze annotation removed when it is to go.
 func frozenMeta(ch freezeChange, have freezeMeta) freezeMeta {
-	want := freezeMeta{Labels: maps.Clone(have.Labels), Annotations: maps.Clone(have.Annotations)}
+	want := freezeMeta{Labels: make(map[string]string, len(have.Labels)+1), Annotations: maps.Clone(have.Annotations)}
+	maps.Copy(want.Labels, have.Labels)
 	if ch.Freeze {
-		want.Labels = withEntry(want.Labels, v1alpha1.FreezeLabelKey, v1alpha1.FreezeLabelValue)
+		want.Labels[v1alpha1.FreezeLabelKey] = v1alpha1.FreezeLabelValue
 	} else {
 		delete(want.Labels, v1alpha1.FreezeLabelKey)
 	}
@@ -506,15 +507,6 @@ func frozenMeta(ch freezeChange, have freezeMeta) freezeMeta {
 		delete(want.Annotations, v1alpha1.UnfreezeAnnotation)
 	}
 	return want
-}
-
-// withEntry is m (nil included) with key set to value.
-func withEntry(m map[string]string, key, value string) map[string]string {
-	if m == nil {
-		m = make(map[string]string, 1)
-	}
-	m[key] = value
-	return m
 }
 
 func (c *Controller) freezeSet(ctx context.Context, namespace string, ch freezeChange) error {
