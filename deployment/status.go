@@ -86,15 +86,13 @@ func calculateStatus(in statusInput) (v1alpha1.MachineDeploymentStatus, error) {
 	return st, nil
 }
 
-// ConditionInvalidAnnotation is the MachineDeployment condition, True, that
-// tells of an mcmkit.io/ annotation on the deployment with a value the
-// controller does not know and therefore ignores; it is removed once the
-// value is fixed. The type is qualified: MCM has no such condition.
-const ConditionInvalidAnnotation v1alpha1.MachineDeploymentConditionType = "mcmkit.io/InvalidAnnotation"
-
-// ReasonInvalidMinReadySeconds is the reason of ConditionInvalidAnnotation
-// for an unknown value of v1alpha1.MinReadySecondsAnnotation.
-const ReasonInvalidMinReadySeconds = "InvalidMinReadySeconds"
+// ConditionInvalidAnnotation is v1alpha1.InvalidAnnotationCondition as a
+// MachineDeployment condition; ReasonInvalidMinReadySeconds its reason for
+// v1alpha1.MinReadySecondsAnnotation.
+const (
+	ConditionInvalidAnnotation   v1alpha1.MachineDeploymentConditionType = v1alpha1.InvalidAnnotationCondition
+	ReasonInvalidMinReadySeconds                                         = v1alpha1.InvalidMinReadySecondsReason
+)
 
 // withInvalidAnnotation returns conditions with ConditionInvalidAnnotation
 // when the deployment's v1alpha1.MinReadySecondsAnnotation has an unknown

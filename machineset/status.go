@@ -27,15 +27,13 @@ type statusInput struct {
 	Synced bool
 }
 
-// ConditionInvalidAnnotation is the MachineSet condition, True, that tells
-// of an mcmkit.io/ annotation on the set with a value the controller does
-// not know and therefore ignores; it is removed once the value is fixed.
-// The type is qualified: MCM has no such condition.
-const ConditionInvalidAnnotation v1alpha1.MachineSetConditionType = "mcmkit.io/InvalidAnnotation"
-
-// ReasonInvalidMinReadySeconds is the reason of ConditionInvalidAnnotation
-// for an unknown value of v1alpha1.MinReadySecondsAnnotation.
-const ReasonInvalidMinReadySeconds = "InvalidMinReadySeconds"
+// ConditionInvalidAnnotation is v1alpha1.InvalidAnnotationCondition as a
+// MachineSet condition; ReasonInvalidMinReadySeconds its reason for
+// v1alpha1.MinReadySecondsAnnotation.
+const (
+	ConditionInvalidAnnotation   v1alpha1.MachineSetConditionType = v1alpha1.InvalidAnnotationCondition
+	ReasonInvalidMinReadySeconds                                  = v1alpha1.InvalidMinReadySecondsReason
+)
 
 // calculateStatus computes a set's status. It is pure; the status is
 // written only when it differs from the stored one.

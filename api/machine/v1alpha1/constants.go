@@ -123,6 +123,17 @@ const (
 	MinReadySecondsApply = "apply"
 )
 
+// InvalidAnnotationCondition is the type of the MachineSet and
+// MachineDeployment condition, True, that tells of an mcmkit.io/
+// annotation whose value the controllers do not know and therefore
+// ignore; it is removed once the value is fixed. The type is qualified:
+// MCM has no such condition. InvalidMinReadySecondsReason is its reason for
+// MinReadySecondsAnnotation.
+const (
+	InvalidAnnotationCondition   = "mcmkit.io/InvalidAnnotation"
+	InvalidMinReadySecondsReason = "InvalidMinReadySeconds"
+)
+
 // Taints.
 const (
 	// PreferNoScheduleTaintKey marks the Nodes of an old MachineSet during a
