@@ -51,24 +51,16 @@ type triggerEntry struct {
 // gives them the time it first sees them, and so does this. An entry whose
 // time cannot be read still names a machine the autoscaler chose, and
 // dropping it would let the MachineSet remove some other machine when the
-// replicas go down. Giving it now is the safe side: the mark's priority "1"
-// still makes it the first victim of the replica decrease, and a mark later
-// than the scaler's last replica change never makes the MachineSet delete it
-// on top of that decrease. The time written back is then a readable one, so
-// the entry gets now only once.
+// replicas go down. Giving it now treats it as a plain name: the mark's
+// priority "1" makes it the first victim of the replica decrease, and the
+// scaler's time becomes now with it (planTriggerDeletion). The time written
+// back is then a readable one, so the entry gets now only once.
 //
 // Entries without a name ("~time") are ignored like empty ones. Times are
 // kept in UTC at second precision, the precision of the RFC 3339 text they
 // are written back as, so that what is parsed equals what is formatted.
-// Entries come back sorted by name.
-func parseTriggerDeletion(value string, now time.Time) []triggerEntry {
-	entries, _ := readTriggerDeletion(value, now)
-	return entries
-}
-
-// readTriggerDeletion is parseTriggerDeletion, and tells whether an entry
-// got now because it had no readable time.
-func readTriggerDeletion(value string, now time.Time) (entries []triggerEntry, untimed bool) {
+// Entries come back sorted by name; untimed tells whether one got now.
+func parseTriggerDeletion(value string, now time.Time) (entries []triggerEntry, untimed bool) {
 	now = triggerTime(now)
 	earliest := map[string]time.Time{}
 	for raw := range strings.SplitSeq(value, ",") {
@@ -176,7 +168,7 @@ func planTriggerDeletion(d *v1alpha1.MachineDeployment, machines map[string]*v1a
 	stored, has := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]
 	var kept []triggerEntry
 	var plan triggerPlan
-	entries, untimed := readTriggerDeletion(stored, now)
+	entries, untimed := parseTriggerDeletion(stored, now)
 	if stamp := triggerTime(now).Format(time.RFC3339); untimed ||
 		(stored != "" && d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == "") {
 		if d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] != stamp {

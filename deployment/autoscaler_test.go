@@ -81,7 +81,8 @@ func TestParseTriggerDeletion(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			if diff := cmp.Diff(tt.want, parseTriggerDeletion(tt.value, tt.now)); diff != "" {
+			got, _ := parseTriggerDeletion(tt.value, tt.now)
+			if diff := cmp.Diff(tt.want, got); diff != "" {
 				t.Errorf("parseTriggerDeletion(%q) (-want +got):\n%s", tt.value, diff)
 			}
 		})
@@ -366,11 +367,15 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 		plan := planTriggerDeletion(d, machines, now)
 
 		named := map[string]time.Time{}
-		for _, e := range parseTriggerDeletion(d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation], now) {
+		entries := func(value string) []triggerEntry {
+			e, _ := parseTriggerDeletion(value, now)
+			return e
+		}
+		for _, e := range entries(d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]) {
 			named[e.Machine] = e.At
 		}
 		kept := map[string]time.Time{}
-		for _, e := range parseTriggerDeletion(plan.Annotation, now) {
+		for _, e := range entries(plan.Annotation) {
 			kept[e.Machine] = e.At
 			m := machines[e.Machine]
 			if m == nil || machinestate.BeingDeleted(m) || m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed {
@@ -392,15 +397,17 @@ func TestPlanTriggerDeletionProperties(t *testing.T) {
 				t.Fatalf("mark %s at %v is not in the annotation %q", mk.Machine, mk.At, plan.Annotation)
 			}
 		}
-		if got := formatTriggerDeletion(parseTriggerDeletion(plan.Annotation, now)); got != plan.Annotation {
+		if got := formatTriggerDeletion(entries(plan.Annotation)); got != plan.Annotation {
 			t.Fatalf("format(parse(%q)) = %q", plan.Annotation, got)
 		}
 
 		stored := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]
-		_, untimed := readTriggerDeletion(stored, now)
-		unstamped := stored != "" && d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == ""
-		if wantStamp := untimed || unstamped; wantStamp != (plan.ScalerTime != "" || d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation] == triggerTime(now).Format(time.RFC3339)) {
-			t.Fatalf("scaler time %q for %q (stored time %q): want it stamped %t", plan.ScalerTime, stored, d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation], wantStamp)
+		_, untimed := parseTriggerDeletion(stored, now)
+		storedStamp, nowStamp := d.Annotations[v1alpha1.LastReplicaChangeByScalerAnnotation], triggerTime(now).Format(time.RFC3339)
+		wantStamp := untimed || (stored != "" && storedStamp == "")
+		stampedNow := plan.ScalerTime == nowStamp || (plan.ScalerTime == "" && storedStamp == nowStamp)
+		if (wantStamp && !stampedNow) || (!wantStamp && plan.ScalerTime != "") {
+			t.Fatalf("scaler time %q for %q (stored time %q): want the time of the sync %t", plan.ScalerTime, stored, storedStamp, wantStamp)
 		}
 		if plan.ScalerTime != "" {
 			for _, mk := range plan.Mark {
@@ -433,7 +440,10 @@ func TestTriggerDeletionRoundTrip(t *testing.T) {
 			}
 		}
 		formatted := formatTriggerDeletion(entries)
-		parsed := parseTriggerDeletion(formatted, epoch)
+		parsed, untimed := parseTriggerDeletion(formatted, epoch)
+		if untimed {
+			t.Fatalf("parse(format(%v)) says an entry had no readable time", entries)
+		}
 		if len(parsed) != len(earliest) {
 			t.Fatalf("parse(format(%v)) = %v: %d entries, want %d", entries, parsed, len(parsed), len(earliest))
 		}
