@@ -564,3 +564,58 @@ func TestInPlaceUpdateIsScaledNotRolled(t *testing.T) {
 		}
 	}
 }
+
+// TestDeploymentPatchesWriteOnlyOwnedAnnotations: of a deployment's
+// annotations, the controller's patches carry only the ones it owns (the
+// revision, the autoscaler's trigger and the scaler's time) through a
+// rollout and a plain-name scale-down, never another writer's key, not even
+// as null; the foreign annotation is still there at the end.
+func TestDeploymentPatchesWriteOnlyOwnedAnnotations(t *testing.T) {
+	const foreign = "autoscaler.gardener.cloud/scale-down-utilization-threshold"
+	d := testDeployment(3)
+	d.Annotations = map[string]string{foreign: "0.6"}
+	w := startFakeWorld(t, Options{}, d)
+	w.eventually(w.settled(3))
+	w.update(func(d *v1alpha1.MachineDeployment) { d.Spec.Template.Spec.Class.Name = "big" })
+	w.eventually(w.settled(3))
+	victim := w.machines()[0].Name
+	w.update(func(d *v1alpha1.MachineDeployment) {
+		d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation] = victim
+		d.Spec.Replicas = 2
+	})
+	w.eventually(w.settled(2))
+
+	owned := []string{v1alpha1.RevisionAnnotation, v1alpha1.TriggerDeletionByMCMAnnotation, v1alpha1.LastReplicaChangeByScalerAnnotation}
+	written := map[string]bool{}
+	for _, a := range w.client.Actions() {
+		p, ok := a.(k8stesting.PatchAction)
+		if !ok || a.GetResource().Resource != "machinedeployments" || a.GetSubresource() != "" {
+			continue
+		}
+		var body struct {
+			Metadata struct {
+				Annotations map[string]*string `json:"annotations"`
+			} `json:"metadata"`
+		}
+		if err := json.Unmarshal(p.GetPatch(), &body); err != nil {
+			t.Fatal(err)
+		}
+		for k := range body.Metadata.Annotations {
+			written[k] = true
+			if !slices.Contains(owned, k) {
+				t.Errorf("a patch of the deployment writes annotation %s, which is not the controller's: %s", k, p.GetPatch())
+			}
+		}
+	}
+	for _, k := range owned {
+		if !written[k] {
+			t.Errorf("no patch wrote %s; the test did not exercise its writer", k)
+		}
+	}
+	if got := w.deployment().Annotations[foreign]; got != "0.6" {
+		t.Errorf("%s = %q at the end, want 0.6", foreign, got)
+	}
+	if slices.ContainsFunc(w.machines(), func(m v1alpha1.Machine) bool { return m.Name == victim }) {
+		t.Errorf("machine %s, named by the autoscaler, is still there", victim)
+	}
+}
