@@ -48,7 +48,7 @@ func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineD
 			}
 		}
 		if err != nil {
-			errs = append(errs, fmt.Errorf("pruning %s of machine deployment %s: %w", v1alpha1.TriggerDeletionByMCMAnnotation, d.Name, err))
+			errs = append(errs, fmt.Errorf("writing %s and %s of machine deployment %s: %w", v1alpha1.TriggerDeletionByMCMAnnotation, v1alpha1.LastReplicaChangeByScalerAnnotation, d.Name, err))
 		}
 	}
 	return d, len(plan.Mark) > 0, errors.Join(errs...)
