@@ -464,3 +464,13 @@ func jsonRoundTrip(st State) (State, error) {
 	err = json.Unmarshal(data, &out)
 	return out, err
 }
+
+// begun gives a state written by hand the start a drain that recorded its
+// progress would have had: an hour before now. Decide distrusts progress
+// without a start.
+func begun(st State, now time.Time) State {
+	if st.Start.IsZero() && !recordsNothing(st) {
+		st.Start = now.Add(-time.Hour)
+	}
+	return st
+}

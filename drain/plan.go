@@ -60,6 +60,14 @@ type Snapshot struct {
 // without the eviction API only once budgets have refused its eviction
 // State.MaxEvictRetries times, in its own group and when its next attempt
 // is due.
+//
+// State is not trusted: callers keep it where others may write it. One
+// that records what no drain could have recorded by Now (a moment
+// outside the drain, more refusals than the backoff allows, a give-up
+// before its timeout) is dropped, the drain starts over, and the plan
+// says so with an EventStateReset; the caller's Deadline and
+// MaxEvictRetries are kept, and are the caller's to derive from facts
+// of its own.
 func Decide(s Snapshot, opts Options) Plan {
 	pl := newPlanner(s, opts.withDefaults()) // times, deadline, node health
 	pl.classifyPods()                        // policy, group, volumes, budgets of each pod
@@ -109,6 +117,9 @@ type planner struct {
 // deadline, and whether the node is on the unreachable fast path.
 func newPlanner(s Snapshot, opts Options) *planner {
 	pl := &planner{s: s, opts: opts, now: s.Now, node: s.Node}
+	var distrusted string
+	pl.s.State, distrusted = distrust(s.State, s.Now, opts)
+	s = pl.s
 	if pl.node == nil {
 		pl.node = &corev1.Node{}
 	}
@@ -127,6 +138,10 @@ func newPlanner(s Snapshot, opts Options) *planner {
 		Now:           pl.now,
 		NotReadySince: notReadySince(pl.node),
 		Decisions:     []Decision{},
+	}
+	if distrusted != "" {
+		pl.p.Events = append(pl.p.Events, Event{Type: EventStateReset, Node: pl.node.Name, Time: pl.now,
+			Message: "drain restarted: " + distrusted})
 	}
 	pl.force = forcingOf(pl.st.Deadline, pl.p.NotReadySince, opts.Unreachable)
 	pl.p.Deadline = pl.force.deadline

@@ -373,7 +373,7 @@ func TestDecideActions(t *testing.T) {
 			if node == nil {
 				node = newNode(testNode)
 			}
-			snap := Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: tt.state}
+			snap := Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: begun(tt.state, now)}
 			got := Decide(snap, tt.opts)
 			if diff := cmp.Diff(tt.want, rows(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decisions (-want +got):\n%s\nmessage: %s", diff, got.Message)
@@ -393,7 +393,7 @@ func volumeSnap(now time.Time, pods []*corev1.Pod, vas []*storagev1.VolumeAttach
 			}
 		}
 	}
-	return Snapshot{Node: newNode(testNode), Pods: pods, VolumeAttachments: vas, Claims: claims, Now: now, State: state}
+	return Snapshot{Node: newNode(testNode), Pods: pods, VolumeAttachments: vas, Claims: claims, Now: now, State: begun(state, now)}
 }
 
 func TestDecideVolumeSlots(t *testing.T) {
@@ -437,7 +437,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 		for _, m := range mods {
 			m(&tr)
 		}
-		return State{Start: now.Add(-time.Minute), Tracked: []Tracked{tr}}
+		return State{Start: now.Add(-time.Hour), Tracked: []Tracked{tr}}
 	}
 	type want struct {
 		Actions   map[string]Action
@@ -660,7 +660,7 @@ func TestDecideSummary(t *testing.T) {
 			name:        "force deletion time decides the next check",
 			opts:        Options{Timeout: time.Minute},
 			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
-			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 9, Until: now.Add(time.Hour)}}},
+			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
 			pods:        []*corev1.Pod{newPod("a", grace(30))},
 			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
 			wantNext:    now.Add(30 * time.Second),
@@ -678,7 +678,7 @@ func TestDecideSummary(t *testing.T) {
 			name:        "the ForceAfter moment decides the next check",
 			node:        newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
 			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
-			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 9, Until: now.Add(time.Hour)}}},
+			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
 			pods:        []*corev1.Pod{newPod("a", grace(1))},
 			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
 			wantNext:    now.Add(3*time.Minute - time.Second),
@@ -707,7 +707,7 @@ func TestDecideSummary(t *testing.T) {
 			if node == nil {
 				node = newNode(testNode)
 			}
-			got := Decide(Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, VolumeAttachments: tt.vas, Now: now, State: tt.state}, tt.opts)
+			got := Decide(Snapshot{Node: node, Pods: tt.pods, PDBs: tt.pdbs, VolumeAttachments: tt.vas, Now: now, State: begun(tt.state, now)}, tt.opts)
 			if got.Message != tt.wantMessage {
 				t.Errorf("Message:\n got %q\nwant %q", got.Message, tt.wantMessage)
 			}
@@ -743,7 +743,7 @@ func TestDecidePrunesBackoffs(t *testing.T) {
 		{Key: "pod/uid-gone", Attempts: 1, Until: epoch},
 	}}
 	got := Decide(Snapshot{
-		Node: newNode(testNode), Now: epoch, State: state,
+		Node: newNode(testNode), Now: epoch, State: begun(state, epoch),
 		Pods: []*corev1.Pod{newPod("a")}, PDBs: []*policyv1.PodDisruptionBudget{newPDB("web", "other", 1, 1, 1, 1)},
 	}, Options{})
 	var keys []string
@@ -963,7 +963,7 @@ func TestDecideForcedDetach(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(Snapshot{Node: tt.node, Pods: tt.pods, VolumeAttachments: tt.vas, Now: now, State: tt.state}, tt.opts)
+			got := Decide(Snapshot{Node: tt.node, Pods: tt.pods, VolumeAttachments: tt.vas, Now: now, State: begun(tt.state, now)}, tt.opts)
 			var del []string
 			for _, a := range got.DeleteAttachments {
 				del = append(del, a.Name)
@@ -1022,7 +1022,7 @@ func TestDecideForceReason(t *testing.T) {
 			if node == nil {
 				node = newNode(testNode)
 			}
-			got := Decide(Snapshot{Node: node, Pods: tt.pods, Now: now, State: tt.state}, Options{})
+			got := Decide(Snapshot{Node: node, Pods: tt.pods, Now: now, State: begun(tt.state, now)}, Options{})
 			if got.ForceReason != tt.want {
 				t.Errorf("ForceReason = %q, want %q", got.ForceReason, tt.want)
 			}
@@ -1061,7 +1061,7 @@ func TestBlockingBudgets(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(Snapshot{Node: newNode(testNode), Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: tt.state}, Options{})
+			got := Decide(Snapshot{Node: newNode(testNode), Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: begun(tt.state, now)}, Options{})
 			if diff := cmp.Diff(tt.want, got.State.BlockingBudgets(), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("BlockingBudgets (-want +got):\n%s\nmessage: %s", diff, got.Message)
 			}

@@ -118,12 +118,15 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 			Pod:     PodRef{Namespace: "default", Name: fmt.Sprintf("gone%d", i), UID: types.UID(fmt.Sprintf("uid-gone%d", i))},
 			Group:   Group{Order: rapid.IntRange(-1, 3).Draw(t, "trackedOrder")},
 			Volumes: []string{fmt.Sprintf("pv-%d", rapid.IntRange(0, 8).Draw(t, "trackedPV"))},
-			GoneAt:  now.Add(-time.Duration(rapid.IntRange(0, 200).Draw(t, "goneAgo")) * time.Second),
+			GoneAt:  st.Start.Add(time.Duration(rapid.IntRange(0, int(now.Sub(st.Start)/time.Second)).Draw(t, "goneAfterStart")) * time.Second),
 		})
 	}
 	st.MaxEvictRetries = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "maxEvictRetries")
 	for _, p := range pods {
-		if n := rapid.IntRange(0, 4).Draw(t, "refusals"); n > 0 {
+		// As many as the backoff lets a drain of that age record: Decide
+		// distrusts more (TestDistrust).
+		most := maxAttempts(now.Sub(st.Start), DefaultBackoffInitial, DefaultBackoffMax)
+		if n := rapid.IntRange(0, min(4, most)).Draw(t, "refusals"); n > 0 {
 			st.Refusals = append(st.Refusals, PodRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: n})
 		}
 	}

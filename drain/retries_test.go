@@ -193,7 +193,7 @@ func TestDecideEvictRetries(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			got := Decide(Snapshot{Node: newNode(testNode), Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: tt.state}, tt.opts)
+			got := Decide(Snapshot{Node: newNode(testNode), Pods: tt.pods, PDBs: tt.pdbs, Now: now, State: begun(tt.state, now)}, tt.opts)
 			if diff := cmp.Diff(tt.want, rows(got), cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("decisions (-want +got):\n%s\nmessage: %s", diff, got.Message)
 			}
@@ -235,10 +235,10 @@ func TestDecideKeepsRefusals(t *testing.T) {
 		{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a-old"}, Count: 7}, // an earlier pod of that name
 		{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1},
 	}}
-	got := Decide(Snapshot{Node: newNode(testNode), Now: epoch, State: state,
+	got := Decide(Snapshot{Node: newNode(testNode), Now: epoch, State: begun(state, epoch),
 		Pods: []*corev1.Pod{newPod("a"), newPod("b"), newPod("c")}}, Options{MaxEvictRetries: 3})
 	want := State{
-		Start:           epoch,
+		Start:           epoch.Add(-time.Hour), // begun
 		MaxEvictRetries: 3,
 		Refusals: []PodRefusals{
 			{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1},

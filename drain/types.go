@@ -448,6 +448,9 @@ type EventType string
 const (
 	// EventEvictionStarted: the eviction was accepted; the pod terminates.
 	EventEvictionStarted EventType = "EvictionStarted"
+	// EventStateReset: the State passed in recorded what no drain could
+	// have recorded by now (see Decide); the drain starts over from it.
+	EventStateReset EventType = "StateReset"
 	// EventEvictionBlocked: the eviction was refused with 429 (a budget),
 	// or the namespace is terminating; it is retried later.
 	EventEvictionBlocked EventType = "EvictionBlocked"

@@ -282,12 +282,24 @@ func planDeletionWrite(cur *v1alpha1.Machine, now time.Time, d deletionDecision,
 }
 
 // storedDrainState is the drain state of the machine's last pass; the zero
-// State when there is none. A lost or unreadable state is safe: the drain
-// starts over.
-func storedDrainState(m *v1alpha1.Machine) drain.State {
-	var state drain.State
-	if raw := m.Annotations[DrainStateAnnotation]; raw != "" {
-		_ = json.Unmarshal([]byte(raw), &state)
+// State when there is none. The annotation is anyone's to write who may
+// patch the machine, so it is checked against the machine's own facts: a
+// state that cannot be read, or whose drain would have begun before the
+// machine's deletion or after now, is dropped, and distrusted says why.
+// Dropping is safe: the drain starts over (the drain engine checks the
+// rest of the state the same way).
+func storedDrainState(m *v1alpha1.Machine, now time.Time) (_ drain.State, distrusted string) {
+	raw := m.Annotations[DrainStateAnnotation]
+	if raw == "" {
+		return drain.State{}, ""
 	}
-	return state
+	var state drain.State
+	if err := json.Unmarshal([]byte(raw), &state); err != nil {
+		return drain.State{}, fmt.Sprintf("%s cannot be read: %v", DrainStateAnnotation, err)
+	}
+	if start := state.Start; !start.IsZero() && m.DeletionTimestamp != nil &&
+		(start.Before(m.DeletionTimestamp.Time) || start.After(now)) {
+		return drain.State{}, fmt.Sprintf("%s says the drain began at %s, outside the machine's deletion", DrainStateAnnotation, start.UTC().Format(time.RFC3339))
+	}
+	return state, ""
 }

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"encoding/json"
 	"maps"
 	"slices"
 
@@ -62,7 +63,11 @@ func (c *Controller) register(inf Informers) error {
 			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
 				return nil, nil
 			}
-			return storedDrainState(m).BlockingBudgets(), nil
+			// Only to requeue the machine on its budgets' events: a
+			// forged list costs a sync, nothing else.
+			var st drain.State
+			_ = json.Unmarshal([]byte(m.Annotations[DrainStateAnnotation]), &st)
+			return st.BlockingBudgets(), nil
 		}},
 	} {
 		if err := machineindex.Ensure(machines, index.name, index.fn); err != nil {

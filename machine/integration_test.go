@@ -791,37 +791,7 @@ func TestIntegrationMaxEvictRetries(t *testing.T) {
 	m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MaxEvictRetries: &retries}
 	createMachine(t, w.mc, m)
 	testenv.Eventually(t, time.Minute, phaseIs(w.mc, w.ns, m.Name, v1alpha1.MachineRunning))
-	labels := map[string]string{"app": "guarded-" + w.prefix}
-	pod := &corev1.Pod{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: w.ns, Labels: labels},
-		Spec: corev1.PodSpec{NodeName: m.Name, TerminationGracePeriodSeconds: new(int64(1)),
-			Containers: []corev1.Container{{Name: "c", Image: "example.com/c"}}},
-	}
-	// A second pod of the budget that never runs (its node does not
-	// exist): the budget allows no disruption, and not because it is
-	// misconfigured (which the drain does not retry against at all).
-	stuck := pod.DeepCopy()
-	stuck.Name, stuck.Spec.NodeName = "stuck", "nowhere-"+w.prefix
-	for _, p := range []*corev1.Pod{pod, stuck} {
-		if _, err := w.core.CoreV1().Pods(w.ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
-			t.Fatal(err)
-		}
-	}
-	pdb := &policyv1.PodDisruptionBudget{
-		ObjectMeta: metav1.ObjectMeta{Name: "guarded", Namespace: w.ns},
-		Spec:       policyv1.PodDisruptionBudgetSpec{MinAvailable: new(intstr.FromInt32(1)), Selector: &metav1.LabelSelector{MatchLabels: labels}},
-	}
-	if _, err := w.core.PolicyV1().PodDisruptionBudgets(w.ns).Create(ctx, pdb, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
-		p, err := w.core.PolicyV1().PodDisruptionBudgets(w.ns).Get(ctx, pdb.Name, metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return p.Status.ObservedGeneration == p.Generation && p.Status.CurrentHealthy == 1 && p.Status.ExpectedPods == 2,
-			fmt.Sprintf("budget status %+v", p.Status)
-	})
+	guardPod(t, w, m.Name)
 	if err := w.mc.MachineV1alpha1().Machines(w.ns).Delete(ctx, m.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

@@ -95,8 +95,11 @@ const (
 	// PodDisruptionBudgets refused maxEvictRetries times.
 	ReasonEvictRetriesExhausted = "EvictRetriesExhausted"
 	ReasonDrained               = "Drained"
-	ReasonDeleteFailed          = "DeleteFailed"
-	ReasonDeleted               = "Deleted"
+	// ReasonDrainStateReset: the stored drain state could not be trusted;
+	// the drain starts over.
+	ReasonDrainStateReset = "DrainStateReset"
+	ReasonDeleteFailed    = "DeleteFailed"
+	ReasonDeleted         = "Deleted"
 )
 
 // Drainer runs one non-blocking drain pass over a node; *drain.Drainer

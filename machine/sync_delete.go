@@ -268,12 +268,13 @@ func (c *Controller) waitStep(m *v1alpha1.Machine, d deletionDecision) stepOutco
 
 // drainStep runs one non-blocking drain pass.
 func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d deletionDecision, node string) (stepOutcome, error) {
-	state := storedDrainState(m)
-	if state.Deadline.IsZero() || d.DrainDeadline.Before(state.Deadline) {
-		state.Deadline = d.DrainDeadline
-	}
+	state, distrusted := storedDrainState(m, c.opts.Clock.Now())
+	// The deadline and the bound on refusals come from the machine's own
+	// facts (deletion timestamp, drain timeout, force label), never from
+	// the stored state, which anyone who may patch the machine can write.
 	// MCM also caps the retries at drainTimeout / 20s; the deadline does
 	// that here.
+	state.Deadline = d.DrainDeadline
 	state.MaxEvictRetries = d.MaxEvictRetries
 	res, err := c.drainer.Pass(ctx, node, state)
 	if errors.Is(err, drain.ErrNodeNotFound) {
@@ -293,6 +294,10 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 		}
 		wait := res.NextCheck.Sub(c.opts.Clock.Now())
 		out := stepOutcome{Description: desc, DrainState: &res.State, RequeueAfter: max(wait, 100*time.Millisecond)}
+		if why := stateReset(distrusted, res.Events); why != "" {
+			out.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonDrainStateReset,
+				Message: "Drain restarted: the stored drain state cannot be trusted (" + why + ")"}
+		}
 		if pods := evictRetriesExhausted(res.Events); len(pods) > 0 {
 			out.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonEvictRetriesExhausted,
 				Message: fmt.Sprintf("Deleted without eviction after %d refusals by PodDisruptionBudgets (maxEvictRetries): %s", d.MaxEvictRetries, strings.Join(pods, ", "))}
@@ -308,6 +313,20 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 	}
 	return stepOutcome{Done: true, Description: desc,
 		Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDrained, Message: "Drained node " + node}}, nil
+}
+
+// stateReset says why the drain started over from the stored state: the
+// machine's own check of it, else the drain engine's; "" when it did not.
+func stateReset(distrusted string, events []drain.Event) string {
+	if distrusted != "" {
+		return distrusted
+	}
+	for _, e := range events {
+		if e.Type == drain.EventStateReset {
+			return e.Message
+		}
+	}
+	return ""
 }
 
 // evictRetriesExhausted names the pods the drain deleted because budgets
