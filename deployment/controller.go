@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
@@ -287,14 +288,16 @@ func (c *Controller) deploymentOfMachine(m *v1alpha1.Machine) string {
 }
 
 // enqueueSelecting queues the deployments whose selector matches an orphan
-// set. An empty selector selects nothing here: it would claim every set.
+// set. A selector without a positive requirement (empty, or only NotIn and
+// DoesNotExist) selects nothing here: the deployment is invalid, and would
+// claim nearly every set.
 func (c *Controller) enqueueSelecting(s *v1alpha1.MachineSet) {
 	ds, err := c.deployments.MachineDeployments(s.Namespace).List(everything)
 	if err != nil {
 		return
 	}
 	for _, d := range ds {
-		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labels.Set(s.Labels)) {
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && validation.PositiveSelector(d.Spec.Selector) && sel.Matches(labels.Set(s.Labels)) {
 			c.queue.Add(workqueue.KeyOf(d))
 		}
 	}

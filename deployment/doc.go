@@ -11,9 +11,11 @@
 // writes the status only when it changed:
 //
 //   - Sets are claimed by the deployment's selector with a controllerRef,
-//     orphans adopted after an uncached read confirms the deployment; an
-//     empty selector selects nothing. A sync waits until the cache shows
-//     the controller's own writes to the sets, so no set is scaled twice.
+//     orphans adopted after an uncached read confirms the deployment; a
+//     selector without a positive requirement (empty, or only NotIn and
+//     DoesNotExist) makes the deployment invalid and selects nothing. A
+//     sync waits until the cache shows the controller's own writes to the
+//     sets, so no set is scaled twice.
 //   - The new set, <deployment>-<hash>, is created when the template
 //     changes in a way that needs new machines (see Template hash); a name
 //     taken by another template raises status.collisionCount. The new set

@@ -137,8 +137,9 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 }
 
 // invalid describes why a deployment that got past admission cannot work;
-// "" if it can. An empty selector is among them: it would claim every set
-// of the namespace.
+// "" if it can. A selector without a positive requirement (empty, or only
+// NotIn and DoesNotExist) is among them (validation.ValidateMachineDeployment):
+// it would claim nearly every set of the namespace.
 func invalid(d *v1alpha1.MachineDeployment) string {
 	if errs := validation.ValidateMachineDeployment(d); len(errs) > 0 {
 		return errs.ToAggregate().Error()

@@ -10,6 +10,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
@@ -216,14 +217,16 @@ func (c *Controller) enqueueSetsOfClass(obj any) {
 	}
 }
 
-// enqueueSelecting queues the sets whose selector matches an orphan.
+// enqueueSelecting queues the sets whose selector matches an orphan. A
+// selector without a positive requirement selects nothing here: such a set
+// is invalid (validation.PositiveSelector) and adopts nothing.
 func (c *Controller) enqueueSelecting(m *v1alpha1.Machine) {
 	sets, err := c.sets.MachineSets(m.Namespace).List(everything)
 	if err != nil {
 		return
 	}
 	for _, s := range sets {
-		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && !sel.Empty() && sel.Matches(labelsOf(m)) {
+		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && validation.PositiveSelector(s.Spec.Selector) && sel.Matches(labelsOf(m)) {
 			c.queue.Add(workqueue.KeyOf(s))
 		}
 	}

@@ -32,11 +32,13 @@
 //   - A set being deleted deletes its machines in ladder order and keeps
 //     its finalizer until none is left.
 //   - A set that got past admission but cannot work (a selector that does
-//     not match its template, or, with Informers.Classes, a template naming
-//     a MachineClass that does not exist) gets the ReplicaFailure condition
-//     and one event, and is retried with backoff; nothing is created until
-//     it can work. A set waiting for its class still scales down, and
-//     resumes creating when the class appears.
+//     not match its template, or that has no positive requirement, only
+//     NotIn and DoesNotExist, stored before the CRDs refused it; or, with
+//     Informers.Classes, a template naming a MachineClass that does not
+//     exist) gets the ReplicaFailure condition and one event, and is
+//     retried with backoff; nothing is created until it can work, and an
+//     invalid selector adopts and deletes nothing. A set waiting for its
+//     class still scales down, and resumes creating when the class appears.
 //
 // # The deletion ladder
 //

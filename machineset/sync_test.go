@@ -391,6 +391,33 @@ func TestInvalidSetCreatesNothing(t *testing.T) {
 	}
 }
 
+// TestNegativeSelectorAdoptsNothing: a set stored with a selector of only
+// DoesNotExist (past admission) is invalid: a standalone machine it
+// matches is neither adopted nor deleted, and nothing is created.
+func TestNegativeSelectorAdoptsNothing(t *testing.T) {
+	set := testSet(0)
+	set.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+		{Key: "tier", Operator: metav1.LabelSelectorOpDoesNotExist},
+	}}
+	standalone := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "db", Namespace: "ns", UID: "db1",
+		Labels: map[string]string{"app": "db"}}}
+	h := newHarness(t, Options{}, set, standalone)
+	got := h.failUntilReported(t)
+	if c := conditionOf(&got.Status, v1alpha1.MachineSetReplicaFailure); c == nil || !strings.Contains(c.Message, "positive requirement") {
+		t.Errorf("ReplicaFailure condition %+v, want one about the selector's positive requirement", c)
+	}
+	m, err := h.client.MachineV1alpha1().Machines("ns").Get(context.Background(), "db", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(m.OwnerReferences) > 0 || m.DeletionTimestamp != nil {
+		t.Errorf("standalone machine touched: owners %v, deletion %v", m.OwnerReferences, m.DeletionTimestamp)
+	}
+	if n := h.creates.Load(); n != 0 {
+		t.Errorf("invalid set created %d machines", n)
+	}
+}
+
 // TestAdoptAndRelease: a matching orphan is adopted (and counts toward the
 // replicas, so nothing is created for it); a controlled machine that no
 // longer matches is released.

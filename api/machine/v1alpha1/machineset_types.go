@@ -36,6 +36,7 @@ type MachineSet struct {
 //
 // +kubebuilder:validation:XValidation:rule="has(self.selector)",message="selector is required: it tells which machines belong to the set"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || (has(self.selector.matchExpressions) && size(self.selector.matchExpressions) > 0)",message="selector must not be empty: an empty selector would adopt every machine in the namespace"
+// +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || !has(self.selector.matchExpressions) || size(self.selector.matchExpressions) == 0 || self.selector.matchExpressions.exists(e, e.operator == 'In' || e.operator == 'Exists')",message="selector must have a positive requirement (a matchLabels entry, or a matchExpressions entry with operator In or Exists): a selector of only NotIn and DoesNotExist would adopt nearly every machine in the namespace"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",message="selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator == 'In' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'NotIn' ? !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'Exists' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) : !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels))",message="selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
 type MachineSetSpec struct {
@@ -44,7 +45,9 @@ type MachineSetSpec struct {
 	// +optional
 	Replicas int32 `json:"replicas,omitempty"`
 
-	// Selector selects the machines of the set; it must match the template's labels.
+	// Selector selects the machines of the set; it must match the template's
+	// labels and have a positive requirement (a matchLabels entry, or an In
+	// or Exists expression).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 

@@ -30,6 +30,7 @@ const (
 	msgClassKind              = "class.kind must be MachineClass (or left empty)"
 	msgSelectorRequired       = "selector is required: it tells which machines belong to the set"
 	msgSelectorEmpty          = "selector must not be empty: an empty selector would adopt every machine in the namespace"
+	msgSelectorNotPositive    = "selector must have a positive requirement (a matchLabels entry, or a matchExpressions entry with operator In or Exists): a selector of only NotIn and DoesNotExist would adopt nearly every machine in the namespace"
 	msgSelectorMatchLabels    = "selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
 	msgSelectorMatchExprs     = "selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
 	msgProgressDeadline       = "progressDeadlineSeconds must be greater than minReadySeconds"
@@ -370,6 +371,9 @@ func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]
 	}
 
 	var errs field.ErrorList
+	if !PositiveSelector(selector) {
+		errs = append(errs, field.Invalid(path, metav1.FormatLabelSelector(selector), msgSelectorNotPositive))
+	}
 	matchLabels := path.Child("matchLabels")
 	for _, key := range slices.Sorted(maps.Keys(selector.MatchLabels)) {
 		want := selector.MatchLabels[key]
@@ -392,6 +396,27 @@ func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]
 		}
 	}
 	return errs
+}
+
+// PositiveSelector reports whether selector has a requirement that a
+// machine meets only by carrying a label: a matchLabels entry, or an In or
+// Exists expression. NotIn and DoesNotExist alone are met by every machine
+// without the label, standalone machines and other sets' orphans included,
+// so a MachineSet or MachineDeployment with such a selector would adopt
+// them. A nil selector has none.
+func PositiveSelector(selector *metav1.LabelSelector) bool {
+	if selector == nil {
+		return false
+	}
+	if len(selector.MatchLabels) > 0 {
+		return true
+	}
+	for _, e := range selector.MatchExpressions {
+		if e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists {
+			return true
+		}
+	}
+	return false
 }
 
 func validateStrategy(strategy *v1alpha1.MachineDeploymentStrategy, path *field.Path) field.ErrorList {

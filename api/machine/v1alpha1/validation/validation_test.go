@@ -383,6 +383,29 @@ var selectorCases = []struct {
 		},
 	},
 	{
+		// Met by every machine without the label pool, standalone ones too.
+		name: "only DoesNotExist",
+		selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "pool", Operator: metav1.LabelSelectorOpDoesNotExist},
+		}},
+		want: []fieldError{invalid("spec.selector")},
+	},
+	{
+		name: "only NotIn, one of them excluding the template",
+		selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"api"}},
+			{Key: "name", Operator: metav1.LabelSelectorOpNotIn, Values: []string{"web"}},
+		}},
+		want: []fieldError{invalid("spec.selector"), invalid("spec.selector.matchExpressions[1]")},
+	},
+	{
+		name: "Exists beside DoesNotExist",
+		selector: &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+			{Key: "name", Operator: metav1.LabelSelectorOpExists},
+			{Key: "pool", Operator: metav1.LabelSelectorOpDoesNotExist},
+		}},
+	},
+	{
 		// Syntax errors alone: a selector that does not parse is not
 		// compared with the template.
 		name: "syntactically invalid selector",
