@@ -367,7 +367,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 			}{inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
 				AddFunc: func(obj any) { c.unmanaged.Add(workqueue.KeyOf(obj)) },
 				UpdateFunc: func(old, obj any) {
-					if o, n := old.(*corev1.Node), obj.(*corev1.Node); o.Annotations[v1alpha1.NotManagedByMCMAnnotation] != n.Annotations[v1alpha1.NotManagedByMCMAnnotation] {
+					if o, n := old.(*corev1.Node), obj.(*corev1.Node); markFactsChanged(o, n) {
 						c.unmanaged.Add(n.Name)
 					}
 				}}})
