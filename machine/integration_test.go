@@ -241,14 +241,29 @@ func TestIntegrationVirtualCapacity(t *testing.T) {
 
 func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
 	// No ReplacementGate: the default safety.Budget allows one replacement
-	// per deployment at a time.
+	// at a time among the machines a MachineSet controls (it has no set
+	// cache to follow the set to its deployment). Membership is the
+	// controller reference, not a label: no MachineSet controller runs
+	// here, the set only owns the machines.
 	w := integration(t, worldOptions{ctrl: machine.Options{
 		Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: 3 * time.Second}},
 	}})
 	createClass(t, w.mc, w.core, w.ns, true)
+	pool := map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "pool"}
+	set, err := w.mc.MachineV1alpha1().MachineSets(w.ns).Create(context.Background(), &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{Name: "pool", Namespace: w.ns},
+		Spec: v1alpha1.MachineSetSpec{Selector: &metav1.LabelSelector{MatchLabels: pool},
+			Template: v1alpha1.MachineTemplateSpec{ObjectMeta: metav1.ObjectMeta{Labels: pool},
+				Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "sim"}}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	const n = 3
 	for i := range n {
-		createMachine(t, w.mc, newMachine(w.ns, w.name(i), "sim", map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "pool"}))
+		m := newMachine(w.ns, w.name(i), "sim", pool)
+		m.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(set, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))}
+		createMachine(t, w.mc, m)
 	}
 	for i := range n {
 		testenv.Eventually(t, time.Minute, phaseIs(w.mc, w.ns, w.name(i), v1alpha1.MachineRunning))

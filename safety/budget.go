@@ -8,12 +8,15 @@ import (
 	"sync"
 	"time"
 
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/clock"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
+	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machineindex"
 )
 
@@ -23,11 +26,8 @@ import (
 // (the caller crashed before telling the budget) frees its slot after that.
 const DefaultHoldTTL = time.Minute
 
-// indexByDeployment indexes machines by "namespace/deployment".
-const indexByDeployment = "mcmkit.io/machine-by-deployment"
-
-// BudgetOptions configures a Budget. The zero value is MCM's behaviour: one
-// replacement at a time per deployment.
+// BudgetOptions configures a Budget. The zero value allows one replacement
+// at a time per MachineSet; with MachineSets, one per deployment, as MCM.
 type BudgetOptions struct {
 	// Max is how many machines of one deployment may be in replacement at
 	// once (Failed, being deleted, or not up yet: phase empty, Pending or
@@ -35,11 +35,18 @@ type BudgetOptions struct {
 	// Failed: a number, or a percentage of the deployment's machines
 	// (rounded down, at least 1). Nil means 1.
 	Max *intstr.IntOrString
-	// MaxUnhealthy, when set, lets no machine of a deployment be replaced
-	// while more of its machines are unhealthy (Unknown or Failed) than
-	// this number or percentage (rounded down): see Options.MaxUnhealthy
-	// of the controller. Nil means no such limit.
+	// MaxUnhealthy, when set, lets no machine of a deployment be marked
+	// Failed by its health timeout while more of its machines are
+	// unhealthy (Unknown or Failed) than this number or percentage
+	// (rounded down): see Options.MaxUnhealthy of the controller. Nil
+	// means no such limit.
 	MaxUnhealthy *intstr.IntOrString
+	// MachineSets is the cache through which a machine's set leads to its
+	// deployment (the machine's controller reference names the set, the
+	// set's names the deployment). Nil counts each set's machines on
+	// their own: a deployment in a rollout, with two sets, then has a
+	// budget per set. NewBudget reads it; the caller starts it.
+	MachineSets machineinformers.MachineSetInformer
 	// HoldTTL: see DefaultHoldTTL. Zero means DefaultHoldTTL.
 	HoldTTL time.Duration
 	// Clock is the time source. Nil means the real clock.
@@ -49,15 +56,23 @@ type BudgetOptions struct {
 // Budget is the replacement budget. Create it with NewBudget.
 type Budget struct {
 	machines     cache.Indexer
+	sets         machinelisters.MachineSetLister // nil without BudgetOptions.MachineSets
 	max          intstr.IntOrString
 	maxUnhealthy *intstr.IntOrString
 	ttl          time.Duration
 	clock        clock.PassiveClock
 
 	mu sync.Mutex
-	// held: machines this budget allowed to be replaced, by deployment key,
-	// with when, until the cache shows them Failed or gone.
-	held map[string]map[string]time.Time
+	// held: machines this budget allowed to be replaced, by machine key,
+	// until the cache shows them Failed or gone.
+	held map[string]hold
+}
+
+// hold is a slot a yes of MayReplace took: for a machine of group, since
+// at.
+type hold struct {
+	group string
+	at    time.Time
 }
 
 // NewBudget returns a budget over the machines of the informer; it adds an
@@ -67,7 +82,7 @@ func NewBudget(machines machineinformers.MachineInformer, opts BudgetOptions) (*
 	if machines == nil {
 		return nil, errors.New("safety: a machine informer is required")
 	}
-	b := &Budget{max: intstr.FromInt32(1), ttl: opts.HoldTTL, clock: opts.Clock, held: map[string]map[string]time.Time{}}
+	b := &Budget{max: intstr.FromInt32(1), ttl: opts.HoldTTL, clock: opts.Clock, held: map[string]hold{}}
 	if opts.Max != nil {
 		b.max = *opts.Max
 		if _, err := resolveMax(b.max, 1); err != nil {
@@ -88,41 +103,67 @@ func NewBudget(machines machineinformers.MachineInformer, opts BudgetOptions) (*
 		b.clock = clock.RealClock{}
 	}
 	inf := machines.Informer()
-	if err := machineindex.Ensure(inf, indexByDeployment, deploymentIndex); err != nil {
+	if err := machineindex.Ensure(inf, indexByControllingSet, controllingSetIndex); err != nil {
 		return nil, fmt.Errorf("safety: adding machine index: %w", err)
 	}
 	b.machines = inf.GetIndexer()
+	if opts.MachineSets != nil {
+		b.sets = opts.MachineSets.Lister()
+	}
 	return b, nil
 }
 
-func deploymentIndex(obj any) ([]string, error) {
-	m, ok := obj.(*v1alpha1.Machine)
-	if !ok || deploymentOf(m) == "" {
-		return nil, nil
+// setOf looks a set up in the cache; nil without one.
+func (b *Budget) setOf(namespace, name string) *v1alpha1.MachineSet {
+	if b.sets == nil {
+		return nil
 	}
-	return []string{deploymentKey(m)}, nil
+	s, err := b.sets.MachineSets(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return s
 }
 
-func deploymentOf(m *v1alpha1.Machine) string {
-	return m.Labels[v1alpha1.MachineDeploymentNameLabelKey]
-}
-
-func deploymentKey(m *v1alpha1.Machine) string {
-	return cache.NewObjectName(m.Namespace, deploymentOf(m)).String()
+// members are the cached machines of group g.
+func (b *Budget) members(g replacementGroup) []*v1alpha1.Machine {
+	uids := []types.UID{g.UID}
+	if g.Kind == machineDeploymentGVK.Kind {
+		// Only a known set leads to a deployment group: b.sets is set.
+		sets, _ := b.sets.MachineSets(g.Namespace).List(labels.Everything()) // a cache read never fails
+		uids = uids[:0]
+		for _, s := range sets {
+			if dg, ok := deploymentGroupOf(s); ok && dg.UID == g.UID {
+				uids = append(uids, s.UID)
+			}
+		}
+	}
+	var out []*v1alpha1.Machine
+	for _, uid := range uids {
+		objs, _ := b.machines.ByIndex(indexByControllingSet, setIndexKey(g.Namespace, uid)) // the index exists: NewBudget added it
+		for _, o := range objs {
+			if m, ok := o.(*v1alpha1.Machine); ok {
+				out = append(out, m)
+			}
+		}
+	}
+	return out
 }
 
 func machineKey(m *v1alpha1.Machine) string { return cache.NewObjectName(m.Namespace, m.Name).String() }
 
 // MayReplace reports whether the unhealthy machine m may be marked Failed
-// now. A yes holds a slot of m's deployment for m until Replaced is
-// called (or DefaultHoldTTL passes); a no says why. Machines without a
-// deployment are never held back.
+// now. A yes holds a slot of m's group for m until Replaced is called (or
+// DefaultHoldTTL passes); a no says why. Machines of no deployment are
+// never held back; which machines are a deployment's is decided by
+// ownership (see groupOf), never by their labels.
 func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, string) {
-	if deploymentOf(m) == "" {
+	g, ok := groupOf(m, b.setOf)
+	if !ok {
 		return true, ""
 	}
-	dkey := deploymentKey(m)
-	objs, _ := b.machines.ByIndex(indexByDeployment, dkey) // the index exists: NewBudget added it
+	members := b.members(g)
+	gkey := g.key()
 	now := b.clock.Now()
 	self := machineKey(m)
 
@@ -130,24 +171,25 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 	defer b.mu.Unlock()
 	inFlight := map[string]bool{}
 	present := map[string]bool{}
-	var siblings []*v1alpha1.Machine // for MaxUnhealthy only
-	for _, o := range objs {
-		s, ok := o.(*v1alpha1.Machine)
-		if !ok {
-			continue
-		}
-		if b.maxUnhealthy != nil {
-			siblings = append(siblings, s)
-		}
+	for _, s := range members {
 		key := machineKey(s)
 		present[key] = true
 		if s.DeletionTimestamp != nil || replacing(s.Status.CurrentStatus.Phase) {
 			inFlight[key] = true
 		}
 	}
-	for key, at := range b.held[dkey] {
-		if !present[key] || inFlight[key] || now.Sub(at) > b.ttl {
-			delete(b.held[dkey], key) // the cache shows it (or it is gone, or it never happened)
+	// A hold counts in the group it was taken in: a set adopted by a
+	// deployment in between (rare) frees its holds after the TTL at most.
+	for key, h := range b.held {
+		if now.Sub(h.at) > b.ttl {
+			delete(b.held, key) // never happened, or shown long since: of any group, so none stays forever
+			continue
+		}
+		if h.group != gkey {
+			continue
+		}
+		if !present[key] || inFlight[key] {
+			delete(b.held, key) // the cache shows it, or it is gone
 			continue
 		}
 		if key != self {
@@ -155,19 +197,15 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 		}
 	}
 	if b.maxUnhealthy != nil {
-		if r := assessRemediation(siblings, *b.maxUnhealthy); r.Blocked() {
-			return false, r.message(deploymentOf(m))
+		if r := assessRemediation(members, *b.maxUnhealthy); r.Blocked() {
+			return false, r.message(g.String())
 		}
 	}
-	limit, _ := resolveMax(b.max, len(objs)) // validated by NewBudget
+	limit, _ := resolveMax(b.max, len(members)) // validated by NewBudget
 	if len(inFlight) >= limit {
-		return false, fmt.Sprintf("%d of at most %d machines of deployment %q are being replaced",
-			len(inFlight), limit, deploymentOf(m))
+		return false, fmt.Sprintf("%d of at most %d machines of %s are being replaced", len(inFlight), limit, g)
 	}
-	if b.held[dkey] == nil {
-		b.held[dkey] = map[string]time.Time{}
-	}
-	b.held[dkey][self] = now
+	b.held[self] = hold{group: gkey, at: now}
 	return true, ""
 }
 
@@ -175,21 +213,17 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 // Failed. If it was, its slot stays held until the cache shows it; if the
 // write failed, the slot is free at once.
 func (b *Budget) Replaced(_ context.Context, m *v1alpha1.Machine, marked bool) {
-	if deploymentOf(m) == "" {
-		return
-	}
-	dkey := deploymentKey(m)
+	key := machineKey(m)
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if marked {
-		if b.held[dkey] != nil {
-			b.held[dkey][machineKey(m)] = b.clock.Now()
-		}
-		return
-	}
-	delete(b.held[dkey], machineKey(m))
-	if len(b.held[dkey]) == 0 {
-		delete(b.held, dkey)
+	h, ok := b.held[key]
+	switch {
+	case !ok:
+	case marked:
+		h.at = b.clock.Now()
+		b.held[key] = h
+	default:
+		delete(b.held, key)
 	}
 }
 

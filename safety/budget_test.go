@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/go-cmp/cmp"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -33,10 +35,14 @@ const (
 	creating
 )
 
+// machineIn is machine i of deployment, in state st: controlled by the
+// deployment's set (setOf), labelled with the deployment's name as MCM
+// labels them.
 func machineIn(deployment string, i int, st machineState) *v1alpha1.Machine {
 	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{
 		Namespace: "ns", Name: fmt.Sprintf("%s-%d", deployment, i),
-		Labels: map[string]string{v1alpha1.MachineDeploymentNameLabelKey: deployment},
+		Labels:          map[string]string{v1alpha1.MachineDeploymentNameLabelKey: deployment},
+		OwnerReferences: []metav1.OwnerReference{controlledBy(setOf(deployment), machineSetGVK)},
 	}}
 	switch st {
 	case unknown:
@@ -58,25 +64,70 @@ func machineIn(deployment string, i int, st machineState) *v1alpha1.Machine {
 	return m
 }
 
-// fleet puts machines of deployment "pool" in the given states into a
-// fresh informer cache.
-func fleet(t *testing.T, states ...machineState) (machineinformers.MachineInformer, []*v1alpha1.Machine) {
+// setOf is the MachineSet of deployment, controlled by it.
+func setOf(deployment string) *v1alpha1.MachineSet {
+	d := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "ns", Name: deployment, UID: types.UID(deployment + "-uid")}}
+	return &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{
+		Namespace: "ns", Name: deployment + "-set", UID: types.UID(deployment + "-set-uid"),
+		OwnerReferences: []metav1.OwnerReference{controlledBy(d, machineDeploymentGVK)},
+	}}
+}
+
+func controlledBy(owner metav1.Object, gvk schema.GroupVersionKind) metav1.OwnerReference {
+	return *metav1.NewControllerRef(owner, gvk)
+}
+
+// caches are the informers a budget reads.
+type caches struct {
+	machines machineinformers.MachineInformer
+	sets     machineinformers.MachineSetInformer
+}
+
+// fataler is *testing.T or *rapid.T.
+type fataler interface {
+	Helper()
+	Fatal(args ...any)
+}
+
+func (c caches) add(t fataler, objs ...any) {
 	t.Helper()
-	inf := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1().Machines()
+	for _, o := range objs {
+		var err error
+		switch o := o.(type) {
+		case *v1alpha1.Machine:
+			err = c.machines.Informer().GetIndexer().Add(o)
+		case *v1alpha1.MachineSet:
+			err = c.sets.Informer().GetIndexer().Add(o)
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func newCaches() caches {
+	f := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1()
+	return caches{machines: f.Machines(), sets: f.MachineSets()}
+}
+
+// fleet puts machines of deployment "pool" in the given states, and their
+// set, into fresh informer caches.
+func fleet(t *testing.T, states ...machineState) (caches, []*v1alpha1.Machine) {
+	t.Helper()
+	c := newCaches()
+	c.add(t, setOf("pool"))
 	var ms []*v1alpha1.Machine
 	for i, st := range states {
 		m := machineIn("pool", i, st)
 		ms = append(ms, m)
-		if err := inf.Informer().GetIndexer().Add(m); err != nil {
-			t.Fatal(err)
-		}
+		c.add(t, m)
 	}
-	return inf, ms
+	return c, ms
 }
 
-func budget(t *testing.T, inf machineinformers.MachineInformer, max *intstr.IntOrString, clk *clocktesting.FakePassiveClock) *Budget {
+func budget(t *testing.T, c caches, max *intstr.IntOrString, clk *clocktesting.FakePassiveClock) *Budget {
 	t.Helper()
-	b, err := NewBudget(inf, BudgetOptions{Max: max, Clock: clk})
+	b, err := NewBudget(c.machines, BudgetOptions{Max: max, MachineSets: c.sets, Clock: clk})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +205,7 @@ func TestReplacedAndHolds(t *testing.T) {
 		// The cache now shows machine 0 Failed: held and cached count once.
 		marked := ms[0].DeepCopy()
 		marked.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
-		if err := inf.Informer().GetIndexer().Update(marked); err != nil {
+		if err := inf.machines.Informer().GetIndexer().Update(marked); err != nil {
 			t.Fatal(err)
 		}
 		if ok, reason := b.MayReplace(ctx, ms[1]); !ok {
@@ -225,7 +276,7 @@ func TestNewBudgetRejectsBadOptions(t *testing.T) {
 		{Max: ptr(intstr.FromInt32(-1))},
 		{HoldTTL: -time.Second},
 	} {
-		if _, err := NewBudget(inf, o); err == nil {
+		if _, err := NewBudget(inf.machines, o); err == nil {
 			t.Errorf("NewBudget(%+v) accepted", o)
 		}
 	}

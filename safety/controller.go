@@ -145,9 +145,12 @@ type Options struct {
 	// MaxUnhealthy turns on the remediation short-circuit (beyond MCM, as
 	// Cluster API's MachineHealthCheck): while more of a deployment's
 	// machines are unhealthy (Unknown or Failed) than this number or
-	// percentage (rounded down), ReplacementGate lets none of them be
-	// replaced, and the deployment's ConditionRemediationAllowed is False
-	// with an event. Nil turns it off, as in MCM.
+	// percentage (rounded down), ReplacementGate lets no health timeout
+	// mark one of them Failed, and the deployment's
+	// ConditionRemediationAllowed is False with an event. Join timeouts
+	// are not gated, as in MCM: a machine whose node does not join within
+	// the creation timeout is marked Failed and replaced all the same.
+	// Nil turns it off, as in MCM.
 	MaxUnhealthy *intstr.IntOrString
 	// MaxReplacements bounds the replacements in flight per deployment
 	// (see BudgetOptions.Max). Nil means 1, as in MCM.
@@ -284,7 +287,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	}
 	c := &Controller{client: client, target: target, opts: o,
 		sets: inf.MachineSets.Lister(), deployments: inf.Deployments.Lister(), machines: inf.Machines.Lister()}
-	if c.budget, err = NewBudget(inf.Machines, BudgetOptions{Max: o.MaxReplacements, MaxUnhealthy: o.MaxUnhealthy, Clock: o.Clock}); err != nil {
+	if c.budget, err = NewBudget(inf.Machines, BudgetOptions{Max: o.MaxReplacements, MaxUnhealthy: o.MaxUnhealthy, MachineSets: inf.MachineSets, Clock: o.Clock}); err != nil {
 		return nil, err
 	}
 	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}

@@ -109,21 +109,37 @@
 // it before the health timeout marks an unhealthy machine Failed (which
 // makes its MachineSet replace it), so that a zone outage that makes every
 // node NotReady does not replace the whole fleet at once. A Budget
-// implements machine.ReplacementGate; machines of the same deployment are
-// those sharing the "name" label (v1alpha1.MachineDeploymentNameLabelKey)
-// in one namespace, as in Gardener MCM.
+// implements machine.ReplacementGate.
+//
+// A deployment's machines are those its MachineSets control: the
+// machine's controller reference names a MachineSet, whose controller
+// reference names the deployment, matched by UID at each step
+// (BudgetOptions.MachineSets is the set cache; the controller's budget
+// has it). Unlike MCM, which counts the machines labelled
+// name=<deployment> (v1alpha1.MachineDeploymentNameLabelKey), a label
+// counts for nothing: anyone who may create a Machine may label it, and
+// two such machines stuck in CrashLoopBackOff would otherwise hold a
+// deployment's only slot for good, so that its broken machines were never
+// replaced. A machine no set controls, or of a set no deployment
+// controls, is never held back, as MCM never holds back a machine without
+// a deployment; a Budget without the set cache counts each set's machines
+// on their own (a deployment in a rollout then has a slot per set).
 //
 // With BudgetOptions.MaxUnhealthy (Options.MaxUnhealthy of the
 // controller, --machine-max-unhealthy of the reference binary; off by
 // default, as in MCM) the budget also short-circuits, as Cluster API's
 // MachineHealthCheck does: while more of a deployment's machines are
 // unhealthy (Unknown or Failed, not being deleted) than that number or
-// percentage, none of them is marked Failed, however long its health
-// timeout has run out — so many machines failing at once is taken for an
-// outage of a zone, the network or the API server, not for broken
-// machines. The controller says so on the deployment: condition
-// mcmkit.io/RemediationAllowed False (reason TooManyUnhealthy, with the
-// counts) and a RemediationShortCircuited event; True and a
+// percentage, no health timeout marks one of them Failed, however long it
+// has run out — so many machines failing at once is taken for an outage
+// of a zone, the network or the API server, not for broken machines. Only
+// the health timeout is gated. A machine whose node does not join within
+// its creation timeout is marked Failed all the same (MCM gates no join
+// timeout either), and a Failed machine is replaced by its set whatever
+// made it Failed; the messages say so rather than that no machine is
+// replaced. The controller reports the short-circuit on the deployment:
+// condition mcmkit.io/RemediationAllowed False (reason TooManyUnhealthy,
+// with the counts) and a RemediationShortCircuited event; True and a
 // RemediationResumed event once few enough are unhealthy. Its
 // ReplacementGate is the budget with those options, for the machine
 // controller.
@@ -137,7 +153,8 @@
 //
 //	mf := externalversions.NewSharedInformerFactory(machineClient, 0)
 //	budget, err := safety.NewBudget(mf.Machine().V1alpha1().Machines(), safety.BudgetOptions{
-//		Max: ptr.To(intstr.FromString("20%")), // of each deployment's machines, at least 1
+//		Max:         ptr.To(intstr.FromString("20%")), // of each deployment's machines, at least 1
+//		MachineSets: mf.Machine().V1alpha1().MachineSets(),
 //	})
 //	if err != nil {
 //		return err

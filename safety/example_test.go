@@ -14,28 +14,35 @@ import (
 )
 
 // ExampleBudget shows the budget of a deployment of ten machines, one of
-// which is already being replaced, at most 20% at once.
+// which is already being replaced, at most 20% at once. A deployment's
+// machines are those its MachineSets control: the budget follows the
+// controller references Machine -> MachineSet -> MachineDeployment.
 func ExampleBudget() {
 	ctx := context.Background()
-	machines := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1().Machines()
+	f := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1()
+	machines, sets := f.Machines(), f.MachineSets()
 	max := intstr.FromString("20%")
-	budget, err := safety.NewBudget(machines, safety.BudgetOptions{Max: &max})
+	budget, err := safety.NewBudget(machines, safety.BudgetOptions{Max: &max, MachineSets: sets})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
+	deployment := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot", Name: "worker", UID: "d-uid"}}
+	set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot", Name: "worker-5d8f7", UID: "s-uid",
+		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(deployment, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment"))}}}
+	// Started informers fill their caches themselves.
+	_ = sets.Informer().GetIndexer().Add(set)
 	var fleet []*v1alpha1.Machine
 	for i := range 10 {
 		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{
 			Namespace: "shoot", Name: fmt.Sprintf("worker-%d", i),
-			Labels: map[string]string{v1alpha1.MachineDeploymentNameLabelKey: "worker"},
+			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))},
 		}}
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineUnknown
 		if i == 0 {
 			m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
 		}
 		fleet = append(fleet, m)
-		// Started informers fill their cache themselves.
 		_ = machines.Informer().GetIndexer().Add(m)
 	}
 	for _, m := range fleet[1:4] {

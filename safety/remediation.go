@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/util/retry"
 
@@ -20,8 +21,9 @@ import (
 // ConditionRemediationAllowed is the MachineDeployment condition the
 // remediation short-circuit writes when Options.MaxUnhealthy is set: False
 // (reason ReasonTooManyUnhealthy) while more of the deployment's machines
-// are unhealthy than MaxUnhealthy allows, so none is replaced; True
-// otherwise. The type is qualified: MCM has no such condition.
+// are unhealthy than MaxUnhealthy allows, so that no health timeout marks
+// one of them Failed; True otherwise. The type is qualified: MCM has no
+// such condition.
 const ConditionRemediationAllowed v1alpha1.MachineDeploymentConditionType = "mcmkit.io/RemediationAllowed"
 
 // Reasons of ConditionRemediationAllowed, and of the events on its changes.
@@ -43,13 +45,26 @@ type remediation struct {
 // each, and replacing them would only add churn to the outage.
 func (r remediation) Blocked() bool { return r.Unhealthy > r.Limit }
 
-func (r remediation) message(deployment string) string {
+// message says what the short-circuit holds back and what it does not,
+// for the condition, the events and the machines it holds. It gates the
+// health timeout only (Unknown to Failed, through the ReplacementGate):
+// a machine whose node does not join within the creation timeout is
+// marked Failed all the same, as in MCM, and a Failed machine is replaced
+// by its set whatever caused it. Saying "none is replaced" would claim a
+// short-circuit that does not happen. of names the group, as
+// replacementGroup.String does.
+func (r remediation) message(of string) string {
 	if r.Blocked() {
-		return fmt.Sprintf("%d of %d machines of deployment %q are unhealthy, more than the %d allowed: an outage of a zone or the network is likelier than broken machines, so none is replaced until at most %d are",
-			r.Unhealthy, r.Total, deployment, r.Limit, r.Limit)
+		return fmt.Sprintf("%d of %d machines of %s are unhealthy, more than the %d allowed: an outage of a zone or the network is likelier than broken machines, so no health timeout marks a machine Failed until at most %d are (a machine that does not join within its creation timeout is still marked Failed, as in MCM, and Failed machines are replaced)",
+			r.Unhealthy, r.Total, of, r.Limit, r.Limit)
 	}
-	return fmt.Sprintf("%d of %d machines of deployment %q are unhealthy, at most %d may be for unhealthy machines to be replaced",
-		r.Unhealthy, r.Total, deployment, r.Limit)
+	return fmt.Sprintf("%d of %d machines of %s are unhealthy, at most %d may be for health timeouts to mark machines Failed",
+		r.Unhealthy, r.Total, of, r.Limit)
+}
+
+// deploymentNoun names a deployment in messages, as replacementGroup.String.
+func deploymentNoun(name string) string {
+	return replacementGroup{Kind: machineDeploymentGVK.Kind, Name: name}.String()
 }
 
 // assessRemediation counts the unhealthy machines among a deployment's:
@@ -98,7 +113,7 @@ func validMaxUnhealthy(v *intstr.IntOrString) error {
 // the status does.
 func remediationCondition(conds []v1alpha1.MachineDeploymentCondition, deployment string, r remediation, now time.Time) []v1alpha1.MachineDeploymentCondition {
 	want := v1alpha1.MachineDeploymentCondition{Type: ConditionRemediationAllowed, Status: v1alpha1.ConditionTrue,
-		Reason: ReasonWithinMaxUnhealthy, Message: r.message(deployment),
+		Reason: ReasonWithinMaxUnhealthy, Message: r.message(deploymentNoun(deployment)),
 		LastUpdateTime: metav1.NewTime(now), LastTransitionTime: metav1.NewTime(now)}
 	if r.Blocked() {
 		want.Status, want.Reason = v1alpha1.ConditionFalse, ReasonTooManyUnhealthy
@@ -121,20 +136,22 @@ func remediationCondition(conds []v1alpha1.MachineDeploymentCondition, deploymen
 
 // checkRemediation writes ConditionRemediationAllowed on every deployment
 // of the namespace, from the machines the overshoot check listed, and an
-// event when a deployment's short-circuit starts or ends.
+// event when a deployment's short-circuit starts or ends. A deployment's
+// machines are those of the sets it controls, as the budget counts them
+// (groupByDeployment): a machine labelled with its name counts for
+// nothing.
 func (c *Controller) checkRemediation(ctx context.Context, namespace string, deployments []*v1alpha1.MachineDeployment, machines []*v1alpha1.Machine) error {
 	if c.opts.MaxUnhealthy == nil {
 		return nil
 	}
-	byDeployment := map[string][]*v1alpha1.Machine{}
-	for _, m := range machines {
-		if name := deploymentOf(m); name != "" {
-			byDeployment[name] = append(byDeployment[name], m)
-		}
+	sets, err := c.sets.MachineSets(namespace).List(labels.Everything())
+	if err != nil {
+		return fmt.Errorf("listing machine sets: %w", err)
 	}
+	byDeployment := groupByDeployment(sets, machines)
 	var errs []error
 	for _, d := range deployments {
-		r := assessRemediation(byDeployment[d.Name], *c.opts.MaxUnhealthy)
+		r := assessRemediation(byDeployment[d.UID], *c.opts.MaxUnhealthy)
 		if slices.Equal(remediationCondition(d.Status.Conditions, d.Name, r, c.opts.Clock.Now()), d.Status.Conditions) {
 			continue
 		}
@@ -153,9 +170,9 @@ func (c *Controller) checkRemediation(ctx context.Context, namespace string, dep
 		switch {
 		case c.opts.Recorder == nil:
 		case r.Blocked() && before != v1alpha1.ConditionFalse:
-			c.opts.Recorder.Eventf(d, corev1.EventTypeWarning, ReasonRemediationHeld, "%s", r.message(d.Name))
+			c.opts.Recorder.Eventf(d, corev1.EventTypeWarning, ReasonRemediationHeld, "%s", r.message(deploymentNoun(d.Name)))
 		case !r.Blocked() && before == v1alpha1.ConditionFalse:
-			c.opts.Recorder.Eventf(d, corev1.EventTypeNormal, ReasonRemediationResumed, "%s", r.message(d.Name))
+			c.opts.Recorder.Eventf(d, corev1.EventTypeNormal, ReasonRemediationResumed, "%s", r.message(deploymentNoun(d.Name)))
 		}
 	}
 	return errors.Join(errs...)

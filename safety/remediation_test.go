@@ -60,7 +60,7 @@ func TestBudgetShortCircuit(t *testing.T) {
 	ctx := context.Background()
 
 	inf, ms := fleet(t, append(states(5, running), states(5, unknown)...)...)
-	b, err := NewBudget(inf, BudgetOptions{MaxUnhealthy: &max, Max: ptrTo(intstr.FromInt32(10))})
+	b, err := NewBudget(inf.machines, BudgetOptions{MaxUnhealthy: &max, Max: ptrTo(intstr.FromInt32(10)), MachineSets: inf.sets})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -72,14 +72,14 @@ func TestBudgetShortCircuit(t *testing.T) {
 	}
 
 	inf, ms = fleet(t, append(states(9, running), unknown)...)
-	if b, err = NewBudget(inf, BudgetOptions{MaxUnhealthy: &max}); err != nil {
+	if b, err = NewBudget(inf.machines, BudgetOptions{MaxUnhealthy: &max, MachineSets: inf.sets}); err != nil {
 		t.Fatal(err)
 	}
 	if ok, why := b.MayReplace(ctx, ms[9]); !ok {
 		t.Errorf("one unknown machine of ten held back: %q", why)
 	}
 	for _, bad := range []intstr.IntOrString{intstr.FromString("x"), intstr.FromInt32(-1), intstr.FromString("-5%")} {
-		if _, err := NewBudget(inf, BudgetOptions{MaxUnhealthy: &bad}); err == nil {
+		if _, err := NewBudget(inf.machines, BudgetOptions{MaxUnhealthy: &bad}); err == nil {
 			t.Errorf("MaxUnhealthy %s accepted", bad.String())
 		}
 	}
@@ -121,6 +121,33 @@ func TestParseMaxUnhealthy(t *testing.T) {
 	for _, in := range []string{"half", "-1", "-5%", "4x%"} {
 		if got, err := ParseMaxUnhealthy(in); err == nil {
 			t.Errorf("ParseMaxUnhealthy(%q) = %v, want an error", in, got)
+		}
+	}
+}
+
+// TestRemediationMessageSaysWhatIsGated: the short-circuit gates the
+// health timeout only; its message (the condition's, the event's, a held
+// machine's lastOperation) says that join timeouts still mark machines
+// Failed and that Failed machines are replaced, and never that none is.
+func TestRemediationMessageSaysWhatIsGated(t *testing.T) {
+	blocked := remediation{Unhealthy: 3, Total: 6, Limit: 1}.message(deploymentNoun("zonal"))
+	for _, want := range []string{
+		`3 of 6 machines of deployment "zonal" are unhealthy, more than the 1 allowed`,
+		"no health timeout marks a machine Failed until at most 1 are",
+		"a machine that does not join within its creation timeout is still marked Failed, as in MCM",
+		"Failed machines are replaced",
+	} {
+		if !strings.Contains(blocked, want) {
+			t.Errorf("message %q does not say %q", blocked, want)
+		}
+	}
+	allowed := remediation{Unhealthy: 1, Total: 6, Limit: 1}.message(deploymentNoun("zonal"))
+	if want := `1 of 6 machines of deployment "zonal" are unhealthy, at most 1 may be for health timeouts to mark machines Failed`; allowed != want {
+		t.Errorf("message %q, want %q", allowed, want)
+	}
+	for _, m := range []string{blocked, allowed} {
+		if strings.Contains(m, "none is replaced") || strings.Contains(m, "none of them") {
+			t.Errorf("message %q claims no machine is replaced", m)
 		}
 	}
 }
