@@ -159,6 +159,24 @@
 // like the rest, but a change of the machine's class, or of a secret the
 // class references, queues the machine again at once.
 //
+// # Deadlines
+//
+// MCM calls its driver without a deadline, so a cloud call that never
+// returns holds its worker for good. WithDeadlines wraps a Driver so that
+// every call has one, by operation (Timeouts; the zero value is the
+// Default*Timeout constants: 10 minutes for CreateMachine,
+// InitializeMachine and DeleteMachine, 2 for GetMachineStatus, 5 for
+// ListMachines, 1 for GetVolumeIDs). The call's context ends at the
+// deadline and the caller gets DeadlineExceeded then, whether the driver
+// returns or not. A driver that ignores its context is abandoned: its call
+// runs on in the background, its result dropped, and until it returns no
+// other call for that machine is started (each fails at once with
+// DeadlineExceeded), so the contract that a machine never has two calls at
+// once holds and a second CreateMachine cannot make a second VM. Stuck
+// lists those calls, with their machine and start; the reference manager's
+// /readyz names them. The machine controller wraps its driver itself
+// (machine.Options.DriverTimeouts) unless it gets a *Deadlines to share.
+//
 // # Metrics
 //
 // Instrument wraps a Driver and records per-operation latency and failures

@@ -82,6 +82,8 @@ type Controller struct {
 	// finalizer the controller removed, until the cache drops it.
 	finalized *expectations.Store[string]
 	failures  failureCounter
+	// creations bounds the machines that run a creation at once.
+	creations creationSlots
 }
 
 // NewController returns a machine controller. control is the clientset of
@@ -109,6 +111,15 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	if err != nil {
 		return nil, fmt.Errorf("machine: invalid options: %w", err)
 	}
+	if _, shared := d.(*driver.Deadlines); shared && o.DriverTimeouts != (driver.Timeouts{}) {
+		return nil, errors.New("machine: DriverTimeouts must be zero with a driver that has its deadlines already (a *driver.Deadlines)")
+	} else if !shared {
+		if d, err = driver.WithDeadlines(d, o.DriverTimeouts); err != nil {
+			return nil, fmt.Errorf("machine: %w", err)
+		}
+	}
+	// Instrumented outside the deadlines: a call cut off at its deadline
+	// counts as a DeadlineExceeded failure when it is cut off.
 	if o.Registerer != nil {
 		if d, err = driver.Instrument(d, o.Registerer); err != nil {
 			return nil, fmt.Errorf("machine: %w", err)
@@ -229,7 +240,9 @@ func (c *Controller) synced() []cache.InformerSynced {
 }
 
 // Run waits for the informer caches, then reconciles until ctx ends:
-// workers workers on the machine queue, Options.*Workers on the others. It
+// workers workers on the machine queue (at most
+// Options.MaxConcurrentCreations of them creating machines at once, which
+// must be fewer than workers), Options.*Workers on the others. It
 // returns nil when every worker has stopped after ctx ended (also when ctx
 // ends before the caches synced), and an error only for invalid arguments.
 // While the caches do not sync (the machine CRDs are missing, the API server
@@ -243,13 +256,18 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 	if workers < 1 {
 		return fmt.Errorf("machine: need at least one worker, got %d", workers)
 	}
+	slots, err := c.opts.creationLimit(workers)
+	if err != nil {
+		return fmt.Errorf("machine: %w", err)
+	}
+	c.creations.setLimit(slots)
 	if !workqueue.WaitForCaches(ctx, c.synced()...) {
 		// The caller ended the run before the caches synced: nothing
 		// failed, there is just nothing to do any more.
 		return nil
 	}
 	c.metrics.attachCollector(c)
-	logger.Info("Caches synced; starting workers", "workers", workers, "targetCluster", c.target != nil)
+	logger.Info("Caches synced; starting workers", "workers", workers, "creationSlots", slots, "targetCluster", c.target != nil)
 
 	runs := []func(context.Context) error{c.machineQueue.Runner(workers), c.classQueue.Runner(c.opts.ClassWorkers),
 		c.secretQueue.Runner(c.opts.SecretWorkers)}

@@ -117,6 +117,18 @@
 // by an event, not as a queue error. Consecutive failures of one machine
 // double the wait, up to MaxRetryDelay.
 //
+// # Hung clouds
+//
+// Every driver call has a deadline (Options.DriverTimeouts, see
+// driver.WithDeadlines): past it the call fails with DeadlineExceeded and
+// the worker moves on, even if the driver ignores its context; the
+// machine gets no other driver call until such an abandoned call returns.
+// At most Options.MaxConcurrentCreations workers (four fifths of them by
+// default) run creations at once, so that creations hung until their
+// deadline never hold the workers that deletions and health checks need;
+// a machine that finds no creation slot free is queued again when one
+// frees.
+//
 // # Observability
 //
 // Events use the Reason* constants. With Options.Registerer set: the queue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver"
 )
 
 // Defaults of the Options fields that MCM has no flag for, or whose MCM
@@ -200,6 +201,30 @@ type Options struct {
 	// driver's GetVolumeIDs, and Listers come from Informers.
 	DrainOptions drain.Options
 
+	// DriverTimeouts are the deadlines of the driver's calls, by operation
+	// (driver.WithDeadlines); the zero value means the driver package's
+	// Default*Timeout constants. A call past its deadline fails its
+	// machine's operation with DeadlineExceeded, on lastOperation and in
+	// an event, and the machine is tried again like after any such
+	// failure. A driver that ignores its context is abandoned at the
+	// deadline, so that it holds no worker; its machine gets no other
+	// driver call until the abandoned one returns. A driver that is
+	// already a *driver.Deadlines is used as it is, so that several
+	// controllers can share one and its record of stuck calls (the
+	// reference manager's /readyz reads it); DriverTimeouts must then be
+	// zero.
+	DriverTimeouts driver.Timeouts
+
+	// MaxConcurrentCreations bounds how many machine workers run a
+	// creation (the driver calls that create a VM) at once, so that
+	// creations that hang until their deadline leave workers for
+	// deletions and health checks. Zero means four fifths of Run's
+	// workers, at least one; with two workers or more it must be below
+	// their number. A machine that finds every slot taken writes nothing
+	// and is synced again when a slot frees (after HealthCheckPeriod at
+	// the latest).
+	MaxConcurrentCreations int
+
 	// SafetyGate is asked before creations and health transitions. Nil
 	// means never frozen.
 	SafetyGate SafetyGate
@@ -253,6 +278,12 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.ClassWorkers < 0 || o.SecretWorkers < 0 || o.NodeWorkers < 0 {
 		errs = append(errs, errors.New("worker counts must not be negative"))
+	}
+	if o.MaxConcurrentCreations < 0 {
+		errs = append(errs, fmt.Errorf("MaxConcurrentCreations must not be negative, got %d", o.MaxConcurrentCreations))
+	}
+	if err := o.DriverTimeouts.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("DriverTimeouts: %w", err))
 	}
 	for _, g := range o.BootstrapTokenAuthExtraGroups {
 		if err := ValidateBootstrapGroup(g); err != nil {

@@ -73,6 +73,11 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	logger.V(4).Info("Planned", "plan", p.Kind, "phase", cached.Status.CurrentStatus.Phase)
 
 	if p.Kind == planCreate {
+		release, wait := c.takeCreationSlot(ctx, key)
+		if release == nil {
+			return workqueue.Result{RequeueAfter: wait}, nil
+		}
+		defer release()
 		// The finalizer must be stored before a VM can exist; the
 		// creation start goes with it. A machine created with the
 		// finalizer (by a MachineSet) records its creation start with

@@ -108,7 +108,8 @@ type Cloud struct {
 	nextIP      netip.Addr
 	faults      []*ActiveFault
 	nextFaultID FaultID
-	api         *driver.CloudAPIService // nil: no metrics
+	hangs       map[FaultID]chan struct{} // of Hang faults; closed on removal
+	api         *driver.CloudAPIService   // nil: no metrics
 	calls       map[driver.Operation]int
 	changed     chan struct{}
 	unsaved     bool // a change is not in the state file yet

@@ -189,8 +189,9 @@
 //     ClassTagsOf the tags it carries;
 //   - StopVM, StartVM: crashes and reboots;
 //   - InjectFault, RemoveFault, ClearFaults, Faults: errors with a code,
-//     with a probability or for the next N calls, latency spikes, and lost
-//     responses (AfterEffect), per operation and machine;
+//     with a probability or for the next N calls, latency spikes, lost
+//     responses (AfterEffect), and calls that hang, deaf to their context,
+//     until the fault is removed (Hang), per operation and machine;
 //   - SetQuota: tighten or relax quotas at run time;
 //   - Calls: how often each operation was called;
 //   - Changed, NextTransition: wait for VM changes without polling;

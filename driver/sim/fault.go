@@ -37,6 +37,13 @@ type Fault struct {
 	// when the cloud acts but the response is lost: a create leaves its VM,
 	// a delete removes it. Without it a failing call changes nothing.
 	AfterEffect bool
+	// Hang blocks a hit call, whatever its context says, until the fault
+	// is removed (RemoveFault, ClearFaults): a cloud that never answers,
+	// called by a driver that ignores its context. Released, the call goes
+	// on as any hit call (Code, AfterEffect), still ignoring its context:
+	// with Code OK it does its work, and a create makes its VM. Hang
+	// excludes Latency and Times.
+	Hang bool
 }
 
 // FaultID identifies an injected fault.
@@ -60,7 +67,9 @@ func (f Fault) validate() error {
 		return fmt.Errorf("sim: fault times %d is negative", f.Times)
 	case f.Latency < 0:
 		return fmt.Errorf("sim: fault latency %v is negative", f.Latency)
-	case f.Code == driver.OK && f.Latency == 0:
+	case f.Hang && (f.Latency != 0 || f.Times != 0):
+		return fmt.Errorf("sim: a fault that hangs calls until it is removed takes no latency and no times")
+	case f.Code == driver.OK && f.Latency == 0 && !f.Hang:
 		return fmt.Errorf("sim: fault with code OK and no latency does nothing")
 	case f.Code == driver.OK && f.AfterEffect:
 		return fmt.Errorf("sim: fault with AfterEffect needs an error code")
@@ -79,7 +88,21 @@ func (c *Cloud) InjectFault(f Fault) (FaultID, error) {
 	defer c.mu.Unlock()
 	c.nextFaultID++
 	c.faults = append(c.faults, &ActiveFault{ID: c.nextFaultID, Fault: f})
+	if f.Hang {
+		if c.hangs == nil {
+			c.hangs = map[FaultID]chan struct{}{}
+		}
+		c.hangs[c.nextFaultID] = make(chan struct{})
+	}
 	return c.nextFaultID, nil
+}
+
+// releaseLocked lets the calls that the fault id hangs go on.
+func (c *Cloud) releaseLocked(id FaultID) {
+	if ch, ok := c.hangs[id]; ok {
+		close(ch)
+		delete(c.hangs, id)
+	}
 }
 
 // RemoveFault removes a fault; it reports whether the fault was still active.
@@ -91,6 +114,7 @@ func (c *Cloud) RemoveFault(id FaultID) bool {
 		return false
 	}
 	c.faults = slices.Delete(c.faults, i, i+1)
+	c.releaseLocked(id)
 	return true
 }
 
@@ -98,6 +122,9 @@ func (c *Cloud) RemoveFault(id FaultID) bool {
 func (c *Cloud) ClearFaults() {
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	for _, f := range c.faults {
+		c.releaseLocked(f.ID)
+	}
 	c.faults = nil
 }
 
@@ -127,10 +154,15 @@ func (c *Cloud) begin(ctx context.Context, op driver.Operation, machineName stri
 		c.mu.Unlock()
 		return call{}, err
 	}
-	hit, ok := c.pickFaultLocked(op, machineName)
+	hit, id, ok := c.pickFaultLocked(op, machineName)
+	hang := c.hangs[id]
 	c.mu.Unlock()
 	if !ok {
 		return call{}, nil
+	}
+	if hit.Hang {
+		<-hang
+		return hitCall(op, hit)
 	}
 	if hit.Latency > 0 {
 		timer := c.clock.NewTimer(hit.Latency)
@@ -144,6 +176,12 @@ func (c *Cloud) begin(ctx context.Context, op driver.Operation, machineName stri
 	if err := driver.ContextError(ctx); err != nil {
 		return call{}, err
 	}
+	return hitCall(op, hit)
+}
+
+// hitCall is the fate of a call of op that hit, once its latency or hang
+// is over.
+func hitCall(op driver.Operation, hit Fault) (call, error) {
 	if hit.Code == driver.OK {
 		return call{}, nil
 	}
@@ -158,7 +196,7 @@ func (c *Cloud) begin(ctx context.Context, op driver.Operation, machineName stri
 	return call{}, err
 }
 
-func (c *Cloud) pickFaultLocked(op driver.Operation, machineName string) (Fault, bool) {
+func (c *Cloud) pickFaultLocked(op driver.Operation, machineName string) (Fault, FaultID, bool) {
 	for i, f := range c.faults {
 		if f.Fault.Operation != "" && f.Fault.Operation != op {
 			continue
@@ -177,9 +215,9 @@ func (c *Cloud) pickFaultLocked(op driver.Operation, machineName string) (Fault,
 				c.faults = slices.Delete(c.faults, i, i+1)
 			}
 		}
-		return hit, true
+		return hit, f.ID, true
 	}
-	return Fault{}, false
+	return Fault{}, 0, false
 }
 
 // finish applies the call's fate to the outcome of the operation: with an

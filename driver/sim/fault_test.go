@@ -184,6 +184,8 @@ func TestInvalidFaultsAreRejected(t *testing.T) {
 		"negative latency":      {Code: driver.Internal, Latency: -time.Second},
 		"after effect, no code": {Latency: time.Second, AfterEffect: true},
 		"unknown operation":     {Operation: "Reboot", Code: driver.Internal},
+		"hang with latency":     {Hang: true, Latency: time.Second},
+		"hang with times":       {Hang: true, Code: driver.Internal, Times: 1},
 	} {
 		if _, err := w.cloud.InjectFault(f); err == nil {
 			t.Errorf("%s: InjectFault(%+v) succeeded", name, f)
@@ -202,5 +204,67 @@ func TestFaultsReportsRemainingHits(t *testing.T) {
 	want := []sim.ActiveFault{{ID: id, Fault: sim.Fault{Operation: driver.OperationListMachines, Code: driver.Unavailable, Times: 2}, Hits: 1}}
 	if diff := cmp.Diff(want, w.cloud.Faults()); diff != "" {
 		t.Errorf("(-want +got):\n%s", diff)
+	}
+}
+
+// TestHangFaultIgnoresTheContextUntilRemoved: a hung call outlives its
+// context, and once the fault is removed it does its work (a create makes
+// its VM) or reports the fault's code; calls of other machines go on.
+func TestHangFaultIgnoresTheContextUntilRemoved(t *testing.T) {
+	for _, code := range []driver.Code{driver.OK, driver.Unavailable} {
+		t.Run(code.String(), func(t *testing.T) {
+			w := newWorld(t, sim.Options{})
+			id, err := w.cloud.InjectFault(sim.Fault{Operation: driver.OperationCreateMachine, MachineName: "m1", Code: code, Hang: true})
+			mustSucceed(t, err)
+			ctx, cancel := context.WithCancel(context.Background())
+			done := make(chan error, 1)
+			go func() {
+				_, err := w.d.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: machine("m1"), MachineClass: w.class, Secret: w.secret})
+				done <- err
+			}()
+			for w.cloud.Calls(driver.OperationCreateMachine) == 0 {
+				runtime.Gosched()
+			}
+			cancel()
+			w.mustCreate("m2") // another machine's call is not held up
+			select {
+			case err := <-done:
+				t.Fatalf("the hung call returned %v before the fault was removed", err)
+			default:
+			}
+			if !w.cloud.RemoveFault(id) {
+				t.Fatal("the hang fault was not active")
+			}
+			if got := driver.CodeOf(<-done); got != code {
+				t.Errorf("released call: code %v, want %v (its context's end ignored)", got, code)
+			}
+			wantVMs := 1
+			if code == driver.OK {
+				wantVMs = 2
+			}
+			if n := len(w.cloud.VMs()); n != wantVMs {
+				t.Errorf("%d VMs, want %d", n, wantVMs)
+			}
+		})
+	}
+}
+
+// TestClearFaultsReleasesHungCalls: ClearFaults lets every hung call go.
+func TestClearFaultsReleasesHungCalls(t *testing.T) {
+	w := newWorld(t, sim.Options{})
+	_, err := w.cloud.InjectFault(sim.Fault{Operation: driver.OperationGetMachineStatus, Hang: true})
+	mustSucceed(t, err)
+	done := make(chan error, 3)
+	for range 3 {
+		go func() { _, err := w.status("ghost"); done <- err }()
+	}
+	for w.cloud.Calls(driver.OperationGetMachineStatus) < 3 {
+		runtime.Gosched()
+	}
+	w.cloud.ClearFaults()
+	for range 3 {
+		if got := driver.CodeOf(<-done); got != driver.NotFound {
+			t.Errorf("released status of a machine without VM: %v, want NotFound", got)
+		}
 	}
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
+	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/safety"
@@ -113,6 +114,18 @@ type Config struct {
 	// receive: MCM's default, protobuf, or JSON. The machine.sapcloud.io
 	// clients always speak JSON: custom resources have no protobuf.
 	KubeAPIContentType string
+
+	// ConcurrentCreations is how many of the machine controller's
+	// ConcurrentSyncs workers may run creations at once
+	// (machine.Options.MaxConcurrentCreations), so that creations hung in
+	// the cloud leave the others to deletions and health checks; 0 means
+	// four fifths of them. An addition to MCM's flags.
+	ConcurrentCreations int
+	// DriverTimeouts are the deadlines of the driver's calls, by operation
+	// (driver.Timeouts; unset ones take the driver package's defaults),
+	// for every controller that calls the driver. An addition to MCM's
+	// flags: MCM calls its driver without a deadline.
+	DriverTimeouts driver.Timeouts
 
 	MachineCreationTimeout   time.Duration
 	MachineHealthTimeout     time.Duration
@@ -266,6 +279,11 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.Var(listFlag{&c.Controllers}, "controllers", "comma-separated controllers to run, or "+AllControllers+" for all")
 	fs.StringVar(&c.Driver, "driver", c.Driver, "driver registry entry that talks to the cloud (required by the machine controller)")
 	fs.IntVar(&c.ConcurrentSyncs, "concurrent-syncs", c.ConcurrentSyncs, "workers per machine queue")
+	fs.IntVar(&c.ConcurrentCreations, "concurrent-creations", c.ConcurrentCreations,
+		"machine workers that may create machines at once, below --concurrent-syncs, so that creations hung in the cloud leave workers for deletions and health checks (0: four fifths of --concurrent-syncs)")
+	fs.Var(&c.DriverTimeouts, "driver-timeouts",
+		"deadlines of driver calls, comma-separated Operation=duration; a call past its deadline fails its machine with DeadlineExceeded and is retried, "+
+			"one that ignores its deadline is abandoned and named by /readyz; operations not given keep their defaults, "+(&driver.Timeouts{}).String())
 	fs.Float64Var(&c.KubeAPIQPS, "kube-api-qps", c.KubeAPIQPS, "queries per second of each client: each controller group has its own clients of each cluster")
 	fs.IntVar(&c.KubeAPIBurst, "kube-api-burst", c.KubeAPIBurst, "burst of queries of each client")
 	fs.DurationVar(&c.MachineCreationTimeout, "machine-creation-timeout", c.MachineCreationTimeout, "how long a new machine may take to join")
@@ -637,6 +655,12 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 
 	if c.ConcurrentSyncs < 1 {
 		add("--concurrent-syncs must be at least 1, got %d", c.ConcurrentSyncs)
+	}
+	if c.ConcurrentCreations < 0 || c.ConcurrentCreations > 0 && c.ConcurrentSyncs > 1 && c.ConcurrentCreations >= c.ConcurrentSyncs {
+		add("--concurrent-creations must be 0 or below --concurrent-syncs (%d), got %d", c.ConcurrentSyncs, c.ConcurrentCreations)
+	}
+	if err := c.DriverTimeouts.Validate(); err != nil {
+		add("--driver-timeouts: %v", err)
 	}
 	if c.KubeAPIQPS <= 0 {
 		add("--kube-api-qps must be positive, got %v", c.KubeAPIQPS)

@@ -219,6 +219,7 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 			ReattachTimeout: c.MachinePVReattachTimeout,
 		}},
 		ResourceExhaustedRetry:        c.ResourceExhaustedRetry,
+		MaxConcurrentCreations:        c.ConcurrentCreations,
 		BootstrapTokenAuthExtraGroups: c.BootstrapTokenAuthExtraGroups,
 		SafetyGate:                    cc.safetyGate(),
 		ReplacementGate:               cc.replacementGate(),

@@ -48,6 +48,14 @@
 // leases of the two groups (see Leader election), and additions to MCM's
 // safety (--machine-max-unhealthy, --machine-safety-orphan-vms-grace-period)
 // and to the sim driver (--sim-*).
+// --driver-timeouts sets the deadlines of driver calls, by operation
+// (driver.Timeouts: CreateMachine, InitializeMachine and DeleteMachine
+// 10m, GetMachineStatus 2m, ListMachines 5m, GetVolumeIDs 1m, where MCM
+// has none), for the machine and safety controllers alike;
+// --concurrent-creations (four fifths of --concurrent-syncs) is how many
+// machine workers may create machines at once, so that creations hung in
+// the cloud leave the others to deletions and health checks
+// (machine.Options.MaxConcurrentCreations).
 //
 // Both kubeconfig flags are required, and mean exactly what they say: a
 // kubeconfig path, "in-cluster" (rest.InClusterConfig; MCM's
@@ -138,14 +146,18 @@
 // Otherwise it is 503 with the reason: waiting for an API server or the
 // CRDs, a new leader whose caches are syncing, informers that cannot list
 // or watch (each named with its cluster, the error and since when: an API
-// server out of reach, a CRD removed, RBAC that no longer allows it), or
-// shutting down. A failure counts until a list or watch of that resource
-// succeeds, or for 90s if none is tried again. Lists and watches that are
-// refused are retried every second instead of failing to the informer,
-// whose own backoff would grow to 30s, so the caches follow the cluster
-// again within a second of an outage's end. The safety controller's freeze
-// during an outage is not unreadiness: once the informers list again,
-// /readyz is 200 and says that the manager is frozen, while it is.
+// server out of reach, a CRD removed, RBAC that no longer allows it),
+// driver calls stuck past their deadline (each named with its operation,
+// machine and start, ten at most, the rest counted: they were abandoned
+// and hold no worker, but their machines get no other driver call until
+// they return), or shutting down. A failure counts until a list or
+// watch of that resource succeeds, or for 90s if none is tried again.
+// Lists and watches that are refused are retried every second instead of
+// failing to the informer, whose own backoff would grow to 30s, so the
+// caches follow the cluster again within a second of an outage's end. The
+// safety controller's freeze during an outage is not unreadiness: once
+// the informers list again, /readyz is 200 and says that the manager is
+// frozen, while it is.
 //
 // A stored machine object that cannot be decoded (see package tolerant)
 // does not make the manager unready: it is reported and left out.

@@ -34,6 +34,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/tolerant"
 )
 
@@ -257,6 +258,15 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		if err != nil {
 			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
 		}
+		// One set of deadlines for every controller that calls the
+		// driver, so that no machine gets a call while another
+		// controller's call for it is stuck, and /readyz sees them all.
+		deadlines, err := driver.WithDeadlines(cc.Driver, m.cfg.DriverTimeouts)
+		if err != nil {
+			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
+		}
+		cc.Driver = deadlines
+		m.state.update(func(s *state) { s.driverCalls = deadlines })
 		if background != nil {
 			// The background work outlives the controllers: it stops last.
 			bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))

@@ -11,6 +11,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 	"k8s.io/client-go/tools/leaderelection"
+
+	"github.com/mcmkit/mcm/driver"
 )
 
 // state is what /readyz reports. Ready means:
@@ -24,6 +26,11 @@ import (
 //     the Deployment must not wait for it to lead; or it runs groups (it
 //     leads them, or leader election is off) and the informer caches of
 //     every group it runs have synced.
+//
+// A leader, or a manager without leader election, whose driver has calls
+// stuck past their deadline (see driver.WithDeadlines) is not ready
+// either, and names them: its workers are free, but those machines get no
+// driver call until the stuck ones return.
 //
 // So a leader is not ready between acquiring a lease and that group's
 // caches syncing, and nobody is ready while the control cluster is
@@ -49,7 +56,20 @@ type state struct {
 	// listWatch tells which informers cannot list or watch; nil in tests
 	// of the state alone.
 	listWatch *listWatchHealth
+	// driverCalls tells which driver calls outlived their deadline and
+	// have not returned; nil until the driver is built, and without one.
+	driverCalls stuckCalls
 }
+
+// stuckCalls is what /readyz needs of *driver.Deadlines.
+type stuckCalls interface {
+	Stuck() []driver.StuckCall
+}
+
+// maxStuckNamed bounds how many stuck calls /readyz names, so that a
+// cloud that hangs for thousands of machines does not make a line of
+// megabytes; the rest are counted.
+const maxStuckNamed = 10
 
 // groupState is one group's part of the state.
 type groupState struct {
@@ -141,6 +161,12 @@ func (s *state) readiness() (bool, string) {
 		// what the controllers decide from it may be stale.
 		return false, "leading" + strings.TrimPrefix(role, "leader") + failures
 	}
+	if stuck := s.stuckDriverCalls(); stuck != "" {
+		// The workers are free (the calls were abandoned at their
+		// deadline), but the machines of these calls get no driver call
+		// until they return: the cloud, or the driver, needs a look.
+		return false, role + stuck
+	}
 	// Frozen is not unready: the manager works, deletions go on, and it
 	// thaws by itself; a restart would help nothing.
 	if s.gates.Frozen(context.Background()) {
@@ -195,6 +221,27 @@ func (s *state) listWatchFailures() string {
 		return "; informers cannot list or watch: " + strings.Join(failing, "; ")
 	}
 	return ""
+}
+
+// stuckDriverCalls names the driver calls stuck past their deadline, or "".
+func (s *state) stuckDriverCalls() string {
+	if s.driverCalls == nil {
+		return ""
+	}
+	stuck := s.driverCalls.Stuck()
+	if len(stuck) == 0 {
+		return ""
+	}
+	names := make([]string, 0, min(len(stuck), maxStuckNamed))
+	for _, c := range stuck[:min(len(stuck), maxStuckNamed)] {
+		names = append(names, c.String())
+	}
+	more := ""
+	if n := len(stuck) - len(names); n > 0 {
+		more = fmt.Sprintf(" and %d more", n)
+	}
+	return fmt.Sprintf("; %d driver calls outlived their deadline and have not returned (their machines get no other call until they do): %s%s",
+		len(stuck), strings.Join(names, "; "), more)
 }
 
 // newMux serves /metrics from reg, /healthz, /readyz and, with profiling,
