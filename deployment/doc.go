@@ -186,6 +186,12 @@
 // Recreate and InPlaceUpdate deployments with several active sets are left
 // to their rollout.
 //
+// A deployment runs at most Options.MaxReplicas machines (10000 by default;
+// MCM has no ceiling): one whose spec.replicas asks for more is planned,
+// rolled out and sized as if it asked for that many (withinCeiling), never
+// more, and says so in the condition mcmkit.io/ReplicasCapped
+// (ConditionReplicasCapped) and one TooManyReplicas Warning event.
+//
 // # Revisions and history
 //
 // A set's revision is its deployment.kubernetes.io/revision annotation. The

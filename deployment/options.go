@@ -13,6 +13,11 @@ import (
 
 // Defaults of the Options fields.
 const (
+	// DefaultMaxReplicas is the most machines a deployment runs when
+	// Options.MaxReplicas is not set: twice the 5 000 machines the module
+	// is benchmarked with, the MachineSet controller's default too. MCM
+	// has no ceiling.
+	DefaultMaxReplicas = 10000
 	// DefaultResync is how often a settled deployment is synced again.
 	DefaultResync = 10 * time.Minute
 	// DefaultFieldManager names the controller in managed fields.
@@ -65,6 +70,12 @@ type Options struct {
 	// Resync is how often a settled deployment is synced again. Zero means
 	// DefaultResync.
 	Resync time.Duration
+	// MaxReplicas is the most machines a deployment runs: one whose
+	// spec.replicas asks for more is rolled out and scaled as if it asked
+	// for this many, and says so in ConditionReplicasCapped and a Warning
+	// event; a rollout's maxSurge comes on top, across its sets, as for
+	// any replicas. Zero means DefaultMaxReplicas.
+	MaxReplicas int
 	// SkipAutoscalerAnnotationDuringRollout, when true, does not annotate
 	// the nodes of a deployment during a rollout. By default (false) they
 	// get cluster-autoscaler.kubernetes.io/scale-down-disabled, so that the
@@ -94,6 +105,12 @@ type Options struct {
 func (o Options) complete() (Options, error) {
 	if o.Resync < 0 {
 		return o, fmt.Errorf("Resync must not be negative, got %v", o.Resync)
+	}
+	if o.MaxReplicas < 0 {
+		return o, fmt.Errorf("MaxReplicas must not be negative, got %d", o.MaxReplicas)
+	}
+	if o.MaxReplicas == 0 {
+		o.MaxReplicas = DefaultMaxReplicas
 	}
 	if o.Resync == 0 {
 		o.Resync = DefaultResync

@@ -88,6 +88,10 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 	}
 	var errs []error
 
+	d, capped := withinCeiling(d, c.opts.MaxReplicas)
+	if capped != "" && !reported(d, ConditionReplicasCapped, capped) {
+		c.warn(d, ReasonTooManyReplicas, capped)
+	}
 	frozen := frozenReason(ctx, d, c.opts.SafetyGate)
 	step, err := planStep(d, obs, frozen != "")
 	if err != nil {
@@ -119,6 +123,7 @@ func (c *Controller) sync(ctx context.Context, d *v1alpha1.MachineDeployment) (w
 
 	syncErr := errors.Join(errs...)
 	st, err := nextStatus(d, obs, selector.String(), step.Unsupported, now, syncErr == nil)
+	st.Conditions = withCapped(st.Conditions, capped, now)
 	if err == nil {
 		d, err = c.writeStatus(ctx, d, st)
 	}

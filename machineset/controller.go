@@ -54,6 +54,9 @@ type Controller struct {
 	metrics *metrics
 	// toldFrozen remembers the freeze each set last told of by an event.
 	toldFrozen dedup.Messages
+	// creating holds the creation runs under way, which a scale-down
+	// lowers (limitCreations).
+	creating creationRuns
 }
 
 // NewController returns a MachineSet controller on client (the control
@@ -95,8 +98,11 @@ func (c *Controller) register(inf Informers) error {
 	cachetransform.SetOn(inf.MachineSets.Informer(), inf.Machines.Informer())
 	add := c.handlers.Add
 	if err := add(inf.MachineSets.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.enqueue,
-		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
+		AddFunc: c.enqueue,
+		UpdateFunc: func(_, obj any) {
+			c.limitCreations(obj)
+			c.enqueue(obj)
+		},
 		DeleteFunc: c.onSetDelete,
 	}); err != nil {
 		return err
@@ -143,6 +149,9 @@ func (c *Controller) enqueue(obj any) {
 
 func (c *Controller) onSetDelete(obj any) {
 	key := workqueue.KeyOf(obj)
+	if run := c.creating.get(key); run != nil {
+		run.lower(0)
+	}
 	c.exp.Delete(key)
 	c.writes.Forget(key)
 	c.toldFrozen.Forget(key)

@@ -21,7 +21,16 @@
 //     slow-start batches 1, 2, 4, ... that stop at the first failed batch,
 //     at most Options.BurstReplicas per sync; not while frozen (label
 //     freeze=True on the set, or Options.SafetyGate). Scale-down and
-//     deletion go on while frozen.
+//     deletion go on while frozen. A scale-down, a freeze label or the
+//     set's deletion seen while a sync is still creating cancels the
+//     creations not sent yet (those waiting for the client's rate limiter
+//     among them; one that may have been sent is left to finish), and a
+//     CanceledCreate event counts them. MCM sends them all.
+//   - Ceiling: a set keeps at most Options.MaxReplicas machines (10000 by
+//     default); one whose spec.replicas asks for more keeps that many,
+//     never more, with the condition mcmkit.io/ReplicasCapped
+//     (ConditionReplicasCapped) and one TooManyReplicas Warning event. MCM
+//     has no ceiling.
 //   - Scale down, the cluster-autoscaler's marked machines and Failed
 //     machines are deleted in the order of the deletion ladder below, at
 //     most Options.BurstReplicas per sync, all of a sync's deletions in

@@ -20,6 +20,11 @@ const (
 	// DefaultSlowStartInitialBatch is the first creation batch, as MCM's
 	// SlowStartInitialBatchSize: batches then grow 1, 2, 4, ...
 	DefaultSlowStartInitialBatch = 1
+	// DefaultMaxReplicas is the most machines a set keeps when
+	// Options.MaxReplicas is not set: twice the 5 000 machines the module
+	// is benchmarked with, and low enough that a replicas typo costs a
+	// bounded number of creations. MCM has no ceiling.
+	DefaultMaxReplicas = 10000
 	// DefaultResync is how often a settled set is synced again, as MCM.
 	DefaultResync = 10 * time.Minute
 	// DefaultFieldManager names the controller in managed fields.
@@ -32,16 +37,19 @@ const Finalizer = "machine.sapcloud.io/machine-controller-manager"
 
 // Event reasons, stable for alerting.
 const (
-	ReasonCreated       = "SuccessfulCreate"
-	ReasonCreateFailed  = "FailedCreate"
-	ReasonDeleted       = "SuccessfulDelete"
-	ReasonDeleteFailed  = "FailedDelete"
-	ReasonInvalid       = "InvalidMachineSet"
-	ReasonClassNotFound = "MachineClassNotFound"
-	ReasonClassDeleting = "MachineClassDeleting"
-	ReasonFrozen        = "Frozen"
-	ReasonAdoptFailed   = "FailedAdopt"
-	ReasonReleaseFailed = "FailedRelease"
+	ReasonCreated      = "SuccessfulCreate"
+	ReasonCreateFailed = "FailedCreate"
+	// ReasonCreateCanceled: creations not sent yet were canceled because
+	// the set wanted fewer machines meanwhile.
+	ReasonCreateCanceled = "CanceledCreate"
+	ReasonDeleted        = "SuccessfulDelete"
+	ReasonDeleteFailed   = "FailedDelete"
+	ReasonInvalid        = "InvalidMachineSet"
+	ReasonClassNotFound  = "MachineClassNotFound"
+	ReasonClassDeleting  = "MachineClassDeleting"
+	ReasonFrozen         = "Frozen"
+	ReasonAdoptFailed    = "FailedAdopt"
+	ReasonReleaseFailed  = "FailedRelease"
 )
 
 // SafetyGate tells the controller whether it is frozen: no machine is
@@ -68,6 +76,11 @@ type Options struct {
 	// each later batch doubles, and the first batch with a failure ends
 	// the sync's creations. Zero means DefaultSlowStartInitialBatch.
 	SlowStartInitialBatch int
+	// MaxReplicas is the most machines a set keeps: a set whose
+	// spec.replicas asks for more keeps this many, never more, and says so
+	// in ConditionReplicasCapped and a Warning event. Zero means
+	// DefaultMaxReplicas.
+	MaxReplicas int
 	// DeletionPolicy orders machines within a rung of the deletion ladder
 	// for sets without DeletionPolicyAnnotation. Empty means
 	// DeletionPolicyOldest, MCM's order.
@@ -97,8 +110,8 @@ type Options struct {
 // complete validates o and fills in its defaults.
 func (o Options) complete() (Options, error) {
 	var errs []error
-	if o.BurstReplicas < 0 || o.SlowStartInitialBatch < 0 {
-		errs = append(errs, errors.New("BurstReplicas and SlowStartInitialBatch must not be negative"))
+	if o.BurstReplicas < 0 || o.SlowStartInitialBatch < 0 || o.MaxReplicas < 0 {
+		errs = append(errs, errors.New("BurstReplicas, SlowStartInitialBatch and MaxReplicas must not be negative"))
 	}
 	if o.Resync < 0 {
 		errs = append(errs, fmt.Errorf("Resync must not be negative, got %v", o.Resync))
@@ -113,6 +126,9 @@ func (o Options) complete() (Options, error) {
 	}
 	if o.BurstReplicas == 0 {
 		o.BurstReplicas = DefaultBurstReplicas
+	}
+	if o.MaxReplicas == 0 {
+		o.MaxReplicas = DefaultMaxReplicas
 	}
 	if o.SlowStartInitialBatch == 0 {
 		o.SlowStartInitialBatch = DefaultSlowStartInitialBatch

@@ -20,6 +20,9 @@ type statusInput struct {
 	// ReplicaFailure is why the sync could not bring the set to its
 	// replicas; zero when nothing stood in the way.
 	ReplicaFailure replicaFailure
+	// Capped tells why the set keeps fewer machines than spec.replicas
+	// (wantedReplicas); "" when it keeps as many.
+	Capped string
 	// Done is what the sync created and deleted.
 	Done applied
 	// Synced: the sync succeeded, so the status reflects the spec's
@@ -33,6 +36,14 @@ type statusInput struct {
 const (
 	ConditionInvalidAnnotation   v1alpha1.MachineSetConditionType = v1alpha1.InvalidAnnotationCondition
 	ReasonInvalidMinReadySeconds                                  = v1alpha1.InvalidMinReadySecondsReason
+)
+
+// ConditionReplicasCapped is v1alpha1.ReplicasCappedCondition as a
+// MachineSet condition; ReasonTooManyReplicas is its reason, and the
+// reason of the Warning event that tells of it.
+const (
+	ConditionReplicasCapped v1alpha1.MachineSetConditionType = v1alpha1.ReplicasCappedCondition
+	ReasonTooManyReplicas                                    = v1alpha1.TooManyReplicasReason
 )
 
 // calculateStatus computes a set's status. It is pure; the status is
@@ -76,6 +87,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	}
 	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure.message(), in.ReplicaFailure.reason(), in.Now)
 	setCondition(&st, ConditionInvalidAnnotation, errorMessage(invalidMinReady), ReasonInvalidMinReadySeconds, in.Now)
+	setCondition(&st, ConditionReplicasCapped, in.Capped, ReasonTooManyReplicas, in.Now)
 	if op := lastOperation(in.ReplicaFailure, in.Done); op != nil && !sameOperation(*op, st.LastOperation) {
 		op.LastUpdateTime = metaTime(in.Now)
 		st.LastOperation = *op

@@ -110,7 +110,11 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	if perr != nil {
 		c.event(set, corev1.EventTypeWarning, ReasonInvalid, perr.Error())
 	}
-	plan := planReplicas(set, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, ladderOf(set, policy, now))
+	wanted, capped := wantedReplicas(set, c.opts.MaxReplicas)
+	if capped != "" && !reported(set, ConditionReplicasCapped, capped) {
+		c.event(set, corev1.EventTypeWarning, ReasonTooManyReplicas, capped)
+	}
+	plan := planReplicas(set, wanted, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, ladderOf(set, policy, now))
 	done := c.apply(ctx, key, set, plan)
 	failure := replicaFailure{NoClass: noClass, Create: done.CreateFailure, Delete: done.DeleteFailure}
 	if frozen == "" || plan.HeldBack == 0 {
@@ -136,7 +140,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 		syncErr = errors.Join(syncErr, errors.New(msg))
 	}
 	err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: own.Owned, Selector: selector.String(),
-		ReplicaFailure: failure, Done: done, Synced: syncErr == nil})
+		ReplicaFailure: failure, Capped: capped, Done: done, Synced: syncErr == nil})
 	if err := errors.Join(syncErr, err); err != nil {
 		return workqueue.Result{}, err
 	}
@@ -213,14 +217,27 @@ func (c *Controller) apply(ctx context.Context, key string, set *v1alpha1.Machin
 	var done applied
 	done.Deleted, done.DeleteFailure = c.deleteMachines(ctx, key, set, plan.Delete)
 	if plan.Create > 0 {
-		created, err := c.slowStart(ctx, plan.Create, func(ctx context.Context) error { return c.createMachine(ctx, set) })
-		done.Created = created
-		if skipped := plan.Create - created; skipped > 0 {
-			// The failed and the skipped creations will never be seen.
-			c.exp.LowerExpectations(key, skipped)
+		run := newCreationRun(set, plan.Active, plan.Create)
+		c.creating.start(key, run)
+		// An update the cache got since this sync read the set has no
+		// run to lower yet: look once more.
+		if current, err := c.sets.MachineSets(set.Namespace).Get(set.Name); err == nil {
+			run.lower(c.stillWanted(run, current))
 		}
-		if err != nil {
-			done.CreateFailure = fmt.Sprintf("created %d of %d machines: %v", created, plan.Create, err)
+		t := c.slowStart(ctx, run, func(ctx context.Context) error { return c.createMachine(ctx, set) })
+		c.creating.end(key, run)
+		done.Created = t.Created
+		// The failed, canceled and skipped creations will never be seen;
+		// those canceled after they may have been sent may be.
+		if unseen := plan.Create - t.Created - t.Unknown; unseen > 0 {
+			c.exp.LowerExpectations(key, unseen)
+		}
+		if t.Canceled > 0 {
+			c.event(set, corev1.EventTypeNormal, ReasonCreateCanceled,
+				fmt.Sprintf("Canceled %d machine creation(s) not yet sent: %v", t.Canceled, errScaledDown))
+		}
+		if t.Err != nil {
+			done.CreateFailure = fmt.Sprintf("created %d of %d machines: %v", t.Created, plan.Create, t.Err)
 			c.event(set, corev1.EventTypeWarning, ReasonCreateFailed, done.CreateFailure)
 		}
 	}
@@ -271,60 +288,6 @@ func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alph
 	}
 	slices.Sort(failures)
 	return int(done.Load()), strings.Join(failures, "; ")
-}
-
-// slowStart calls create count times in batches of
-// Options.SlowStartInitialBatch, then twice as many each round, the calls
-// of a batch in parallel, and stops after the first batch with a failure,
-// so that a broken template or an exhausted quota costs a few requests,
-// not count. It returns how many calls succeeded and their errors.
-func (c *Controller) slowStart(ctx context.Context, count int, create func(context.Context) error) (int, error) {
-	done := 0
-	for batch := min(c.opts.SlowStartInitialBatch, count); batch > 0; batch = min(2*batch, count-done) {
-		errs := parallel.Run(ctx, batch, slices.Repeat([]func(context.Context) error{create}, batch))
-		done += batch - len(errs)
-		if len(errs) > 0 {
-			return done, errors.Join(errs...)
-		}
-	}
-	return done, nil
-}
-
-// createMachine creates one machine from the set's template.
-func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet) error {
-	m := newMachine(set)
-	created, err := c.client.MachineV1alpha1().Machines(set.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
-	if err != nil {
-		return fmt.Errorf("creating machine: %w", err)
-	}
-	c.event(set, corev1.EventTypeNormal, ReasonCreated, "Created machine "+created.Name)
-	return nil
-}
-
-// newMachine is a machine of the set: named <set>-<random>, with the
-// template's labels, annotations and spec, controlled by the set. It
-// carries from its creation what the machine controller would otherwise
-// write before creating its VM: the machine finalizer, and the default
-// deletion priority unless the template sets one.
-func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
-	t := set.Spec.Template.DeepCopy()
-	if t.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
-		if t.Annotations == nil {
-			t.Annotations = map[string]string{}
-		}
-		t.Annotations[v1alpha1.MachinePriorityAnnotation] = v1alpha1.MachinePriorityDefault
-	}
-	return &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{
-			GenerateName:    set.Name + "-",
-			Namespace:       set.Namespace,
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      []string{v1alpha1.MachineFinalizer},
-			OwnerReferences: []metav1.OwnerReference{controllerRef(set)},
-		},
-		Spec: t.Spec,
-	}
 }
 
 // adopt takes orphans into the set after an uncached read confirms the

@@ -247,24 +247,24 @@ func TestSlowStartStopsAtFirstFailedBatch(t *testing.T) {
 func TestSlowStartBatches(t *testing.T) {
 	c := &Controller{opts: Options{SlowStartInitialBatch: 1}}
 	var calls atomic.Int32
-	created, err := c.slowStart(context.Background(), 10, func(context.Context) error {
+	tally := c.slowStart(context.Background(), newCreationRun(testSet(10), 0, 10), func(context.Context) error {
 		calls.Add(1)
 		return nil
 	})
-	if err != nil || created != 10 || calls.Load() != 10 {
-		t.Fatalf("created %d (%d calls), %v; want 10", created, calls.Load(), err)
+	if tally.Err != nil || tally.Created != 10 || calls.Load() != 10 {
+		t.Fatalf("created %d (%d calls), %v; want 10", tally.Created, calls.Load(), tally.Err)
 	}
 	// Batches of 1, 2, 4, 3 for 10: a failure in the third batch (calls 4
 	// to 7) ends the creations after it.
 	calls.Store(0)
-	created, err = c.slowStart(context.Background(), 10, func(context.Context) error {
+	tally = c.slowStart(context.Background(), newCreationRun(testSet(10), 0, 10), func(context.Context) error {
 		if calls.Add(1) == 5 {
 			return fmt.Errorf("boom")
 		}
 		return nil
 	})
-	if err == nil || created != 6 || calls.Load() != 7 {
-		t.Errorf("after a failure in batch 3: created %d, calls %d, err %v; want 6, 7", created, calls.Load(), err)
+	if tally.Err == nil || tally.Created != 6 || calls.Load() != 7 {
+		t.Errorf("after a failure in batch 3: created %d, calls %d, err %v; want 6, 7", tally.Created, calls.Load(), tally.Err)
 	}
 }
 

@@ -19,6 +19,7 @@ import (
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/machine"
+	"github.com/mcmkit/mcm/machineset"
 	"github.com/mcmkit/mcm/safety"
 )
 
@@ -152,6 +153,13 @@ type Config struct {
 	// a percentage. An addition to MCM's flags; empty keeps MCM's
 	// behaviour.
 	MachineMaxUnhealthy string
+	// MachineMaxReplicas is the most machines a MachineSet or a
+	// MachineDeployment runs (machineset.Options.MaxReplicas and
+	// deployment.Options.MaxReplicas): one whose spec.replicas asks for
+	// more runs this many and says so in its mcmkit.io/ReplicasCapped
+	// condition and a Warning event. An addition to MCM's flags; MCM has
+	// no ceiling.
+	MachineMaxReplicas int
 	// StatusCheckPeriod and StatusCheckTimeout configure the safety
 	// controller's API-server reachability check.
 	StatusCheckPeriod, StatusCheckTimeout time.Duration
@@ -227,6 +235,7 @@ func DefaultConfig() Config {
 		StatusCheckTimeout: safety.DefaultStatusCheckTimeout,
 		OrphanVMsPeriod:    safety.DefaultOrphanVMsPeriod,
 		OrphanGracePeriod:  safety.DefaultOrphanGracePeriod,
+		MachineMaxReplicas: machineset.DefaultMaxReplicas,
 		LeaderElect:        true,
 		LeaseDuration:      DefaultLeaseDuration,
 		RenewDeadline:      DefaultRenewDeadline,
@@ -301,6 +310,8 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
 	fs.StringVar(&c.MachineMaxUnhealthy, "machine-max-unhealthy", c.MachineMaxUnhealthy,
 		"with the safety controller: replace no unhealthy machine of a deployment while more of its machines than this number or percentage are unhealthy at once (a zone or network outage); empty: no limit, as MCM")
+	fs.IntVar(&c.MachineMaxReplicas, "machine-max-replicas", c.MachineMaxReplicas,
+		"most machines a machine set or machine deployment runs: one whose replicas ask for more runs this many and says so in its mcmkit.io/ReplicasCapped condition")
 	fs.DurationVar(&c.OrphanVMsPeriod, "machine-safety-orphan-vms-period", c.OrphanVMsPeriod, "how often the VMs of every class are checked for orphans")
 	fs.DurationVar(&c.OrphanGracePeriod, "machine-safety-orphan-vms-grace-period", c.OrphanGracePeriod,
 		"how long a VM must look orphaned (no machine claims it, an uncached read confirms) before it is deleted")
@@ -708,6 +719,10 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	}
 	if _, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy); err != nil {
 		add("--machine-max-unhealthy: %v", err)
+	}
+	// Zero would mean the libraries' default, not zero.
+	if c.MachineMaxReplicas < 1 {
+		add("--machine-max-replicas must be at least 1, got %d", c.MachineMaxReplicas)
 	}
 	for cond := range strings.SplitSeq(c.NodeConditions, ",") {
 		if c.NodeConditions != "" && (cond == "" || strings.TrimSpace(cond) != cond || strings.ContainsAny(cond, " \t")) {

@@ -100,6 +100,7 @@ func TestParseFlagsAccepts(t *testing.T) {
 			withDefaults(func(c *Config) { c.MachineDrainTimeout, c.RetryPeriod, c.Verbosity = time.Hour, time.Second, 4 })},
 		{"underscores in values are values", []string{"--namespace", "shoot_a", "--node-conditions=Kernel_Deadlock"},
 			withDefaults(func(c *Config) { c.Namespace, c.NodeConditions = "shoot_a", "Kernel_Deadlock" })},
+		{"replica ceiling", []string{"--machine-max-replicas=20000"}, withDefaults(func(c *Config) { c.MachineMaxReplicas = 20000 })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -159,6 +160,7 @@ func TestParseFlagsRejects(t *testing.T) {
 			"--machine-safety-orphan-vms-grace-period must be positive, got 0s"},
 		{"bad max unhealthy", append(ok, "--machine-max-unhealthy=half"),
 			`--machine-max-unhealthy: "half": want a number or a percentage`},
+		{"zero replica ceiling", append(ok, "--machine-max-replicas=0"), "--machine-max-replicas must be at least 1, got 0"},
 		{"zero safety thresholds", append(ok, "--safety-up=0", "--machine-safety-overshooting-period=0s"),
 			"--safety-up and --safety-down must be at least 1, got 0 and 1; --machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got 0s, 15m0s, 1m0s and 30s"},
 		{"zero workers", append(ok, "--concurrent-syncs=0"), "--concurrent-syncs must be at least 1, got 0"},

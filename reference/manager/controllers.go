@@ -238,7 +238,7 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{SafetyGate: cc.otherGroupGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	}, machineset.Options{MaxReplicas: cc.Config.MachineMaxReplicas, SafetyGate: cc.otherGroupGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
 	}
@@ -255,6 +255,7 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	inf.Nodes = nodes
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
+		MaxReplicas:                           cc.Config.MachineMaxReplicas,
 		SafetyGate:                            cc.otherGroupGate(),
 		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
 	})

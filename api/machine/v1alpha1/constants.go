@@ -134,6 +134,17 @@ const (
 	InvalidMinReadySecondsReason = "InvalidMinReadySeconds"
 )
 
+// ReplicasCappedCondition is the type of the MachineSet and
+// MachineDeployment condition, True, that tells that spec.replicas asks for
+// more machines than the controller's ceiling: the object then runs at the
+// ceiling, never above, until its replicas are lowered or the ceiling
+// raised, and the condition goes. TooManyReplicasReason is its reason. The
+// type is qualified: MCM has no ceiling.
+const (
+	ReplicasCappedCondition = "mcmkit.io/ReplicasCapped"
+	TooManyReplicasReason   = "TooManyReplicas"
+)
+
 // Taints.
 const (
 	// PreferNoScheduleTaintKey marks the Nodes of an old MachineSet during a
