@@ -47,11 +47,13 @@
 //     once the creation timeout has passed since
 //     CreationStartedAnnotation.
 //   - Join and health: Pending becomes Running when the node is Ready and
-//     none of the configured node conditions is True; Running becomes
-//     Unknown when that stops (UnhealthySinceAnnotation records when);
-//     Unknown becomes Failed after the health timeout, when
-//     Options.ReplacementGate allows it (by default a safety.Budget: one
-//     machine per MachineDeployment, label "name", at a time). Node
+//     none of the configured node conditions is True, and Failed when the
+//     creation timeout passes first (a join timeout: not gated, as in
+//     MCM); Running becomes Unknown when that stops
+//     (UnhealthySinceAnnotation records when); Unknown becomes Failed
+//     after the health timeout, when Options.ReplacementGate allows it (by
+//     default a safety.Budget: one machine at a time among those one
+//     MachineSet controls — the controller reference, not a label). Node
 //     conditions are copied to the status when they change.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the

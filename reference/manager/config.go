@@ -309,7 +309,7 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.IntVar(&c.SafetyDown, "safety-down", c.SafetyDown, "how far below the freezing count a frozen set is unfrozen")
 	fs.DurationVar(&c.OvershootPeriod, "machine-safety-overshooting-period", c.OvershootPeriod, "how often every namespace is checked for overshooting sets")
 	fs.StringVar(&c.MachineMaxUnhealthy, "machine-max-unhealthy", c.MachineMaxUnhealthy,
-		"with the safety controller: replace no unhealthy machine of a deployment while more of its machines than this number or percentage are unhealthy at once (a zone or network outage); empty: no limit, as MCM")
+		"with the safety controller: let no health timeout mark a machine of a deployment Failed while more of its machines than this number or percentage are unhealthy at once (a zone or network outage); join timeouts are not gated, as in MCM; empty: no limit, as MCM")
 	fs.IntVar(&c.MachineMaxReplicas, "machine-max-replicas", c.MachineMaxReplicas,
 		"most machines a machine set or machine deployment runs: one whose replicas ask for more runs this many and says so in its mcmkit.io/ReplicasCapped condition")
 	fs.DurationVar(&c.OrphanVMsPeriod, "machine-safety-orphan-vms-period", c.OrphanVMsPeriod, "how often the VMs of every class are checked for orphans")
