@@ -14,6 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/nodebinding"
 	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -66,8 +67,9 @@ type nodeChange struct {
 
 // nodesOf returns the nodes backing machines, found by the machine label
 // node (v1alpha1.NodeLabelKey), sorted by name. Machines without the label
-// (their node has not joined yet, or there is no target cluster) and
-// machines whose node is not in nodes are skipped; a node named by two
+// (their node has not joined yet, or there is no target cluster),
+// machines whose node is not in nodes, and machines the node does not
+// confirm (nodebinding.Confirms) are skipped; a node named by two
 // machines is listed once.
 func nodesOf(machines []*v1alpha1.Machine, nodes map[string]*corev1.Node) []*corev1.Node {
 	var out []*corev1.Node
@@ -78,7 +80,9 @@ func nodesOf(machines []*v1alpha1.Machine, nodes map[string]*corev1.Node) []*cor
 		}
 		name := m.Labels[v1alpha1.NodeLabelKey]
 		n := nodes[name]
-		if name == "" || n == nil || seen[n.Name] {
+		if name == "" || n == nil || seen[n.Name] || !nodebinding.Confirms(n, m) {
+			// A node label is anyone's to write: only a node that
+			// confirms the machine's claim is marked on its behalf.
 			continue
 		}
 		seen[n.Name] = true

@@ -29,8 +29,9 @@ import (
 type nmOpt func(*corev1.Node)
 
 // nmNode is a node at resourceVersion "7" without taints or annotations.
+// nmNode is a node of VM nmVM(name), bound to no machine yet.
 func nmNode(name string, opts ...nmOpt) *corev1.Node {
-	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7"}}
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, ResourceVersion: "7"}, Spec: corev1.NodeSpec{ProviderID: nmVM(name)}}
 	for _, o := range opts {
 		o(n)
 	}
@@ -73,13 +74,25 @@ func nmPersons() nmOpt { return nmAnnotate(v1alpha1.ScaleDownDisabledAnnotation,
 
 func nmNodes(ns ...*corev1.Node) []*corev1.Node { return ns }
 
+func nmVM(node string) string { return "sim:///zone/" + node }
+
 func TestNodesOf(t *testing.T) {
 	onNode := func(machine, node string) *v1alpha1.Machine {
 		m := newMachine(machine)
 		m.Labels = map[string]string{v1alpha1.NodeLabelKey: node}
+		m.Spec.ProviderID = nmVM(node)
 		return m
 	}
-	nodes := map[string]*corev1.Node{"n-a": nmNode("n-a"), "n-b": nmNode("n-b"), "n-c": nmNode("n-c"), "n-nil": nil}
+	// A machine that claims a node it does not run on.
+	forged := onNode("forged", "n-a")
+	forged.Spec.ProviderID = nmVM("n-z")
+	bound := nmNode("n-d", func(n *corev1.Node) {
+		n.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: "uid-owner"}
+	})
+	nodes := map[string]*corev1.Node{"n-a": nmNode("n-a"), "n-b": nmNode("n-b"), "n-c": nmNode("n-c"), "n-d": bound, "n-nil": nil}
+	owner := onNode("owner", "n-d")
+	owner.UID = "uid-owner"
+	notOwner := onNode("not-owner", "n-d")
 	tests := []struct {
 		name     string
 		machines []*v1alpha1.Machine
@@ -93,6 +106,8 @@ func TestNodesOf(t *testing.T) {
 			[]string{"n-b"},
 		},
 		{"a node named twice is listed once", []*v1alpha1.Machine{onNode("m1", "n-a"), onNode("m2", "n-a")}, []string{"n-a"}},
+		{"a node that does not confirm the claim is skipped", []*v1alpha1.Machine{forged, notOwner}, nil},
+		{"a node bound to the machine is listed", []*v1alpha1.Machine{owner}, []string{"n-d"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -567,6 +582,7 @@ func TestReconcileNodesMarksOnce(t *testing.T) {
 	withNode := func(m *v1alpha1.Machine, s *v1alpha1.MachineSet) *v1alpha1.Machine {
 		m.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))}
 		m.Labels = map[string]string{"pool": "workers", v1alpha1.NodeLabelKey: "node-" + m.Name}
+		m.Spec.ProviderID = nmVM("node-" + m.Name)
 		nodes = append(nodes, nmNode("node-"+m.Name))
 		return m
 	}

@@ -600,6 +600,7 @@ func TestBootstrapTokenLifecycle(t *testing.T) {
 	// The node registers and is Ready; deleting the token is denied.
 	w.deleteFail.Store(true)
 	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: m.Labels[v1alpha1.NodeLabelKey]},
+		Spec:   corev1.NodeSpec{ProviderID: m.Spec.ProviderID},
 		Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}}}
 	if _, err := w.target.CoreV1().Nodes().Create(context.Background(), node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)

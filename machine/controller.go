@@ -82,6 +82,9 @@ type Controller struct {
 	// finalizer the controller removed, until the cache drops it.
 	finalized *expectations.Store[string]
 	failures  failureCounter
+	// vouches are the driver's word on which VM backs each machine
+	// (see binding.go).
+	vouches vouches
 	// creations bounds the machines that run a creation at once.
 	creations creationSlots
 }

@@ -1,12 +1,16 @@
 package machine
 
 import (
+	"cmp"
 	"context"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/internal/nodebinding"
 )
 
 // create runs the creation flow: the machine's bootstrap token first, when
@@ -21,7 +25,9 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 		return createOutcome{FailedOp: operationIssueBootstrapToken, Err: err}
 	}
 	labels := c.metricLabels(m)
-	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
+	// By the machine's name: a provider ID it claims is not its own until
+	// the driver names it (see bindingOf).
+	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: byName(m), MachineClass: class, Secret: secret})
 	var out createOutcome
 	needInit := false
 	switch code := driver.CodeOf(err); code {
@@ -33,7 +39,7 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 			out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
 		}
 	case driver.NotFound, driver.Unimplemented:
-		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: byName(m), MachineClass: class, Secret: secret})
 		if err != nil {
 			return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
 		}
@@ -45,7 +51,9 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	}
 	if needInit {
 		start := c.opts.Clock.Now()
-		resp, err := c.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: m, MachineClass: class, Secret: secret})
+		vm := m.DeepCopy()
+		vm.Spec.ProviderID = out.ProviderID
+		resp, err := c.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: vm, MachineClass: class, Secret: secret})
 		switch driver.CodeOf(err) {
 		case driver.OK:
 			c.metrics.initialize.WithLabelValues(labels...).Observe(c.opts.Clock.Since(start).Seconds())
@@ -70,15 +78,21 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 			return createOutcome{FailedOp: driver.OperationInitializeMachine, Err: err}
 		}
 	}
-	switch {
-	case out.ProviderID == "":
-		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.Internal, "driver returned no provider ID")}
-	case c.target != nil && out.NodeName == "":
-		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: driver.NewError(driver.Internal, "driver returned no node name")}
+	if err := checkCreated(out, c.target != nil); err != nil {
+		// The VM is there and is the machine's: the next attempt adopts
+		// it by name, and so does a deletion.
+		c.vouches.set(m, vouch{ProviderID: out.ProviderID})
+		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
 	}
 	if c.nodes != nil {
 		if n, err := c.nodes.Get(out.NodeName); err == nil {
-			if owner := n.Labels[v1alpha1.MachineNameLabelKey]; owner != "" && owner != m.Name {
+			owner := n.Labels[v1alpha1.MachineNameLabelKey]
+			if bound := nodebinding.Owner(n); bound != "" && bound != m.UID {
+				owner = cmp.Or(owner, string(bound))
+			} else if owner == m.Name {
+				owner = ""
+			}
+			if owner != "" {
 				// A node of that name belongs to another machine: the new VM
 				// would take it over. Delete the VM; the machine is Failed
 				// and will be replaced.
@@ -88,8 +102,33 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 					return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
 				}
 				out.StaleNodeOwner = owner
+				return out
 			}
 		}
 	}
+	c.vouches.set(m, vouch{ProviderID: out.ProviderID})
 	return out
+}
+
+// checkCreated checks what the driver said about a VM it created or
+// found before any of it is written: a provider ID, and (with a target
+// cluster) a node name that can be a Node's name and the value of the
+// machine's node label. A driver that breaks this is at fault
+// (Internal), and the machine says so.
+func checkCreated(out createOutcome, hasTarget bool) error {
+	switch {
+	case out.ProviderID == "":
+		return driver.NewError(driver.Internal, "driver returned no provider ID")
+	case !hasTarget:
+		return nil
+	case out.NodeName == "":
+		return driver.NewError(driver.Internal, "driver returned no node name")
+	}
+	problems := validation.IsDNS1123Subdomain(out.NodeName)
+	problems = append(problems, validation.IsValidLabelValue(out.NodeName)...)
+	if len(problems) > 0 {
+		return driver.Errorf(driver.Internal, "driver returned node name %q for VM %s, which cannot name a Node in the machine's %q label: %s",
+			out.NodeName, out.ProviderID, v1alpha1.NodeLabelKey, strings.Join(problems, "; "))
+	}
+	return nil
 }

@@ -94,9 +94,15 @@ type deletionInput struct {
 	Config    v1alpha1.MachineConfiguration
 	HasTarget bool
 	// NodeName is the machine's node ("" if it has none); Node is the node
-	// object if it exists.
-	NodeName string
-	Node     *corev1.Node
+	// object if it exists. NodeOwned: the binding lets the machine act on
+	// the node (see bindingOf); NotOwnedWhy says why not.
+	NodeName    string
+	Node        *corev1.Node
+	NodeOwned   bool
+	NotOwnedWhy string
+	// VMOwned: the machine's spec.providerID names its own VM; otherwise
+	// DeleteMachine is asked for the machine's VM by its name.
+	VMOwned bool
 	// ClassFound reports whether class and secret could be resolved
 	// (DeleteMachine needs them); ClassProblem says why not. Both are only
 	// observed in StepDeleteVM, the one step that reads them.
@@ -124,6 +130,12 @@ type deletionDecision struct {
 	RequeueAfter time.Duration
 	// BadInput is set when the step cannot run until someone acts.
 	BadInput bool
+	// NotOwned is set when the step skips a node that is not the
+	// machine's: it is reported.
+	NotOwned bool
+	// ByName: DeleteMachine is asked for the machine's VM by the
+	// machine's name, not by the provider ID it claims.
+	ByName bool
 }
 
 // decideDeletion decides the current step of a machine being deleted. It is
@@ -151,6 +163,11 @@ func decideDeletion(in deletionInput) deletionDecision {
 			d.Description = "Skipping drain: the machine has no node. Initiate VM deletion"
 			return d
 		}
+		if !in.NodeOwned {
+			d.Action, d.NotOwned = delAdvance, true
+			d.Description = fmt.Sprintf("Skipping drain: node %s is not this machine's (%s). Initiate VM deletion", in.NodeName, in.NotOwnedWhy)
+			return d
+		}
 		d.Force, d.ForceReason = forceDrain(in)
 		d.DrainDeadline = m.DeletionTimestamp.Add(in.Config.MachineDrainTimeout.Duration)
 		if n := in.Config.MaxEvictRetries; n != nil {
@@ -165,8 +182,9 @@ func decideDeletion(in deletionInput) deletionDecision {
 			d.Description = "Initiate force drain (" + d.ForceReason + ")"
 		}
 	case StepDeleteVM:
+		d.ByName = !in.VMOwned
 		if !in.ClassFound {
-			if m.Spec.ProviderID == "" && m.Annotations[CreationStartedAnnotation] == "" {
+			if (m.Spec.ProviderID == "" || !in.VMOwned) && m.Annotations[CreationStartedAnnotation] == "" {
 				d.Action = delAdvance
 				d.Description = "No VM was ever created. Initiate node object deletion"
 				return d
@@ -179,9 +197,14 @@ func decideDeletion(in deletionInput) deletionDecision {
 		d.Action = delDeleteVM
 		d.Description = "Initiate VM deletion"
 	case StepDeleteNode:
-		if !in.HasTarget || in.NodeName == "" {
+		if !in.HasTarget || in.NodeName == "" || in.Node == nil {
 			d.Action = delAdvance
 			d.Description = "No node object to delete. Initiate machine object finalizer removal"
+			return d
+		}
+		if !in.NodeOwned {
+			d.Action, d.NotOwned = delAdvance, true
+			d.Description = fmt.Sprintf("Not deleting node %s: it is not this machine's (%s). Initiate machine object finalizer removal", in.NodeName, in.NotOwnedWhy)
 			return d
 		}
 		d.Action = delDeleteNode

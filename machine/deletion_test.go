@@ -117,9 +117,12 @@ type scriptedDriver struct {
 	driver.Driver // nil: other calls panic
 	resp          *driver.DeleteMachineResponse
 	err           error
+	// asked are the provider IDs DeleteMachine was asked for.
+	asked []string
 }
 
-func (s *scriptedDriver) DeleteMachine(context.Context, *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+func (s *scriptedDriver) DeleteMachine(_ context.Context, req *driver.DeleteMachineRequest) (*driver.DeleteMachineResponse, error) {
+	s.asked = append(s.asked, req.Machine.Spec.ProviderID)
 	return s.resp, s.err
 }
 
@@ -203,12 +206,15 @@ func TestDrainStep(t *testing.T) {
 func TestDeleteVMStep(t *testing.T) {
 	ctx := context.Background()
 	deleted := &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM p1"}
+	skipped := "Skipping VM deletion: the machine never recorded a VM, and the driver refuses its class: InvalidArgument: bad spec. Initiate node object deletion"
 	tests := []struct {
-		name    string
-		resp    *driver.DeleteMachineResponse
-		err     error
-		want    stepOutcome
-		wantErr bool
+		name         string
+		resp         *driver.DeleteMachineResponse
+		err          error
+		byName, noVM bool
+		wantAsked    []string
+		want         stepOutcome
+		wantErr      bool
 	}{
 		{name: "deleted", resp: &driver.DeleteMachineResponse{LastKnownState: "gone"},
 			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted, LastKnownState: "gone"}},
@@ -220,11 +226,33 @@ func TestDeleteVMStep(t *testing.T) {
 		{name: "quota retries on its own period", err: driver.Errorf(driver.ResourceExhausted, "quota"), wantErr: true,
 			want: stepOutcome{Failed: true, ErrorCode: "ResourceExhausted", RequeueAfter: DefaultLongRetry,
 				Description: "Cloud provider message - DeleteMachine failed: ResourceExhausted: quota. Initiate VM deletion"}},
+		// A provider ID that is not the machine's own is not sent: the
+		// driver deletes the machine's VM, found by its name.
+		{name: "by name", byName: true, wantAsked: []string{""},
+			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion",
+				Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM of machine m1"}}},
+		{name: "a refused class holds up a machine that recorded a VM", err: driver.Errorf(driver.InvalidArgument, "bad spec"), wantErr: true,
+			want: stepOutcome{Failed: true, ErrorCode: "InvalidArgument", RequeueAfter: DefaultMediumRetry,
+				Description: "Cloud provider message - DeleteMachine failed: InvalidArgument: bad spec. Initiate VM deletion"}},
+		{name: "a refused class does not hold up a machine that never recorded a VM", err: driver.Errorf(driver.InvalidArgument, "bad spec"),
+			noVM: true, wantAsked: []string{""},
+			want: stepOutcome{Done: true, Description: skipped, Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleteFailed, Message: skipped}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			c, _ := stepController(t, nil, &scriptedDriver{resp: tc.resp, err: tc.err})
-			got, err := c.deleteVMStep(ctx, deletingMachine(StepDeleteVM), credentials{})
+			drv := &scriptedDriver{resp: tc.resp, err: tc.err}
+			c, _ := stepController(t, nil, drv)
+			m := deletingMachine(StepDeleteVM)
+			if tc.noVM {
+				m.Spec.ProviderID = ""
+			}
+			got, err := c.deleteVMStep(ctx, m, deletionDecision{ByName: tc.byName}, credentials{})
+			if tc.wantAsked == nil {
+				tc.wantAsked = []string{"p1"}
+			}
+			if diff := cmp.Diff(tc.wantAsked, drv.asked); diff != "" {
+				t.Errorf("DeleteMachine asked for (-want +got):\n%s", diff)
+			}
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)
 			}

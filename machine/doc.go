@@ -43,9 +43,14 @@
 //     joining: a node that joins sooner takes the machine from no phase
 //     straight to Running. A VM whose
 //     node name belongs to another machine's Node is deleted and the
-//     machine marked Failed. Failures give CrashLoopBackOff, or Failed
-//     once the creation timeout has passed since
-//     CreationStartedAnnotation.
+//     machine marked Failed. A node name that cannot be a Node's name and
+//     the node label's value is the driver's fault (Internal), reported
+//     before anything is written. Failures give CrashLoopBackOff, or
+//     Failed once the creation timeout has passed since
+//     CreationStartedAnnotation (never before the machine's creation):
+//     the retry after a failure comes no later than the timeout, which a
+//     CrashLoopBackOff machine is then Failed by without another driver
+//     call.
 //   - Join and health: Pending becomes Running when the node is Ready and
 //     none of the configured node conditions is True, and Failed when the
 //     creation timeout passes first (a join timeout: not gated, as in
@@ -68,25 +73,40 @@
 //     (node.machine.sapcloud.io/machine-controller) are set in the same
 //     patch.
 //   - Node deletion: a node being deleted (kubectl delete node) deletes its
-//     machine, whatever its phase, and the machine's deletion drains the
+//     machine — the machine the node is bound to, or for a node not bound
+//     yet the one whose provider ID it shows — whatever its phase, and
+//     the machine's deletion drains the
 //     node and removes the finalizer with the node; a node that is gone
 //     deletes its machine if it had joined. A node being deleted that no
-//     machine claims loses the finalizer at once, so it never stays
-//     Terminating for want of a machine.
+//     machine owns loses the finalizer at once, so it never stays
+//     Terminating for want of a machine — unless it is bound to a machine
+//     this controller does not know, another manager's on a shared
+//     target.
 //   - Deletion: an explicit step machine stored in DeletionStepAnnotation
 //     (see DeletionStep): pre-drain hooks, drain, pre-terminate hooks,
 //     DeleteMachine, Node deletion, finalizer removal. Before the drain,
 //     the node is marked with the Terminating condition (reason Unhealthy
 //     for a Failed machine, ScaleDown otherwise), and a machine without
 //     the node label finds its node by the node's machine-name label or,
-//     failing that, through the driver's GetMachineStatus. Each sync observes,
+//     failing that, through the driver's GetMachineStatus (the label is
+//     then written if it can be; the deletion does not wait for it). A
+//     node the machine does not own (see Claims) is neither marked,
+//     drained nor deleted (event NodeNotOwned), and DeleteMachine is
+//     asked for the VM by the machine's name unless the machine owns the
+//     VM its provider ID names; a machine that never recorded a VM and
+//     whose class the driver refuses (InvalidArgument) skips
+//     DeleteMachine. Each sync observes,
 //     decides the step (decideDeletion), runs it, and goes on with the next
 //     until one waits or fails; only then is the outcome (step, phase
 //     Terminating, lastOperation) written, and a flow that ends within the
 //     sync writes only the finalizer's removal. Each step is idempotent and
 //     the stored step only advances after its work, so a crash repeats the
 //     steps done since the last write. The drain runs in non-blocking passes of
-//     the drain engine (state in DrainStateAnnotation), forced after the
+//     the drain engine (state in DrainStateAnnotation, which anyone who
+//     may patch the machine can write: the deadline and maxEvictRetries
+//     always come from the machine's deletion timestamp and
+//     configuration, and a state the machine or the engine cannot trust
+//     restarts the drain, event DrainStateReset), forced after the
 //     drain timeout or with the force-deletion label; a pod whose eviction
 //     PodDisruptionBudgets refused maxEvictRetries times is deleted without
 //     eviction (event EvictRetriesExhausted); the engine itself
@@ -101,6 +121,29 @@
 //     machines Unknown since before then: back to Running with MCM's
 //     "Machine Health Timeout was reset due to APIServer being
 //     unreachable", so that an outage never replaces a fleet.
+//
+// # Claims
+//
+// A machine's node label and spec.providerID are claims: anyone who may
+// create or patch machines writes them, and may name another machine's
+// node or VM, or one no machine has. The controller acts on a node or VM
+// only through a binding it established: the driver named the VM for
+// this very machine (CreateMachine, or GetMachineStatus asked by the
+// machine's name — never by the provider ID it claims; driver requests of
+// the creation flow carry no claimed provider ID), and the Node shows that
+// VM's provider ID. The node sync then records the binding on the Node,
+// v1alpha1.MachineUIDAnnotation (the machine's UID), which users of the
+// control cluster cannot write; until then the driver's word is kept in
+// memory. A claim nobody vouched for (a restart, or a switch from MCM,
+// whose nodes carry no binding yet) is checked with GetMachineStatus by
+// name, once: a node bound to another machine or running on another VM,
+// or a driver that names another VM or none, refutes it. A refuted claim
+// is reported (event ForeignClaim) and ignored: the creation flow finds or
+// creates the machine's own VM and writes its provider ID and node over
+// the claim. Two machines the driver vouched for that claim the same
+// node or VM act on neither (event ContestedClaim) until one claim is
+// refuted or gone. Health is read only from a node the machine owns; a
+// node that shows no provider ID yet is not the machine's until it does.
 //
 // Writes are guarded JSON merge patches of the fields the controller owns
 // (package internal/patch). Each write's resourceVersion is remembered

@@ -58,6 +58,7 @@ func (c *Controller) register(inf Informers) error {
 			return []string{classKeyOf(m)}, nil
 		}},
 		{machineindex.ByNodeIndex, machineindex.ByNode},
+		{machineindex.ByProviderIDIndex, machineindex.ByProviderID},
 		{indexMachineByBlockingBudget, func(obj any) ([]string, error) {
 			m, ok := obj.(*v1alpha1.Machine)
 			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
@@ -155,6 +156,9 @@ func (c *Controller) onMachineDelete(obj any) {
 	c.writes.Forget(key)
 	c.finalized.DeletionObserved(key, m.UID)
 	c.failures.reset(key)
+	c.vouches.forget(m)
+	// Machines whose claims this one contested are synced again.
+	c.enqueueRivals(m)
 	c.classQueue.Add(classKeyOf(m))
 }
 

@@ -76,6 +76,7 @@ func desiredTemplate(m *v1alpha1.Machine) appliedTemplate {
 	// The records are ours to write; a template cannot set them.
 	delete(want.Annotations, v1alpha1.LastAppliedNodeTemplateAnnotation)
 	delete(want.Annotations, v1alpha1.LastAppliedVirtualCapacityAnnotation)
+	delete(want.Annotations, v1alpha1.MachineUIDAnnotation)
 	return want
 }
 
@@ -97,7 +98,9 @@ func templateRecordOf(want appliedTemplate) string {
 //     every other key is left alone. The record of what was applied is
 //     kept in MCM's format and rewritten only when its content changes;
 //     a template that applies nothing needs no record.
-//   - The machine-name label is set.
+//   - The machine-name label is set, and the binding to the machine
+//     (v1alpha1.MachineUIDAnnotation): planNodeSync is only asked for
+//     the node of a machine that owns it (see bindingOf).
 //   - The node finalizer is added while neither the node nor the machine
 //     is being deleted, so that deleting the node goes through the
 //     machine's deletion (drain first).
@@ -115,6 +118,7 @@ func planNodeSync(node *corev1.Node, m *v1alpha1.Machine, class *v1alpha1.Machin
 	}
 	out.Labels[v1alpha1.MachineNameLabelKey] = m.Name
 	out.Annotations = mergeMap(out.Annotations, last.Annotations, want.Annotations)
+	setMapKey(&out.Annotations, v1alpha1.MachineUIDAnnotation, string(m.UID))
 	out.Spec.Taints = mergeTaints(out.Spec.Taints, last.Taints, want.Taints)
 	switch {
 	case last.equal(want):

@@ -70,19 +70,27 @@ func TestPlanNodeSyncAfterMCM(t *testing.T) {
 		t.Errorf("record = %s", rec)
 	}
 
-	// A node MCM left in sync is not written at all, whatever the record's
-	// byte form.
+	// A node MCM left in sync gets the binding to its machine, and
+	// nothing else, whatever the record's byte form; once bound, it is
+	// not written at all.
 	m.Spec.NodeTemplateSpec.Labels = map[string]string{"pool": "a", "dropped": "1"}
 	m.Spec.NodeTemplateSpec.Spec.Taints = []corev1.Taint{{Key: "gone", Effect: corev1.TaintEffectNoSchedule}}
-	if got := planNodeSync(node(), m, nil); got != nil {
-		t.Errorf("node in sync after MCM is rewritten: %+v", got.ObjectMeta)
+	got = planNodeSync(node(), m, nil)
+	want := node()
+	want.Annotations[v1alpha1.MachineUIDAnnotation] = string(m.UID)
+	if diff := cmp.Diff(want, got); diff != "" {
+		t.Errorf("node in sync after MCM (-want +got):\n%s", diff)
+	}
+	if got := planNodeSync(want, m, nil); got != nil {
+		t.Errorf("bound node in sync is rewritten: %+v", got.ObjectMeta)
 	}
 	// An empty template with MCM's empty record is in sync too.
 	empty := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
 	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1",
-		Labels:      map[string]string{v1alpha1.MachineNameLabelKey: "m1"},
-		Annotations: map[string]string{v1alpha1.LastAppliedNodeTemplateAnnotation: `{"metadata":{"creationTimestamp":null},"spec":{}}`},
-		Finalizers:  []string{v1alpha1.NodeFinalizer}}}
+		Labels: map[string]string{v1alpha1.MachineNameLabelKey: "m1"},
+		Annotations: map[string]string{v1alpha1.LastAppliedNodeTemplateAnnotation: `{"metadata":{"creationTimestamp":null},"spec":{}}`,
+			v1alpha1.MachineUIDAnnotation: string(empty.UID)},
+		Finalizers: []string{v1alpha1.NodeFinalizer}}}
 	if got := planNodeSync(n, empty, nil); got != nil {
 		t.Errorf("empty template in sync is rewritten: %+v", got.ObjectMeta)
 	}
@@ -169,11 +177,17 @@ func TestPlanNodeEvent(t *testing.T) {
 	pending := withPhase(baseMachine(), v1alpha1.MachinePending, "p1")
 	deleting := running.DeepCopy()
 	deleting.DeletionTimestamp = &now
-	live := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Finalizers: []string{v1alpha1.NodeFinalizer}}}
+	live := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Finalizers: []string{v1alpha1.NodeFinalizer}}, Spec: corev1.NodeSpec{ProviderID: "p1"}}
 	terminating := live.DeepCopy()
 	terminating.DeletionTimestamp = &now
 	plain := terminating.DeepCopy()
 	plain.Finalizers = nil
+	// Claims the node does not confirm: another VM's node, or a node
+	// bound to another machine.
+	forged := withPhase(baseMachine(), v1alpha1.MachineRunning, "p2")
+	forged.UID = "uid-forged"
+	boundElsewhere := terminating.DeepCopy()
+	boundElsewhere.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: "uid-other"}
 	names := func(ms []*v1alpha1.Machine) []string {
 		var out []string
 		for _, m := range ms {
@@ -198,6 +212,13 @@ func TestPlanNodeEvent(t *testing.T) {
 		{"unclaimed node being deleted loses the finalizer", terminating, nil, result{RemoveFinalizer: true}},
 		{"unclaimed node being deleted without the finalizer", plain, nil, result{}},
 		{"unclaimed live node is left alone", live, nil, result{}},
+		{"a claim the node does not confirm is not deleted with it", terminating, []*v1alpha1.Machine{forged, running},
+			result{Sync: []string{"Running"}, Delete: []string{"Running"}}},
+		{"a node only others claim loses the finalizer", terminating, []*v1alpha1.Machine{forged}, result{Sync: []string{"Running"}, RemoveFinalizer: true}},
+		{"a node bound to another machine deletes none of its claimants", boundElsewhere, []*v1alpha1.Machine{running},
+			result{Sync: []string{"Running"}}},
+		// Another manager's, on a shared target: its finalizer is its own.
+		{"a node bound to an unknown machine keeps its finalizer", boundElsewhere, nil, result{}},
 	} {
 		p := planNodeEvent(tc.node, tc.machines)
 		got := result{Sync: names(p.Sync), Delete: names(p.Delete), RemoveFinalizer: p.RemoveFinalizer}

@@ -39,6 +39,12 @@ type observation struct {
 	// controller's last write to it yet: it is not synced from that copy
 	// (its update event brings the machine back).
 	NodeStale bool
+	// Vouch is the driver's word on which VM backs the machine, when
+	// Vouched; Rivals are the other machines that claim its node or VM
+	// and that nothing refutes (see bindingOf).
+	Vouch   vouch
+	Vouched bool
+	Rivals  []string
 	// ReplacementDenied is the replacement gate's reason for not letting
 	// the health timeout mark the machine Failed now; "" when it was not
 	// asked or agreed. The gate is asked only when a plan wants to mark
@@ -62,9 +68,13 @@ const (
 	planFrozen
 	// planCreate: run the creation flow against the driver.
 	planCreate
+	// planVerify: ask the driver which VM backs the machine, which
+	// claims a VM or a node that nobody vouched for (see bindingOf), and
+	// plan again.
+	planVerify
 )
 
-var planKindNames = [...]string{"Update", "BadInput", "WaitForClass", "Frozen", "Create"}
+var planKindNames = [...]string{"Update", "BadInput", "WaitForClass", "Frozen", "Create", "Verify"}
 
 func (k planKind) String() string { return planKindNames[k] }
 
@@ -77,10 +87,16 @@ type machinePlan struct {
 	// Node is the desired node, nil if it needs no change.
 	Node  *corev1.Node
 	Event *event
+	// Claim reports claims of the machine that are ignored (a node or VM
+	// that is not its own); nil if none.
+	Claim *event
 	// Retry is the backoff class when the plan reports a failure; with
 	// retryNone the key is requeued after RequeueAfter (0: not at all).
 	Retry        retryClass
 	RequeueAfter time.Duration
+	// TimeoutIn caps the retry delay of a failed creation: the creation
+	// timeout falls due then.
+	TimeoutIn time.Duration
 	// Err is the failure the worker reports (a driver call that failed);
 	// nil for problems reported on the machine only, like bad input.
 	Err error
@@ -113,7 +129,15 @@ func planMachine(obs observation, o *Options) machinePlan {
 		p.RequeueAfter = o.HealthCheckPeriod
 		return p
 	}
-	if needsCreate(m) {
+	b := bindingOf(m, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals)
+	if b.Kind == bindForeign {
+		// Ignored: the creation flow asks the driver for the machine's
+		// own VM by its name, adopts it or creates one, and writes its
+		// provider ID and node over the claim.
+		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonForeignClaim,
+			Message: fmt.Sprintf("Ignoring the machine's node label %q and provider ID %q: %s", nodeNameOf(m), m.Spec.ProviderID, b.Why)}
+	}
+	if create, verify := needsCreate(m) || b.Kind == bindForeign, b.Kind == bindUnverified; create || verify {
 		switch {
 		case obs.Class == nil:
 			return badInput(p, obs.Now, ReasonClassNotFound,
@@ -128,6 +152,9 @@ func planMachine(obs observation, o *Options) machinePlan {
 				fmt.Sprintf("MachineClass %q is invalid: %v", obs.Class.Name, obs.ClassErrors.ToAggregate()))
 		case obs.SecretProblem != "":
 			return badInput(p, obs.Now, obs.SecretReason, obs.SecretProblem)
+		case !create:
+			p.Kind = planVerify
+			return p
 		case !slices.Contains(obs.Class.Finalizers, v1alpha1.MachineFinalizer):
 			p.Kind = planWaitForClass
 			p.RequeueAfter = time.Second
@@ -136,12 +163,41 @@ func planMachine(obs observation, o *Options) machinePlan {
 		if _, ok := m.Annotations[CreationStartedAnnotation]; !ok {
 			setAnnotation(m, CreationStartedAnnotation, formatTime(obs.Now))
 		}
+		if timeout := obs.Config.MachineCreationTimeout.Duration; m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff &&
+			obs.Now.Sub(creationStart(m)) > timeout {
+			// The creation timeout falls due between two attempts (the
+			// retry after a failure is capped at it): Failed, without
+			// another call to the driver, for the MachineSet to replace.
+			msg := fmt.Sprintf("Machine %s failed to join the cluster in %v; the last creation attempt failed: %s",
+				m.Name, timeout, m.Status.LastOperation.Description)
+			p.Event = report(m, obs.Now, transition{
+				Phase:  v1alpha1.MachineFailed,
+				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate, ErrorCode: m.Status.LastOperation.ErrorCode},
+				Reason: ReasonJoinTimeout, Warning: true,
+			})
+			p.FailedJoin = true
+			p.RequeueAfter = o.LongRetry
+			return p
+		}
 		p.Kind = planCreate
 		return p
 	}
 	if !obs.HasTarget {
 		p.RequeueAfter = o.LongRetry
 		return p
+	}
+	if b.Kind == bindContested {
+		// Neither claimant acts on the node or VM until the other's
+		// claim is refuted (the driver is asked about each) or gone.
+		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonContestedClaim,
+			Message: fmt.Sprintf("Not acting on node %q or VM %q: %s", nodeNameOf(m), m.Spec.ProviderID, b.Why)}
+		p.RequeueAfter = o.HealthCheckPeriod
+		return p
+	}
+	if !b.ownsNode() {
+		// Not the machine's node (yet): its health says nothing about
+		// the machine, and it is not synced.
+		obs.Node = nil
 	}
 	planHealth(&p, obs, o)
 	if obs.Node != nil && !obs.NodeStale {
@@ -248,8 +304,15 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 			Reason: ReasonCreateFailed, Warning: true,
 		})
 		p.Retry = retryClassOf(code)
+		if !timedOut {
+			p.TimeoutIn = creationStart(m).Add(obs.Config.MachineCreationTimeout.Duration).Sub(obs.Now) + time.Millisecond
+		}
 		p.Err = fmt.Errorf("%s: %w", out.FailedOp, out.Err)
 		return p
+	}
+	if claimed := m.Spec.ProviderID; claimed != "" && claimed != out.ProviderID {
+		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonForeignClaim,
+			Message: fmt.Sprintf("Replacing the machine's provider ID %q: the driver names VM %s (node %q) for it", claimed, out.ProviderID, out.NodeName)}
 	}
 	m.Spec.ProviderID = out.ProviderID
 	if m.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {

@@ -30,7 +30,7 @@ func testOptions(t *testing.T) *Options {
 
 func baseMachine() *v1alpha1.Machine {
 	return &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns", Finalizers: []string{v1alpha1.MachineFinalizer},
+		ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns", UID: "uid-m1", Finalizers: []string{v1alpha1.MachineFinalizer},
 			CreationTimestamp: metav1.NewTime(t0.Add(-time.Minute))},
 		Spec: v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Name: "c"}},
 	}
@@ -49,19 +49,28 @@ func readyClass() *v1alpha1.MachineClass {
 	return &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns", Finalizers: []string{v1alpha1.MachineFinalizer}}}
 }
 
+// node is node n1 of VM p1, bound to baseMachine.
 func node(conds ...corev1.NodeCondition) *corev1.Node {
-	return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}, Status: corev1.NodeStatus{Conditions: conds}}
+	return &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: "n1", Annotations: map[string]string{v1alpha1.MachineUIDAnnotation: "uid-m1"}},
+		Spec:       corev1.NodeSpec{ProviderID: "p1"},
+		Status:     corev1.NodeStatus{Conditions: conds},
+	}
 }
 
 func cond(t corev1.NodeConditionType, s corev1.ConditionStatus) corev1.NodeCondition {
 	return corev1.NodeCondition{Type: t, Status: s, LastTransitionTime: metav1.NewTime(t0.Add(-time.Hour))}
 }
 
+// obsFor observes m as the controller that created its VM does: the
+// driver vouched for its provider ID.
 func obsFor(m *v1alpha1.Machine) observation {
 	return observation{
 		Now: t0, Machine: m, HasTarget: true,
-		Config: v1alpha1.EffectiveMachineConfiguration(m, nil),
-		Class:  readyClass(),
+		Config:  v1alpha1.EffectiveMachineConfiguration(m, nil),
+		Class:   readyClass(),
+		Vouch:   vouch{ProviderID: m.Spec.ProviderID},
+		Vouched: m.Spec.ProviderID != "",
 	}
 }
 
@@ -207,6 +216,7 @@ func TestKeepsCreationStartAcrossRetries(t *testing.T) {
 	o := testOptions(t)
 	m := baseMachine()
 	m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-time.Hour))}
+	m.CreationTimestamp = metav1.NewTime(t0.Add(-2 * time.Hour))
 	p := planMachine(obsFor(m), o)
 	if got := p.Machine.Annotations[CreationStartedAnnotation]; got != formatTime(t0.Add(-time.Hour)) {
 		t.Errorf("creation start moved to %s", got)
@@ -257,6 +267,7 @@ func TestPlanCreateOutcome(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := baseMachine()
 			m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-tc.started))}
+			m.CreationTimestamp = metav1.NewTime(t0.Add(-tc.started - time.Second))
 			obs := obsFor(m)
 			obs.HasTarget = tc.target
 			p := planCreateOutcome(obs, tc.out, o)
@@ -342,6 +353,7 @@ func TestPlanHealth(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			m := withPhase(baseMachine(), tc.phase, "p1")
 			m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-tc.started))}
+			m.CreationTimestamp = metav1.NewTime(t0.Add(-tc.started - time.Second))
 			if tc.since != "" {
 				m.Annotations[UnhealthySinceAnnotation] = tc.since
 			}
@@ -446,7 +458,7 @@ func TestDecideDeletion(t *testing.T) {
 				m.Annotations[DeletionStepAnnotation] = tc.step
 			}
 			in := deletionInput{Now: t0, Machine: m, Config: v1alpha1.EffectiveMachineConfiguration(m, nil), HasTarget: true,
-				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), ClassFound: true}
+				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), NodeOwned: true, VMOwned: true, ClassFound: true}
 			if tc.mutate != nil {
 				tc.mutate(m, &in)
 			}
@@ -681,7 +693,7 @@ func TestHealthTimeoutResetAfterOutage(t *testing.T) {
 func TestPendingDelay(t *testing.T) {
 	o := testOptions(t)
 	created := func(since time.Duration) *v1alpha1.Machine {
-		m := withPhase(baseMachine(), "", "sim:///vm-1")
+		m := withPhase(baseMachine(), "", "p1")
 		m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-since))}
 		return m
 	}
@@ -738,7 +750,7 @@ func TestPendingDelay(t *testing.T) {
 // controller's last write is not patched from that copy.
 func TestStaleNodeIsNotSynced(t *testing.T) {
 	o := testOptions(t)
-	obs := obsFor(withPhase(baseMachine(), v1alpha1.MachineRunning, "sim:///vm-1"))
+	obs := obsFor(withPhase(baseMachine(), v1alpha1.MachineRunning, "p1"))
 	obs.Node = node(cond(corev1.NodeReady, corev1.ConditionTrue))
 	if p := planMachine(obs, o); p.Node == nil {
 		t.Fatal("a node without the machine-name label: no node sync planned")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/nodebinding"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -137,7 +138,8 @@ type nodeEventPlan struct {
 	// Sync are machines to sync, Delete machines to delete.
 	Sync, Delete []*v1alpha1.Machine
 	// RemoveFinalizer: the node is being deleted, carries the node
-	// finalizer, and no machine claims it.
+	// finalizer, confirms no machine's claim, and is not bound to a
+	// machine this controller does not know (another manager's).
 	RemoveFinalizer bool
 }
 
@@ -146,18 +148,22 @@ type nodeEventPlan struct {
 func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPlan {
 	var p nodeEventPlan
 	deleting := node != nil && node.DeletionTimestamp != nil
-	if len(machines) == 0 {
-		p.RemoveFinalizer = deleting && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
-		return p
-	}
+	confirmed := 0 // machines the node confirms (nodebinding.Confirms)
 	for _, m := range machines {
 		switch {
-		case m.DeletionTimestamp != nil:
-			p.Sync = append(p.Sync, m)
-		case deleting:
+		case deleting && nodebinding.Confirms(node, m):
+			confirmed++
+			if m.DeletionTimestamp != nil {
+				p.Sync = append(p.Sync, m)
+				continue
+			}
 			// Someone deletes the node: the machine goes the regular way,
 			// drain included, and takes the node (and its finalizer) along.
+			// A machine whose claim the node does not confirm is not
+			// deleted with it: a node label is anyone's to write.
 			p.Delete = append(p.Delete, m)
+		case m.DeletionTimestamp != nil, deleting:
+			p.Sync = append(p.Sync, m)
 		case node == nil && wasJoined(m):
 			// Only a node that was there can go: a machine still waiting
 			// for its node to register is not deleted.
@@ -166,6 +172,11 @@ func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPla
 			p.Sync = append(p.Sync, m)
 		}
 	}
+	// A node bound to a machine this controller does not know may be
+	// another manager's (a shared target): its finalizer is left to it.
+	owner := nodebinding.Owner(node)
+	known := owner == "" || slices.ContainsFunc(machines, func(m *v1alpha1.Machine) bool { return m.UID == owner })
+	p.RemoveFinalizer = deleting && confirmed == 0 && known && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
 	return p
 }
 

@@ -78,9 +78,11 @@ func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.T
 
 // creationStart is when the creation timeout started counting.
 func creationStart(m *v1alpha1.Machine) time.Time {
-	if t, ok := parseTime(m.Annotations[CreationStartedAnnotation]); ok {
+	if t, ok := parseTime(m.Annotations[CreationStartedAnnotation]); ok && t.After(m.CreationTimestamp.Time) {
 		return t
 	}
+	// No creation started before the machine existed, whatever the
+	// annotation (anyone's to write) says.
 	return m.CreationTimestamp.Time
 }
 

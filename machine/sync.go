@@ -72,6 +72,19 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	logger := logr.FromContextOrDiscard(ctx)
 	logger.V(4).Info("Planned", "plan", p.Kind, "phase", cached.Status.CurrentStatus.Phase)
 
+	if p.Kind == planVerify {
+		if err := c.verify(ctx, cached, obs.Class, secret); err != nil {
+			return workqueue.Result{}, err // retried with the queue's backoff
+		}
+		obs.Vouch, obs.Vouched = c.vouches.get(cached)
+		p = planMachine(obs, &c.opts)
+		logger.V(2).Info("Asked the driver for the machine's VM", "binding", bindingOf(cached, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals).Kind, "plan", p.Kind)
+	}
+	if p.Claim != nil {
+		logger.Info("Ignoring claims of the machine", "reason", p.Claim.Reason, "message", p.Claim.Message)
+		c.recordEvent(cached, p.Claim)
+	}
+
 	if p.Kind == planCreate {
 		release, wait := c.takeCreationSlot(ctx, key)
 		if release == nil {
@@ -96,6 +109,10 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		}
 		out := c.create(ctx, obs.Machine, obs.Class, secret)
 		p = planCreateOutcome(obs, out, &c.opts)
+		if p.Claim != nil {
+			logger.Info("Ignoring claims of the machine", "reason", p.Claim.Reason, "message", p.Claim.Message)
+			c.recordEvent(cur, p.Claim)
+		}
 		if out.FailedOp == "" {
 			logger.Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
 		}
@@ -137,6 +154,9 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	if p.Retry != retryNone {
 		// The worker reports p.Err; the machine's own backoff paces it.
 		delay := c.opts.retryDelay(p.Retry, c.failures.inc(key))
+		if p.TimeoutIn > 0 {
+			delay = min(delay, p.TimeoutIn)
+		}
 		logger.V(2).Info("Retrying after failure", "after", delay, "description", written.Status.LastOperation.Description)
 		return workqueue.Result{RequeueAfter: delay}, p.Err
 	}
@@ -188,6 +208,8 @@ func (c *Controller) joinedAtOnce(ctx context.Context, cur *v1alpha1.Machine, ob
 	node, stale := c.cachedNode(nodeNameOf(next))
 	if node != nil || next.Status.CurrentStatus.Phase == "" {
 		obs.Now, obs.Machine, obs.Node, obs.NodeStale = c.opts.Clock.Now(), next, node, stale
+		obs.Vouch, obs.Vouched = c.vouches.get(next)
+		obs.Rivals = c.rivalsOf(next)
 		if q := planMachine(obs, &c.opts); q.Kind == planUpdate {
 			out.plan, out.node = q, node
 		}
@@ -212,13 +234,17 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 			obs.OutageEnded = r.LastOutageEnd()
 		}
 	}
+	obs.Node, obs.NodeStale = c.cachedNode(nodeNameOf(m))
+	obs.Vouch, obs.Vouched = c.vouches.get(m)
+	obs.Rivals = c.rivalsOf(m)
+	b := bindingOf(m, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals)
 	var secret *corev1.Secret
 	if m.Spec.Class.Name != "" {
 		// The class's virtual capacity is synced to the node of every
-		// machine; its validity and secrets matter only for creation.
+		// machine; its validity and secrets matter only for driver calls.
 		if class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name); err == nil {
 			obs.Class = class
-			if needsCreate(m) {
+			if needsCreate(m) || b.Kind == bindForeign || b.Kind == bindUnverified {
 				obs.ClassErrors = validation.ValidateMachineClass(class)
 				secret, obs.SecretReason, obs.SecretProblem = c.resolveSecret(class)
 				if secret != nil {
@@ -227,7 +253,6 @@ func (c *Controller) observe(ctx context.Context, m *v1alpha1.Machine) (observat
 			}
 		}
 	}
-	obs.Node, obs.NodeStale = c.cachedNode(nodeNameOf(m))
 	return obs, secret
 }
 

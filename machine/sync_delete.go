@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -14,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/validation"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
@@ -39,7 +41,7 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 		return workqueue.Result{}, nil // not ours (any more)
 	}
 	logger := logr.FromContextOrDiscard(ctx)
-	stored, err := c.prepareNodeForDeletion(ctx, cached)
+	stored, cl, err := c.prepareNodeForDeletion(ctx, cached)
 	if err != nil {
 		return workqueue.Result{}, err
 	}
@@ -57,7 +59,7 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 		return err
 	}
 	for range maxStepsPerSync {
-		in, creds := c.observeDeletion(cur)
+		in, creds := c.observeDeletion(cur, cl)
 		d := decideDeletion(in)
 		logger.V(2).Info("Deletion step", "step", d.Step, "action", d.Action)
 		if d.Action == delRemoveFinalizer {
@@ -93,59 +95,109 @@ func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine)
 	return workqueue.Result{RequeueAfter: time.Second}, nil
 }
 
-// prepareNodeForDeletion runs before the drain can start: it makes sure
-// the machine's node is known (label "node"; when the label is missing,
-// the node is looked up by its machine-name label and then through the
-// driver's GetMachineStatus, and the label is written, so that the drain
-// and the node's deletion find it), and it marks the node with the
-// Terminating condition (reason Unhealthy for a Failed machine, ScaleDown
-// otherwise) before anything is drained, so that others (the
-// cluster-autoscaler, node agents) see why the node goes away.
-func (c *Controller) prepareNodeForDeletion(ctx context.Context, m *v1alpha1.Machine) (*v1alpha1.Machine, error) {
-	if c.nodes == nil {
-		return m, nil
-	}
-	switch CurrentDeletionStep(m) {
-	case StepWaitPreDrainHooks, StepDrain:
-	default:
-		return m, nil
-	}
-	name := nodeNameOf(m)
-	if name == "" {
-		if name = c.lookUpNodeName(ctx, m); name == "" {
-			return m, nil
+// deletionClaim is what a machine being deleted may act on: its node
+// (from the node label, or looked up when the label is missing) and the
+// binding's verdict on it and on the VM.
+type deletionClaim struct {
+	NodeName string
+	Binding  binding
+}
+
+// prepareNodeForDeletion runs before each deletion sync's steps. It finds
+// the machine's node: the node label; when the label is missing, the node
+// carrying the machine-name label, else the node the driver's
+// GetMachineStatus names. The label is then written if it can be — a
+// deletion never waits for it. It judges the machine's claim on the node
+// and VM (see bindingOf), asking the driver once when nobody vouched for
+// a node that exists: a node that is not the machine's is neither marked,
+// drained nor deleted, and a VM that is not is asked for by the
+// machine's name. Before the drain, it marks the machine's own node with
+// the Terminating condition (reason Unhealthy for a Failed machine,
+// ScaleDown otherwise), so that others (the cluster-autoscaler, node
+// agents) see why the node goes away.
+func (c *Controller) prepareNodeForDeletion(ctx context.Context, m *v1alpha1.Machine) (*v1alpha1.Machine, deletionClaim, error) {
+	step := CurrentDeletionStep(m)
+	cl := deletionClaim{NodeName: nodeNameOf(m)}
+	if c.nodes != nil && cl.NodeName == "" && step != StepRemoveFinalizer {
+		if cl.NodeName = c.lookUpNodeName(ctx, m); cl.NodeName != "" {
+			m = c.labelNode(ctx, m, cl.NodeName)
 		}
-		labelled := m.DeepCopy()
-		setLabel(labelled, v1alpha1.NodeLabelKey, name)
-		written, err := c.writeMachine(ctx, m, labelled)
-		if err != nil {
-			return m, err
-		}
-		logr.FromContextOrDiscard(ctx).Info("Found the node of the machine being deleted", "node", name)
-		m = written
 	}
-	node, err := c.nodes.Get(name)
-	if err != nil {
-		return m, nil // gone (or not cached yet): nothing to mark; the drain step decides
+	claimant := m
+	if nodeNameOf(m) != cl.NodeName {
+		claimant = m.DeepCopy()
+		setLabel(claimant, v1alpha1.NodeLabelKey, cl.NodeName)
+	}
+	node, _ := c.cachedNode(cl.NodeName)
+	judge := func() binding {
+		v, ok := c.vouches.get(m)
+		return bindingOf(claimant, node, v, ok, c.rivalsOf(claimant))
+	}
+	cl.Binding = judge()
+	if node != nil && cl.Binding.Kind == bindUnverified {
+		if class, secret, err := c.classAndCredentials(m); err == nil {
+			if err := c.verify(ctx, claimant, class, secret); err != nil {
+				return m, cl, err // the node's fate waits for the driver's word
+			}
+			cl.Binding = judge()
+		}
+	}
+	if node == nil || !cl.Binding.ownsNode() || (step != StepWaitPreDrainHooks && step != StepDrain) {
+		return m, cl, nil
 	}
 	cond := terminationCondition(m, node, c.opts.Clock.Now())
 	if cond == nil {
-		return m, nil
+		return m, cl, nil
 	}
 	// A strategic merge patch merges conditions by type, so the kubelet's
 	// own conditions are neither sent nor overwritten.
 	data, err := json.Marshal(map[string]any{"status": map[string]any{"conditions": []corev1.NodeCondition{*cond}}})
 	if err == nil {
-		_, err = patch.SendStrategic(ctx, c.target.CoreV1().Nodes().Patch, name, data, c.opts.FieldManager, "status")
+		_, err = patch.SendStrategic(ctx, c.target.CoreV1().Nodes().Patch, cl.NodeName, data, c.opts.FieldManager, "status")
 	}
 	if err != nil && !apierrors.IsNotFound(err) {
 		// The condition informs; it must not hold up a deletion (a
 		// manager without the right to patch node status would never
 		// delete anything). Every later sync before the drain is done
 		// tries again.
-		logr.FromContextOrDiscard(ctx).Error(err, "Cannot set the Terminating condition on the node", "node", name)
+		logr.FromContextOrDiscard(ctx).Error(err, "Cannot set the Terminating condition on the node", "node", cl.NodeName)
 	}
-	return m, nil
+	return m, cl, nil
+}
+
+// labelNode records the node found for a machine being deleted in its
+// node label, so that later syncs need not look it up again. The deletion
+// does not depend on it: a name that cannot be a label value is not
+// written, and a failed write is logged and tried at the next sync.
+func (c *Controller) labelNode(ctx context.Context, m *v1alpha1.Machine, name string) *v1alpha1.Machine {
+	logger := logr.FromContextOrDiscard(ctx).WithValues("node", name)
+	if problems := validation.IsValidLabelValue(name); len(problems) > 0 {
+		logger.Info("Found the node of the machine being deleted; its name cannot be a label value", "problems", problems)
+		return m
+	}
+	labelled := m.DeepCopy()
+	setLabel(labelled, v1alpha1.NodeLabelKey, name)
+	written, err := c.writeMachine(ctx, m, labelled)
+	if err != nil {
+		logger.Error(err, "Found the node of the machine being deleted; cannot record it in the machine's node label")
+		return m
+	}
+	logger.Info("Found the node of the machine being deleted")
+	return written
+}
+
+// classAndCredentials returns the machine's class and its merged secret,
+// for driver calls that need credentials, not user data.
+func (c *Controller) classAndCredentials(m *v1alpha1.Machine) (*v1alpha1.MachineClass, *corev1.Secret, error) {
+	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
+	if err != nil {
+		return nil, nil, fmt.Errorf("MachineClass %q not found", m.Spec.Class.Name)
+	}
+	secret, err := driver.ReadClassSecret(c.secrets, class)
+	if err != nil {
+		return class, nil, err
+	}
+	return class, secret, nil
 }
 
 // terminationCondition is the Terminating condition to set on the node of
@@ -172,7 +224,7 @@ func terminationCondition(m *v1alpha1.Machine, node *corev1.Node, now time.Time)
 
 // lookUpNodeName finds the node of a machine whose node label is missing:
 // a node carrying the machine-name label, else the node name the driver
-// reports for the VM ("" when neither knows one).
+// reports for the machine's VM ("" when neither knows one).
 func (c *Controller) lookUpNodeName(ctx context.Context, m *v1alpha1.Machine) string {
 	sel := labels.SelectorFromSet(labels.Set{v1alpha1.MachineNameLabelKey: m.Name})
 	if nodes, err := c.nodes.List(sel); err == nil && len(nodes) == 1 {
@@ -181,18 +233,17 @@ func (c *Controller) lookUpNodeName(ctx context.Context, m *v1alpha1.Machine) st
 	// The driver is asked even without a provider ID or creation start:
 	// a machine created with its finalizer records its creation start
 	// only with the VM's provider ID, so a VM may exist without either.
-	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
+	class, secret, err := c.classAndCredentials(m)
 	if err != nil {
 		return ""
 	}
-	secret, err := driver.ReadClassSecret(c.secrets, class)
-	if err != nil {
-		return ""
-	}
-	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: m, MachineClass: class, Secret: secret})
+	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: byName(m), MachineClass: class, Secret: secret})
 	if err != nil || status == nil {
 		logr.FromContextOrDiscard(ctx).V(2).Info("Driver does not know the node of the machine being deleted", "error", err)
 		return ""
+	}
+	if status.ProviderID != "" {
+		c.vouches.set(m, vouch{ProviderID: status.ProviderID})
 	}
 	return status.NodeName
 }
@@ -203,17 +254,20 @@ type credentials struct {
 	secret *corev1.Secret
 }
 
-// observeDeletion collects what deciding a deletion step needs.
-func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, credentials) {
+// observeDeletion collects what deciding a deletion step needs; cl is
+// what prepareNodeForDeletion found.
+func (c *Controller) observeDeletion(m *v1alpha1.Machine, cl deletionClaim) (deletionInput, credentials) {
 	in := deletionInput{
-		Now:       c.opts.Clock.Now(),
-		Machine:   m,
-		Config:    v1alpha1.EffectiveMachineConfiguration(m, &c.opts.Machine),
-		HasTarget: c.target != nil,
+		Now:         c.opts.Clock.Now(),
+		Machine:     m,
+		Config:      v1alpha1.EffectiveMachineConfiguration(m, &c.opts.Machine),
+		HasTarget:   c.target != nil,
+		NodeOwned:   cl.Binding.ownsNode(),
+		NotOwnedWhy: cmp.Or(cl.Binding.Why, "nobody vouched for it: "+cl.Binding.Kind.String()),
+		VMOwned:     cl.Binding.ownsVM(),
 	}
 	if c.nodes != nil {
-		// prepareNodeForDeletion has recorded the node if it could be found.
-		in.NodeName = nodeNameOf(m)
+		in.NodeName = cl.NodeName
 		if n, err := c.nodes.Get(in.NodeName); in.NodeName != "" && err == nil {
 			in.Node = n
 		}
@@ -221,13 +275,7 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, creden
 	if CurrentDeletionStep(m) != StepDeleteVM {
 		return in, credentials{} // only DeleteMachine needs them: no secrets merged per drain pass
 	}
-	class, err := c.classes.MachineClasses(m.Namespace).Get(m.Spec.Class.Name)
-	if err != nil {
-		in.ClassProblem = fmt.Sprintf("MachineClass %q not found", m.Spec.Class.Name)
-		return in, credentials{}
-	}
-	// Deleting needs credentials, not user data.
-	secret, err := driver.ReadClassSecret(c.secrets, class)
+	class, secret, err := c.classAndCredentials(m)
 	if err != nil {
 		in.ClassProblem = err.Error()
 		return in, credentials{}
@@ -240,13 +288,17 @@ func (c *Controller) observeDeletion(m *v1alpha1.Machine) (deletionInput, creden
 func (c *Controller) runDeletionStep(ctx context.Context, m *v1alpha1.Machine, in deletionInput, d deletionDecision, creds credentials) (stepOutcome, error) {
 	switch d.Action {
 	case delAdvance:
-		return stepOutcome{Done: true}, nil
+		out := stepOutcome{Done: true}
+		if d.NotOwned {
+			out.Event = &event{Type: corev1.EventTypeWarning, Reason: ReasonNodeNotOwned, Message: d.Description}
+		}
+		return out, nil
 	case delWait:
 		return c.waitStep(m, d), nil
 	case delDrain:
 		return c.drainStep(ctx, m, d, in.NodeName)
 	case delDeleteVM:
-		return c.deleteVMStep(ctx, m, creds)
+		return c.deleteVMStep(ctx, m, d, creds)
 	case delDeleteNode:
 		return c.deleteNodeStep(ctx, d, in.NodeName)
 	default:
@@ -341,15 +393,32 @@ func evictRetriesExhausted(events []drain.Event) []string {
 	return pods
 }
 
-// deleteVMStep calls the driver's DeleteMachine. A failure is reported
-// by the worker and retried after the driver code's delay.
-func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, creds credentials) (stepOutcome, error) {
-	resp, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: m, MachineClass: creds.class, Secret: creds.secret})
-	switch code := driver.CodeOf(err); code {
-	case driver.OK, driver.NotFound:
+// deleteVMStep calls the driver's DeleteMachine: for the VM the
+// machine's provider ID names when that is its own, else for the
+// machine's VM by its name. A failure is reported by the worker and
+// retried after the driver code's delay.
+func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, d deletionDecision, creds credentials) (stepOutcome, error) {
+	req := m
+	if d.ByName {
+		req = byName(m)
+	}
+	resp, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: req, MachineClass: creds.class, Secret: creds.secret})
+	switch code := driver.CodeOf(err); {
+	case code == driver.InvalidArgument && m.Spec.ProviderID == "":
+		// The machine never recorded a VM, and the driver refuses its
+		// class, as it refused every creation from it: no VM can exist,
+		// and the class must not hold the deletion up. (A VM created by
+		// an attempt whose result was lost before the class turned
+		// invalid is an orphan; the safety controller's orphan
+		// collection deletes it.)
+		msg := fmt.Sprintf("Skipping VM deletion: the machine never recorded a VM, and the driver refuses its class: %v. Initiate node object deletion", err)
+		return stepOutcome{Done: true, Description: msg,
+			Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleteFailed, Message: msg}}, nil
+	case code == driver.OK || code == driver.NotFound:
 		c.metrics.delete.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(m.DeletionTimestamp.Time).Seconds())
+		vm := cmp.Or(req.Spec.ProviderID, "of machine "+m.Name)
 		out := stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion",
-			Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM " + m.Spec.ProviderID}}
+			Event: &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM " + vm}}
 		if resp != nil {
 			out.LastKnownState = resp.LastKnownState
 		}

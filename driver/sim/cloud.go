@@ -9,6 +9,7 @@ import (
 	"net/netip"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -447,11 +448,31 @@ func (c *Cloud) delayLocked(base, jitter time.Duration) time.Duration {
 	return base + time.Duration(c.rand.Int64N(int64(jitter)))
 }
 
+// maxVMName bounds VM (and so Node) names: a Node's name is the value of
+// its kubernetes.io/hostname label and of its Machine's node label, and a
+// label value has at most 63 characters.
+const maxVMName = 63
+
+// vmName is the name of the n-th VM (from 1) the cloud issued for a
+// machine: the machine's name, with "-n" after the first, cut to fit
+// maxVMName as clouds cut host names.
+func vmName(machineName string, n int) string {
+	suffix := ""
+	if n > 1 {
+		suffix = "-" + strconv.Itoa(n)
+	}
+	base := machineName
+	if len(base)+len(suffix) > maxVMName {
+		base = strings.TrimRight(base[:maxVMName-len(suffix)], "-.")
+	}
+	return base + suffix
+}
+
 // newVMLocked creates and stores a VM with a fresh provider ID and address.
 func (c *Cloud) newVMLocked(now time.Time, machineName, zone, instanceType string, class ClassTags) *vm {
-	name := machineName
+	name := vmName(machineName, 1)
 	for n := 2; c.issued[providerID(zone, name)]; n++ {
-		name = machineName + "-" + strconv.Itoa(n)
+		name = vmName(machineName, n)
 	}
 	id := providerID(zone, name)
 	c.issued[id] = true

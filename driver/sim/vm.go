@@ -35,7 +35,8 @@ type VM struct {
 	ProviderID string
 	// Name is the VM's name in the cloud, also its node name: the machine
 	// name, with a numeric suffix if an earlier VM of that name in that zone
-	// still existed when this one was created.
+	// still existed when this one was created, cut to 63 characters (a
+	// label value, like the node's kubernetes.io/hostname label).
 	Name string
 	// MachineName is the machine the VM was created for (its "tag"). This is
 	// what the driver matches machines by.

@@ -34,6 +34,18 @@ func ByNode(obj any) ([]string, error) {
 	return nil, nil
 }
 
+// ByProviderIDIndex is the name of the ByProviderID index.
+const ByProviderIDIndex = "mcmkit.io/machine-by-provider-id"
+
+// ByProviderID indexes a machine by its spec.providerID, the VM it
+// claims; a machine without one is not indexed.
+func ByProviderID(obj any) ([]string, error) {
+	if m, ok := obj.(*v1alpha1.Machine); ok && m.Spec.ProviderID != "" {
+		return []string{m.Spec.ProviderID}, nil
+	}
+	return nil, nil
+}
+
 // Ensure adds fn to informer as the index name unless the informer has an
 // index of that name, which it then takes to be fn: names under
 // "mcmkit.io/" are this module's. It works on a started informer too (the

@@ -72,6 +72,13 @@ const (
 	// LastAppliedVirtualCapacityAnnotation on a Node holds the JSON of the
 	// virtual capacity last applied from the MachineClass.
 	LastAppliedVirtualCapacityAnnotation = "node.machine.sapcloud.io/last-applied-virtual-capacity"
+	// MachineUIDAnnotation on a Node holds the UID of the Machine the
+	// machine controller bound it to: set once the driver named the
+	// machine's VM (CreateMachine or GetMachineStatus for that machine)
+	// and the Node showed that VM's provider ID. Only the Machine with
+	// that UID and provider ID may drain, delete or label the Node. An
+	// mcmkit addition; MCM neither writes nor reads it.
+	MachineUIDAnnotation = "mcmkit.io/machine-uid"
 	// NotManagedByMCMAnnotation = "1" on a Node marks a node without a Machine
 	// that the controllers must leave alone.
 	NotManagedByMCMAnnotation = "node.machine.sapcloud.io/not-managed-by-mcm"
