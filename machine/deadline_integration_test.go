@@ -77,12 +77,16 @@ func hungCloud(t *testing.T, timeouts driver.Timeouts, opts machine.Options) (*w
 func othersGoOn(t *testing.T, w *world, within time.Duration) {
 	t.Helper()
 	ctx := context.Background()
+	start := time.Now()
 	if err := w.mc.MachineV1alpha1().Machines(w.ns).Delete(ctx, w.name(0), metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	w.kubelet.SetCondition(w.name(1), corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"})
 	testenv.Eventually(t, within, machineGone(w.mc, w.ns, w.name(0)))
+	gone := time.Since(start)
 	testenv.Eventually(t, within, phaseIs(w.mc, w.ns, w.name(1), v1alpha1.MachineUnknown))
+	// For the record, not asserted: the bound above is what must hold.
+	t.Logf("with every creation hung: deletion done after %v, machine Unknown after %v", gone.Round(time.Millisecond), time.Since(start).Round(time.Millisecond))
 }
 
 // TestIntegrationHungCreationsLeaveWorkersFree: with every CreateMachine
