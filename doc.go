@@ -58,6 +58,19 @@
 // PendingDelay (one more, the Pending status, when it takes longer), and a
 // MachineSet's machine one write less: it is created with the finalizer.
 //
+// # What a Machine can reach
+//
+// A Machine's node label and provider ID are anyone's to write who may
+// create or patch machines, so they are claims, not facts: the machine
+// controller acts on a node or VM only through a binding it established
+// from the driver's answer for that very machine and that the node
+// confirms (its provider ID), recorded on the node (mcmkit.io/machine-uid).
+// Claims the node or the driver refutes are reported and ignored. Drain
+// deadlines and bounds come from the machine's deletion timestamp and
+// configuration, never from state stored on the machine, and every driver
+// call runs under a deadline (driver.WithDeadlines). reference/README.md
+// has the threat model.
+//
 // # Switching from MCM
 //
 // A namespace that Gardener MCM manages can be taken over as it is: the
@@ -66,7 +79,9 @@
 // finalizer) are MCM's, read in MCM's format and written in it, so the
 // machine controller adopts running machines without creating, deleting
 // or relabelling anything, and keys an older template applied are
-// removed. Stored objects MCM accepted and the API now rejects are
+// removed. Its first sync of each machine asks the driver, by the
+// machine's name, which VM backs it, and binds the node in the node write
+// it makes anyway or in one of its own. Stored objects MCM accepted and the API now rejects are
 // reported by package tolerant and skipped, never blocking the rest.
 //
 // # Usage
