@@ -158,6 +158,13 @@ type Options struct {
 
 	// Logger is used where no context carries one.
 	Logger logr.Logger
+	// DriverTimeouts are the deadlines of the driver's calls (ListMachines
+	// and DeleteMachine of the orphan collection), by operation; the zero
+	// value means the driver package's defaults. A driver that is already
+	// a *driver.Deadlines (shared with the machine controller, as the
+	// reference manager does) is used as it is; DriverTimeouts must then
+	// be zero.
+	DriverTimeouts driver.Timeouts
 	// Recorder receives events. Nil means none.
 	Recorder EventRecorder
 	// Registerer receives the queue's metrics. Nil means none.
@@ -309,6 +316,14 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	c.orphansDeleted = prometheus.NewCounter(prometheus.CounterOpts{Name: "mcm_safety_orphan_vms_deleted_total",
 		Help: "VMs the safety controller deleted because no machine claimed them."})
 	if drv != nil {
+		if _, shared := drv.(*driver.Deadlines); shared && o.DriverTimeouts != (driver.Timeouts{}) {
+			return nil, errors.New("safety: DriverTimeouts must be zero with a driver that has its deadlines already (a *driver.Deadlines)")
+		} else if !shared {
+			// A hung cloud call must not hold the orphan collection.
+			if drv, err = driver.WithDeadlines(drv, o.DriverTimeouts); err != nil {
+				return nil, fmt.Errorf("safety: %w", err)
+			}
+		}
 		c.driver, c.classes, c.secrets = drv, inf.Classes.Lister(), inf.Secrets.Lister()
 		informers = append(informers, inf.Classes.Informer(), inf.Secrets.Informer())
 		for _, i := range []cache.SharedIndexInformer{inf.Classes.Informer(), inf.Secrets.Informer()} {

@@ -22,7 +22,9 @@
 // outage ended, so that a cache that is briefly wrong after a restart or an
 // outage (MCM #657) cannot delete a healthy VM. Each deletion is logged
 // with the VM, recorded as an event on its class and counted in
-// mcm_safety_orphan_vms_deleted_total.
+// mcm_safety_orphan_vms_deleted_total. The driver's calls run under
+// deadlines (Options.DriverTimeouts, or those of a shared
+// *driver.Deadlines), so a hung cloud holds no check for long.
 //
 // # API-server outages
 //
