@@ -5,13 +5,11 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
@@ -22,24 +20,6 @@ import (
 
 // The harness runs 8 machine workers: 7 creation slots by default.
 const harnessCreationSlots = 7
-
-// eventLog records events without ever blocking the controller.
-type eventLog struct {
-	mu     sync.Mutex
-	events []string
-}
-
-func (l *eventLog) Eventf(_ runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	l.events = append(l.events, eventtype+" "+reason+" "+fmt.Sprintf(messageFmt, args...))
-}
-
-func (l *eventLog) all() []string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return slices.Clone(l.events)
-}
 
 // hungCloud starts a world whose driver is wrapped in deadlines with
 // timeouts, runs two machines (the first one to be deleted, the second to
@@ -166,8 +146,8 @@ func TestIntegrationHungCreationsTimeOut(t *testing.T) {
 	if got := w.cloud.Calls(driver.OperationCreateMachine); got != 2+n {
 		t.Errorf("%d CreateMachine calls, want one per machine (%d): a hung call must not be followed by another", got, 2+n)
 	}
-	timedOut := slices.ContainsFunc(events.all(), func(e string) bool {
-		return strings.HasPrefix(e, corev1.EventTypeWarning+" "+machine.ReasonCreateFailed) && strings.Contains(e, "did not return within its deadline of 2s")
+	timedOut := slices.ContainsFunc(events.all(), func(e recordedEvent) bool {
+		return e.Type == corev1.EventTypeWarning && e.Reason == machine.ReasonCreateFailed && strings.Contains(e.Message, "did not return within its deadline of 2s")
 	})
 	if !timedOut {
 		t.Errorf("no %s event names the deadline: %v", machine.ReasonCreateFailed, events.all())

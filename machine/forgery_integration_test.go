@@ -3,51 +3,17 @@ package machine_test
 import (
 	"context"
 	"fmt"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/runtime"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
-
-// namedEvents records events with the name of the object they are about.
-type namedEvents struct {
-	mu     sync.Mutex
-	events []string // "name reason: message"
-}
-
-func (r *namedEvents) Eventf(obj runtime.Object, _, reason, format string, args ...any) {
-	m, ok := obj.(metav1.Object)
-	if !ok {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.events = append(r.events, m.GetName()+" "+reason+": "+fmt.Sprintf(format, args...))
-}
-
-// of returns the events about the named object with one of the reasons.
-func (r *namedEvents) of(name string, reasons ...string) []string {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []string
-	for _, e := range r.events {
-		for _, reason := range reasons {
-			if strings.HasPrefix(e, name+" "+reason+":") {
-				out = append(out, e)
-			}
-		}
-	}
-	return out
-}
 
 // untouched checks that nothing was done to a node on a forged machine's
 // behalf: it exists, is not cordoned or terminating, is not marked, and
@@ -78,7 +44,7 @@ func untouched(t *testing.T, w *world, name, wantOwner string) {
 // cordoned, marked, drained or deleted, its VM stays, the victim stays
 // Running, and each forgery is reported on the forged machine.
 func TestIntegrationForgedClaims(t *testing.T) {
-	rec := &namedEvents{}
+	rec := &eventLog{}
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec}})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
@@ -191,10 +157,10 @@ func TestIntegrationForgedClaims(t *testing.T) {
 	}
 	for _, f := range forgeries {
 		if got := rec.of(f.m.Name, machine.ReasonForeignClaim, machine.ReasonNodeNotOwned); len(got) == 0 {
-			t.Errorf("%s (%s): not reported; its events: %q", f.name, f.m.Name, rec.of(f.m.Name, "Warning", "Normal", "ForeignClaim", "NodeNotOwned", "ContestedClaim"))
+			t.Errorf("%s (%s): not reported; events: %+v", f.name, f.m.Name, rec.all())
 		}
 	}
 	if got := rec.of(victim.Name, machine.ReasonContestedClaim, machine.ReasonNodeNotOwned); len(got) > 0 {
-		t.Errorf("the victim was held up: %q", got)
+		t.Errorf("the victim was held up: %+v", got)
 	}
 }

@@ -3,12 +3,15 @@ package machine_test
 import (
 	"context"
 	"fmt"
+	"slices"
+	"sync"
 	"testing"
 
 	"github.com/go-logr/logr/testr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 
@@ -163,4 +166,44 @@ func machineGone(mc versioned.Interface, ns, name string) func(context.Context) 
 		last = fmt.Sprintf("machine %s still there: step %q, lastOperation %+v", name, m.Annotations[machine.DeletionStepAnnotation], m.Status.LastOperation)
 		return false, last
 	}
+}
+
+// recordedEvent is an event an eventLog received.
+type recordedEvent struct {
+	Object, Type, Reason, Message string // Object: the name of the object it is about
+}
+
+// eventLog records events without ever blocking the controller (a
+// record.FakeRecorder drops or blocks when its channel is full, and does
+// not say which object an event is about).
+type eventLog struct {
+	mu     sync.Mutex
+	events []recordedEvent
+}
+
+func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	e := recordedEvent{Type: eventtype, Reason: reason, Message: fmt.Sprintf(messageFmt, args...)}
+	if o, ok := obj.(metav1.Object); ok {
+		e.Object = o.GetName()
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.events = append(l.events, e)
+}
+
+func (l *eventLog) all() []recordedEvent {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.events)
+}
+
+// of returns the events about the named object with one of the reasons.
+func (l *eventLog) of(name string, reasons ...string) []recordedEvent {
+	var out []recordedEvent
+	for _, e := range l.all() {
+		if e.Object == name && slices.Contains(reasons, e.Reason) {
+			out = append(out, e)
+		}
+	}
+	return out
 }
