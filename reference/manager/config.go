@@ -1,6 +1,7 @@
 package manager
 
 import (
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -198,6 +199,17 @@ type Config struct {
 	// ContentionProfiling, with Profiling, records every blocking event
 	// for /debug/pprof/block (runtime.SetBlockProfileRate(1)), as MCM does.
 	ContentionProfiling bool
+	// MetricsSecure serves the HTTP server over TLS and serves /metrics
+	// and /debug/pprof/ only to callers whose bearer token the control
+	// cluster authenticates (TokenReview) and authorizes for the path
+	// (SubjectAccessReview); /healthz and /readyz stay open to the probes.
+	// An addition to MCM's flags; false keeps MCM's plain HTTP. It needs
+	// the HTTP server (Port): Handler is never behind it.
+	MetricsSecure bool
+	// MetricsCertFile and MetricsKeyFile, with MetricsSecure, are the
+	// serving certificate and key (PEM), reread when they change; without
+	// them a self-signed certificate is generated at every start.
+	MetricsCertFile, MetricsKeyFile string
 
 	// Verbosity of the log (-v).
 	Verbosity int
@@ -348,6 +360,12 @@ func (c *Config) BindFlags(fs *flag.FlagSet) {
 	fs.BoolVar(&c.Profiling, "profiling", c.Profiling, "serve /debug/pprof on the HTTP server")
 	fs.BoolVar(&c.ContentionProfiling, "contention-profiling", c.ContentionProfiling,
 		"with --profiling: record every blocking event for /debug/pprof/block (costs CPU)")
+	fs.BoolVar(&c.MetricsSecure, "metrics-secure", c.MetricsSecure,
+		"serve HTTPS, and /metrics and /debug/pprof only to bearer tokens the control cluster authenticates and authorizes for the path (RBAC nonResourceURLs); "+
+			"/healthz and /readyz stay open; false: plain HTTP, as MCM")
+	fs.StringVar(&c.MetricsCertFile, "metrics-cert-file", c.MetricsCertFile,
+		"with --metrics-secure: PEM serving certificate, reread when it changes (default: a self-signed one generated at start)")
+	fs.StringVar(&c.MetricsKeyFile, "metrics-key-file", c.MetricsKeyFile, "with --metrics-secure: PEM private key of --metrics-cert-file")
 	fs.StringVar(&c.KubeAPIContentType, "kube-api-content-type", c.KubeAPIContentType,
 		"content type the clients of Kubernetes' own types send and prefer: "+runtime.ContentTypeProtobuf+" or "+runtime.ContentTypeJSON+
 			" (machine.sapcloud.io resources always JSON: custom resources have no protobuf)")
@@ -761,6 +779,7 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 	if c.ContentionProfiling && !c.Profiling {
 		add("--contention-profiling needs --profiling")
 	}
+	errs = append(errs, c.validateMetricsSecure()...)
 	if c.Verbosity < 0 {
 		add("-v must not be negative, got %d", c.Verbosity)
 	}
@@ -768,6 +787,23 @@ func (c Config) Validate(controllers Controllers, drivers Drivers) error {
 		return nil
 	}
 	return errors.New(strings.Join(errs, "; "))
+}
+
+// validateMetricsSecure checks --metrics-secure and its certificate.
+func (c Config) validateMetricsSecure() []string {
+	switch {
+	case c.MetricsSecure && c.Port == 0:
+		return []string{"--metrics-secure needs the HTTP server, but --port=0 disables it"}
+	case (c.MetricsCertFile != "" || c.MetricsKeyFile != "") && !c.MetricsSecure:
+		return []string{"--metrics-cert-file and --metrics-key-file need --metrics-secure"}
+	case (c.MetricsCertFile == "") != (c.MetricsKeyFile == ""):
+		return []string{"--metrics-cert-file and --metrics-key-file go together"}
+	case c.MetricsCertFile != "":
+		if _, err := tls.LoadX509KeyPair(c.MetricsCertFile, c.MetricsKeyFile); err != nil {
+			return []string{fmt.Sprintf("--metrics-cert-file and --metrics-key-file: %v", err)}
+		}
+	}
+	return nil
 }
 
 // validateSim checks the sim driver's kubelet flags, whatever the driver:

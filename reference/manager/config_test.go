@@ -31,6 +31,8 @@ func kubeconfigFile(t *testing.T) string {
 
 func TestParseFlagsAccepts(t *testing.T) {
 	kc := kubeconfigFile(t)
+	certFile, keyFile := filepath.Join(t.TempDir(), "tls.crt"), filepath.Join(t.TempDir(), "tls.key")
+	writeCertPair(t, certFile, keyFile, time.Now())
 	base := []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--driver", "sim"}
 	withDefaults := func(f func(*Config)) Config {
 		c := DefaultConfig()
@@ -101,6 +103,9 @@ func TestParseFlagsAccepts(t *testing.T) {
 		{"underscores in values are values", []string{"--namespace", "shoot_a", "--node-conditions=Kernel_Deadlock"},
 			withDefaults(func(c *Config) { c.Namespace, c.NodeConditions = "shoot_a", "Kernel_Deadlock" })},
 		{"replica ceiling", []string{"--machine-max-replicas=20000"}, withDefaults(func(c *Config) { c.MachineMaxReplicas = 20000 })},
+		{"secure metrics, self-signed", []string{"--metrics-secure"}, withDefaults(func(c *Config) { c.MetricsSecure = true })},
+		{"secure metrics with a certificate", []string{"--metrics-secure", "--metrics-cert-file", certFile, "--metrics-key-file", keyFile},
+			withDefaults(func(c *Config) { c.MetricsSecure, c.MetricsCertFile, c.MetricsKeyFile = true, certFile, keyFile })},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -185,6 +190,14 @@ func TestParseFlagsRejects(t *testing.T) {
 			`--kube-api-content-type must be application/vnd.kubernetes.protobuf or application/json, got "application/yaml"`},
 		{"address not an IP", append(ok, "--address=localhost"), `--address must be an IP address, got "localhost"`},
 		{"contention profiling without profiling", append(ok, "--contention-profiling"), "--contention-profiling needs --profiling"},
+		{"secure metrics without server", append(ok, "--port=0", "--metrics-secure"), "--metrics-secure needs the HTTP server, but --port=0 disables it"},
+		{"certificate without secure metrics", append(ok, "--metrics-cert-file=/tls.crt", "--metrics-key-file=/tls.key"),
+			"--metrics-cert-file and --metrics-key-file need --metrics-secure"},
+		{"certificate without key", append(ok, "--metrics-secure", "--metrics-cert-file=/tls.crt"), "--metrics-cert-file and --metrics-key-file go together"},
+		{"certificate that is none", append(ok, "--metrics-secure", "--metrics-cert-file", kc, "--metrics-key-file", kc),
+			"--metrics-cert-file and --metrics-key-file: tls: failed to find any PEM data in certificate input"},
+		{"certificate missing", append(ok, "--metrics-secure", "--metrics-cert-file=/nowhere/tls.crt", "--metrics-key-file=/nowhere/tls.key"),
+			"--metrics-cert-file and --metrics-key-file: open /nowhere/tls.crt: no such file or directory"},
 		{"bootstrap group the API server refuses", append(ok, "--bootstrap-token-auth-extra-groups=system:bootstrappers:ok,workers"),
 			`--bootstrap-token-auth-extra-groups: "workers" is not a bootstrap token group: it must be "system:bootstrappers:" followed by lowercase letters, digits, ':' or '-' (at most 256), ending in a letter or digit; the API server would refuse the tokens`},
 		{"ignored flag with a value MCM refuses", append(ok, "--min-resync-period=-1h"), `invalid value "-1h" for flag -min-resync-period: must not be negative`},

@@ -190,6 +190,16 @@
 // the driver's: a group's controller metrics appear when it starts leading
 // that group.
 //
+// As in MCM, the server speaks plain HTTP and asks nobody who calls. With
+// --metrics-secure (ours) it speaks HTTPS, with the certificate of
+// --metrics-cert-file and --metrics-key-file (reread when they change) or
+// one generated at start, and serves /metrics and /debug/pprof/ only to a
+// bearer token the control cluster authenticates (a TokenReview) and whose
+// user it authorizes to get that path (a SubjectAccessReview on the
+// non-resource URL); an outcome is reused for a minute, a refusal for 10s.
+// /healthz and /readyz stay open for the kubelet's probes. Handler is
+// never behind it, and --metrics-secure with --port=0 is refused.
+//
 // # Shutdown
 //
 // On SIGINT or SIGTERM (Main uses signal.NotifyContext; a second signal

@@ -2,6 +2,7 @@ package manager
 
 import (
 	"context"
+	"crypto/tls"
 	"errors"
 	"flag"
 	"fmt"
@@ -335,15 +336,23 @@ func (m *Manager) runWithoutLeaderElection(ctx context.Context, cc ControllerCon
 
 // serve starts the HTTP server and returns the function that stops it.
 func (m *Manager) serve(log logr.Logger) (func(), error) {
+	handler, tlsConfig, secure, err := m.secureServing(m.Handler())
+	if err != nil {
+		return nil, err
+	}
 	addr := net.JoinHostPort(m.cfg.Address, strconv.Itoa(m.cfg.Port))
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("--address/--port: %w", err)
 	}
-	srv := &http.Server{Handler: m.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	if tlsConfig != nil {
+		ln = tls.NewListener(ln, tlsConfig)
+	}
+	// ReadHeaderTimeout also bounds a TLS handshake.
+	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	log.Info("Serving /metrics, /healthz and /readyz", "address", ln.Addr().String(), "profiling", m.cfg.Profiling)
+	log.Info("Serving /metrics, /healthz and /readyz", append([]any{"address", ln.Addr().String(), "profiling", m.cfg.Profiling}, secure...)...)
 	return func() {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
