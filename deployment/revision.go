@@ -52,7 +52,9 @@ func maxRevision(sets []*v1alpha1.MachineSet) int64 {
 // configuration (the set was not applied), and annotations addressed to the
 // deployment alone: the prefer-no-schedule marker, the safety controller's
 // unfreeze request and the cluster-autoscaler's deletion list (MCM skips
-// the same), plus the rollback request Kubernetes kept in an annotation.
+// the same), plus the rollback request Kubernetes kept in an annotation,
+// and the MachineSet controller's list of a set's foreign machines, which
+// is each set's own.
 var skippedAnnotations = map[string]bool{
 	corev1.LastAppliedConfigAnnotation:      true,
 	v1alpha1.RevisionAnnotation:             true,
@@ -63,6 +65,7 @@ var skippedAnnotations = map[string]bool{
 	v1alpha1.UnfreezeAnnotation:             true,
 	v1alpha1.TriggerDeletionByMCMAnnotation: true,
 	appsv1.DeprecatedRollbackTo:             true,
+	v1alpha1.ForeignMachinesAnnotation:      true,
 }
 
 // skipCopy reports whether a deployment annotation stays off its sets.

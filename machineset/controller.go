@@ -57,6 +57,8 @@ type Controller struct {
 	// creating holds the creation runs under way, which a scale-down
 	// lowers (limitCreations).
 	creating creationRuns
+	// prov tells which machines each set created (provenance).
+	prov provenance
 }
 
 // NewController returns a MachineSet controller on client (the control
@@ -107,8 +109,15 @@ func (c *Controller) register(inf Informers) error {
 	}); err != nil {
 		return err
 	}
-	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onMachineAdd,
+	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerDetailedFuncs{
+		AddFunc: func(obj any, isInInitialList bool) {
+			// The machines there before this controller watched: a set
+			// controlling one then made it, or would have said otherwise.
+			if m, ok := obj.(*v1alpha1.Machine); ok && isInInitialList {
+				c.prov.initial(m)
+			}
+			c.onMachineAdd(obj)
+		},
 		UpdateFunc: c.onMachineUpdate,
 		DeleteFunc: c.onMachineDelete,
 	}); err != nil {
@@ -155,6 +164,7 @@ func (c *Controller) onSetDelete(obj any) {
 	c.exp.Delete(key)
 	c.writes.Forget(key)
 	c.toldFrozen.Forget(key)
+	c.prov.forgetSet(key)
 }
 
 // ownerKey returns the key of the set that controls m, or "".
@@ -201,7 +211,9 @@ func (c *Controller) onMachineDelete(obj any) {
 	if !ok {
 		return
 	}
-	if key := ownerKey(m); key != "" {
+	key := ownerKey(m)
+	c.prov.gone(key, m)
+	if key != "" {
 		c.exp.DeletionObserved(key, m.UID)
 		c.queue.Add(key)
 	}

@@ -10,9 +10,11 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/parallel"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // errScaledDown cancels the creations a scale-down made unwanted.
@@ -186,22 +188,34 @@ func (c *Controller) slowStart(ctx context.Context, run *creationRun, create fun
 	return t
 }
 
-// createMachine creates one machine from the set's template.
+// createMachine creates one machine from the set's template. The set
+// names it, and records the name before the request leaves, so that the
+// machine counts as the set's own even if the answer is lost
+// (provenance).
 func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet) error {
+	key := workqueue.KeyOf(set)
 	m := newMachine(set)
+	c.prov.sending(key, m.Name, c.opts.Clock.Now())
 	created, err := c.client.MachineV1alpha1().Machines(set.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
 	if err != nil {
 		return fmt.Errorf("creating machine: %w", err)
 	}
+	c.prov.answered(key, m.Name, created, c.opts.Clock.Now())
 	c.event(set, corev1.EventTypeNormal, ReasonCreated, "Created machine "+created.Name)
 	return nil
 }
 
-// newMachine is a machine of the set: named <set>-<random>, with the
-// template's labels, annotations and spec, controlled by the set. It
-// carries from its creation what the machine controller would otherwise
-// write before creating its VM: the machine finalizer, and the default
-// deletion priority unless the template sets one.
+// maxGeneratedNameLength is how much of a set's name its machines' names
+// keep, as the API server's generateName keeps: a name is at most 63
+// characters, 5 of them random.
+const maxGeneratedNameLength = 63 - 5
+
+// newMachine is a machine of the set: named <set>-<random> as generateName
+// would name it, but by the set, with the template's labels, annotations
+// and spec, controlled by the set. It carries from its creation what the
+// machine controller would otherwise write before creating its VM: the
+// machine finalizer, and the default deletion priority unless the template
+// sets one.
 func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
 	t := set.Spec.Template.DeepCopy()
 	if t.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
@@ -210,8 +224,13 @@ func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
 		}
 		t.Annotations[v1alpha1.MachinePriorityAnnotation] = v1alpha1.MachinePriorityDefault
 	}
+	prefix := set.Name + "-"
+	if len(prefix) > maxGeneratedNameLength {
+		prefix = prefix[:maxGeneratedNameLength]
+	}
 	return &v1alpha1.Machine{
 		ObjectMeta: metav1.ObjectMeta{
+			Name:            prefix + utilrand.String(5),
 			GenerateName:    set.Name + "-",
 			Namespace:       set.Namespace,
 			Labels:          t.Labels,

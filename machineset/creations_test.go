@@ -191,7 +191,20 @@ func TestScaleDownCancelsCreationsNotSent(t *testing.T) {
 func TestReplicasAboveTheCeiling(t *testing.T) {
 	rec := &fakeapi.Events{}
 	h := newHarness(t, Options{MaxReplicas: 3, Recorder: rec}, testSet(math.MaxInt32))
-	h.settle(t, 3)
+	// One sync creates the 3 (slow start 1, 2); the next ones, once the
+	// cache shows its status and machines, must create nothing and tell
+	// nothing again. (The fake API server has no resourceVersions, so a
+	// sync would not wait for the cache by itself.)
+	if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
+		t.Fatal(err)
+	}
+	for deadline := time.Now().Add(5 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		cached, _ := h.c.sets.MachineSets("ns").Get("pool")
+		machines, _ := h.c.machines.Machines("ns").List(everything)
+		if conditionOf(&cached.Status, ConditionReplicasCapped) != nil && len(machines) == 3 && h.c.exp.Satisfied("ns/pool") {
+			break
+		}
+	}
 	for range 3 {
 		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
 			t.Fatal(err)

@@ -17,7 +17,8 @@
 //     creations and deletions it issued are seen in the cache (or their
 //     five-minute TTL passed); creations skipped after a failed
 //     slow-start batch are taken off. MCM records them but never waits.
-//   - Scale up: machines named <set>-<random> from the template, in
+//   - Scale up: machines named <set>-<random> (by the set, as
+//     generateName would name them) from the template, in
 //     slow-start batches 1, 2, 4, ... that stop at the first failed batch,
 //     at most Options.BurstReplicas per sync; not while frozen (label
 //     freeze=True on the set, or Options.SafetyGate). Scale-down and
@@ -54,16 +55,35 @@
 // Machines are deleted in this order (rankForDeletion):
 //
 //  1. machines already being deleted (or in phase Terminating);
-//  2. lower machinepriority.machine.sapcloud.io first (the
+//  2. machines the set did not create (see Foreign machines);
+//  3. lower machinepriority.machine.sapcloud.io first (the
 //     cluster-autoscaler sets 1; the default is 3);
-//  3. machines with machine.sapcloud.io/marked-for-deletion-time before
+//  4. machines with machine.sapcloud.io/marked-for-deletion-time before
 //     those without, the older mark first;
-//  4. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
+//  5. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
 //     here), Pending (and no phase yet), Running but not yet for
 //     minReadySeconds (only with the opt-in below), Available, Running;
-//  5. within a rung, the deletion policy: Oldest (MCM's), Newest or
+//  6. within a rung, the deletion policy: Oldest (MCM's), Newest or
 //     Random, chosen per set by the mcmkit.io/deletion-policy annotation or
 //     for all sets by Options.DeletionPolicy.
+//
+// # Foreign machines
+//
+// Anyone who may create machines can make one with a set's labels, a
+// controller reference to it and a high priority; MCM counts it as the
+// set's and, at the next scale-down, deletes the set's own machines to keep
+// it. Here a set knows the machines it created: it names each one itself
+// before sending the request, and binds the name to the UID it gets back.
+// Machines the informer showed controlled by the set when the controller
+// started are its own too, unless the set lists them in
+// v1alpha1.ForeignMachinesAnnotation, which the controller keeps so that a
+// restart does not launder them. Every other machine the set controls
+// (an adopted orphan, a machine created with its controller reference) is
+// foreign: it stays the set's, as in MCM, but goes first on the ladder, is
+// named once by a ForeignMachine Warning event and in the condition
+// mcmkit.io/ForeignMachines (ConditionForeignMachines). A machine created
+// while no controller watched is trusted. provenance.go says why nothing
+// on a machine could tell instead.
 //
 // # Availability and minReadySeconds
 //

@@ -50,6 +50,9 @@ const (
 	ReasonFrozen         = "Frozen"
 	ReasonAdoptFailed    = "FailedAdopt"
 	ReasonReleaseFailed  = "FailedRelease"
+	// ReasonForeignMachine: a machine the set controls was not created by
+	// it (provenance).
+	ReasonForeignMachine = "ForeignMachine"
 )
 
 // SafetyGate tells the controller whether it is frozen: no machine is

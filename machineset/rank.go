@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
 )
@@ -38,7 +40,7 @@ const DeletionPolicyAnnotation = "mcmkit.io/deletion-policy"
 // annotation: v1alpha1.MachinePriorityDefault, as in MCM.
 const defaultPriority = 3
 
-// phaseRank is rung 4 of the ladder: the less a machine contributes, the
+// phaseRank is rung 5 of the ladder: the less a machine contributes, the
 // earlier it goes. Phases not named here (the in-place update phases, and
 // any phase a newer API adds) rank with Unknown: the set cannot tell whether
 // such a machine serves, so it neither sacrifices it before broken machines
@@ -79,6 +81,9 @@ type ladder struct {
 	// are Running but not available yet; with MinReady 0 there are none.
 	Now      time.Time
 	MinReady time.Duration
+	// Foreign holds the UIDs of the set's machines it did not create
+	// (provenance): they go first.
+	Foreign map[types.UID]bool
 }
 
 // ladderOf is the ladder of a set at now with policy. It counts machines
@@ -102,13 +107,15 @@ func (l ladder) warmingUp(m *v1alpha1.Machine) bool {
 type rung struct {
 	// notDeleting is false for machines already being deleted (rung 1).
 	notDeleting bool
-	// priority is the machinepriority annotation (rung 2).
+	// own is false for machines the set did not create (rung 2).
+	own bool
+	// priority is the machinepriority annotation (rung 3).
 	priority int
 	// unmarked is false for machines with a parsable
-	// marked-for-deletion-time; markedAt is that time (rung 3).
+	// marked-for-deletion-time; markedAt is that time (rung 4).
 	unmarked bool
 	markedAt time.Time
-	// phase is the phaseRank of the machine's phase (rung 4).
+	// phase is the phaseRank of the machine's phase (rung 5).
 	phase int
 }
 
@@ -116,6 +123,7 @@ type rung struct {
 func compareRungs(a, b rung) int {
 	return cmp.Or(
 		compareBool(a.notDeleting, b.notDeleting),
+		compareBool(a.own, b.own),
 		cmp.Compare(a.priority, b.priority),
 		compareBool(a.unmarked, b.unmarked),
 		a.markedAt.Compare(b.markedAt),
@@ -137,7 +145,7 @@ func compareBool(a, b bool) int {
 
 // rungOf places a machine on the ladder.
 func rungOf(m *v1alpha1.Machine, l ladder) rung {
-	r := rung{notDeleting: !machinestate.BeingDeleted(m), priority: priorityOf(m), unmarked: true}
+	r := rung{notDeleting: !machinestate.BeingDeleted(m), own: !l.Foreign[m.UID], priority: priorityOf(m), unmarked: true}
 	if t, ok := machinestate.MarkedForDeletionAt(m); ok {
 		r.unmarked, r.markedAt = false, t
 	}
@@ -203,23 +211,27 @@ func uidHash(m *v1alpha1.Machine) uint64 {
 //
 //  1. machines already being deleted (deletionTimestamp set, or phase
 //     Terminating);
-//  2. lower machinepriority.machine.sapcloud.io first (missing or not an
+//  2. machines the set did not create (ladder.Foreign, see provenance):
+//     whatever their priority or phase, none is kept in place of the
+//     set's own;
+//  3. lower machinepriority.machine.sapcloud.io first (missing or not an
 //     integer counts as the default 3; the cluster-autoscaler sets 1);
-//  3. machines with a marked-for-deletion-time before machines without one,
+//  4. machines with a marked-for-deletion-time before machines without one,
 //     and among marked machines the older mark first (an unparsable mark
 //     counts as none);
-//  4. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
+//  5. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
 //     (and no phase yet), then Running or Available for less than the
 //     set's minReadySeconds (not available yet; only on a set that applies
 //     minReadySeconds, see rankWarmingUp), then Available, then Running;
 //     phases not named here (in-place updates) rank with Unknown;
-//  5. within a rung, the policy: Oldest deletes the older creationTimestamp
+//  6. within a rung, the policy: Oldest deletes the older creationTimestamp
 //     first, Newest the newer, Random orders by a hash of the UID; an
 //     unknown policy acts as Oldest. Ties left after that go by name (then
 //     namespace and UID), so the order is total and the same on every call.
 //
 // Unlike MCM, being deleted is the first rung rather than part of the phase
-// rung, and in-place update phases no longer rank ahead of Failed.
+// rung, foreign machines go before the set's own, and in-place update
+// phases no longer rank ahead of Failed.
 func rankForDeletion(machines []*v1alpha1.Machine, l ladder) []*v1alpha1.Machine {
 	policy := l.Policy
 	rs := make([]ranked, len(machines))

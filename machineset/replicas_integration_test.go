@@ -35,27 +35,34 @@ type replicaWorld struct {
 	t        *testing.T
 	ns       string
 	machines versioned.Interface // the test's own, unlimited
+	cfg      *rest.Config        // the controller's
+	opts     machineset.Options
+	stop     func() // stops the running controller
 }
 
 func startReplicaWorld(t *testing.T, qps float32, burst int, opts machineset.Options) *replicaWorld {
 	t.Helper()
 	env := testenv.Get(t)
-	w := &replicaWorld{t: t, ns: env.Namespace(t), machines: versioned.NewForConfigOrDie(env.Config())}
-	cfg := rest.CopyConfig(env.Config())
-	cfg.QPS, cfg.Burst = qps, burst
-	client := versioned.NewForConfigOrDie(cfg)
+	w := &replicaWorld{t: t, ns: env.Namespace(t), machines: versioned.NewForConfigOrDie(env.Config()), opts: opts}
+	w.cfg = rest.CopyConfig(env.Config())
+	w.cfg.QPS, w.cfg.Burst = qps, burst
+	w.startController()
+	t.Cleanup(func() {
+		w.stop()
+		w.releaseFinalizers()
+	})
+	return w
+}
 
-	evScheme := runtime.NewScheme()
-	if err := scheme.AddToScheme(evScheme); err != nil {
-		t.Fatal(err)
-	}
-	if err := v1alpha1.AddToScheme(evScheme); err != nil {
-		t.Fatal(err)
-	}
-	broadcaster := record.NewBroadcaster()
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: env.Client().CoreV1().Events(w.ns)})
-	opts.Recorder = broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "machineset-test"})
-
+// startController starts a controller with informers of its own, as a
+// new process would.
+func (w *replicaWorld) startController() {
+	t := w.t
+	t.Helper()
+	client := versioned.NewForConfigOrDie(w.cfg)
+	opts := w.opts
+	var stopRecording func()
+	opts.Recorder, stopRecording = apiRecorder(t)
 	f := externalversions.NewSharedInformerFactoryWithOptions(client, 0, externalversions.WithNamespace(w.ns))
 	ctrl, err := machineset.NewController(client, machineset.Informers{
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
@@ -72,14 +79,27 @@ func startReplicaWorld(t *testing.T, qps float32, burst int, opts machineset.Opt
 			t.Errorf("controller: %v", err)
 		}
 	})
-	t.Cleanup(func() {
+	w.stop = func() {
 		cancel()
 		wg.Wait()
 		f.Shutdown()
-		broadcaster.Shutdown()
-		w.releaseFinalizers()
-	})
-	return w
+		stopRecording()
+	}
+}
+
+// apiRecorder records events to the API server; stop ends it.
+func apiRecorder(t *testing.T) (record.EventRecorder, func()) {
+	t.Helper()
+	evScheme := runtime.NewScheme()
+	if err := scheme.AddToScheme(evScheme); err != nil {
+		t.Fatal(err)
+	}
+	if err := v1alpha1.AddToScheme(evScheme); err != nil {
+		t.Fatal(err)
+	}
+	broadcaster := record.NewBroadcaster()
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: testenv.Get(t).Client().CoreV1().Events("")})
+	return broadcaster.NewRecorder(evScheme, corev1.EventSource{Component: "machineset-test"}), broadcaster.Shutdown
 }
 
 // releaseFinalizers lets the machines the set deleted go, as the machine

@@ -20,6 +20,9 @@ type statusInput struct {
 	// ReplicaFailure is why the sync could not bring the set to its
 	// replicas; zero when nothing stood in the way.
 	ReplicaFailure replicaFailure
+	// Foreign names the machines the set did not create
+	// (foreignMessage); "" when there are none.
+	Foreign string
 	// Capped tells why the set keeps fewer machines than spec.replicas
 	// (wantedReplicas); "" when it keeps as many.
 	Capped string
@@ -44,6 +47,13 @@ const (
 const (
 	ConditionReplicasCapped v1alpha1.MachineSetConditionType = v1alpha1.ReplicasCappedCondition
 	ReasonTooManyReplicas                                    = v1alpha1.TooManyReplicasReason
+)
+
+// ConditionForeignMachines is v1alpha1.ForeignMachinesCondition as a
+// MachineSet condition, ReasonNotCreatedBySet its reason.
+const (
+	ConditionForeignMachines v1alpha1.MachineSetConditionType = v1alpha1.ForeignMachinesCondition
+	ReasonNotCreatedBySet                                     = v1alpha1.NotCreatedBySetReason
 )
 
 // calculateStatus computes a set's status. It is pure; the status is
@@ -88,6 +98,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure.message(), in.ReplicaFailure.reason(), in.Now)
 	setCondition(&st, ConditionInvalidAnnotation, errorMessage(invalidMinReady), ReasonInvalidMinReadySeconds, in.Now)
 	setCondition(&st, ConditionReplicasCapped, in.Capped, ReasonTooManyReplicas, in.Now)
+	setCondition(&st, ConditionForeignMachines, in.Foreign, ReasonNotCreatedBySet, in.Now)
 	if op := lastOperation(in.ReplicaFailure, in.Done); op != nil && !sameOperation(*op, st.LastOperation) {
 		op.LastUpdateTime = metaTime(in.Now)
 		st.LastOperation = *op

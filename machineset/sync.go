@@ -114,7 +114,12 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	if capped != "" && !reported(set, ConditionReplicasCapped, capped) {
 		c.event(set, corev1.EventTypeWarning, ReasonTooManyReplicas, capped)
 	}
-	plan := planReplicas(set, wanted, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, ladderOf(set, policy, now))
+	foreign := c.prov.foreign(key, set, own.Owned, persistedForeign(set), now, c.exp.TTL())
+	set, err = c.recordForeign(ctx, set, foreign)
+	errs = append(errs, err)
+	rankBy := ladderOf(set, policy, now)
+	rankBy.Foreign = uidSet(foreign)
+	plan := planReplicas(set, wanted, own.Owned, frozen != "" || noClass != "", c.opts.BurstReplicas, rankBy)
 	done := c.apply(ctx, key, set, plan)
 	failure := replicaFailure{NoClass: noClass, Create: done.CreateFailure, Delete: done.DeleteFailure}
 	if frozen == "" || plan.HeldBack == 0 {
@@ -140,7 +145,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 		syncErr = errors.Join(syncErr, errors.New(msg))
 	}
 	err = c.writeStatus(ctx, set, statusInput{Now: now, Set: set, Machines: own.Owned, Selector: selector.String(),
-		ReplicaFailure: failure, Capped: capped, Done: done, Synced: syncErr == nil})
+		ReplicaFailure: failure, Capped: capped, Foreign: foreignMessage(foreign), Done: done, Synced: syncErr == nil})
 	if err := errors.Join(syncErr, err); err != nil {
 		return workqueue.Result{}, err
 	}

@@ -54,12 +54,14 @@ func newHarness(t *testing.T, opts Options, objs ...runtime.Object) *harness {
 	// The world has the class testSet's template names.
 	class := &v1alpha1.MachineClass{ObjectMeta: metav1.ObjectMeta{Name: "c", Namespace: "ns"}}
 	h := &harness{client: fake.NewSimpleClientset(append(objs, class)...)}
-	// The fake tracker does not generate names.
+	// The fake tracker generates neither names nor UIDs.
 	var n atomic.Int32
 	h.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.Machine)
 		if m.Name == "" {
 			m.Name = fmt.Sprintf("%s%d", m.GenerateName, n.Add(1))
+		}
+		if m.UID == "" {
 			m.UID = types.UID("uid-" + m.Name)
 		}
 		h.creates.Add(1)

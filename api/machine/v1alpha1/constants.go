@@ -152,6 +152,21 @@ const (
 	TooManyReplicasReason   = "TooManyReplicas"
 )
 
+// ForeignMachinesAnnotation on a MachineSet lists, comma-separated and
+// sorted, the UIDs of the machines the set controls but did not create
+// (adopted ones, and ones created by someone else with the set's controller
+// reference): they are deleted before the set's own machines. The
+// MachineSet controller writes it, so that a restarted controller does not
+// take them for its own; a MachineDeployment never copies it to its sets.
+// ForeignMachinesCondition is the type of the MachineSet condition, True,
+// that names them, NotCreatedBySetReason its reason. The keys are qualified:
+// MCM ranks such machines like the set's own.
+const (
+	ForeignMachinesAnnotation = "mcmkit.io/foreign-machines"
+	ForeignMachinesCondition  = "mcmkit.io/ForeignMachines"
+	NotCreatedBySetReason     = "NotCreatedBySet"
+)
+
 // Taints.
 const (
 	// PreferNoScheduleTaintKey marks the Nodes of an old MachineSet during a
