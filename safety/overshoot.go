@@ -12,6 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
@@ -179,8 +180,10 @@ func groupMachines(machines []*v1alpha1.Machine) machinesBySet {
 func (g machinesBySet) count(s *v1alpha1.MachineSet) int {
 	template := labels.SelectorFromSet(s.Spec.Template.Labels)
 	selector, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
-	if err != nil || selector.Empty() {
-		selector = labels.Nothing() // a set that selects nothing adopts nothing
+	if err != nil || !validation.PositiveSelector(s.Spec.Selector) {
+		// A set whose selector has no positive requirement (stored
+		// before admission refused it) adopts nothing.
+		selector = labels.Nothing()
 	}
 	n := 0
 	for _, m := range g.owned[s.UID] {

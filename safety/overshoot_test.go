@@ -96,6 +96,24 @@ func TestPlanOvershoot(t *testing.T) {
 				{Kind: "MachineDeployment", Name: "d", Freeze: true, Reason: ReasonDeploymentStateSync}},
 		},
 		{
+			// Stored before admission refused such selectors: it adopts
+			// nothing, so machines it would match are not its overshoot.
+			name: "orphans do not count for a set whose selector has no positive requirement",
+			sets: []*v1alpha1.MachineSet{func() *v1alpha1.MachineSet {
+				s := osSet("a", 3, nil)
+				s.Spec.Selector = &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{
+					{Key: "other", Operator: metav1.LabelSelectorOpDoesNotExist}}}
+				return s
+			}()},
+			machines: func(s []*v1alpha1.MachineSet) []*v1alpha1.Machine {
+				orphans := osMachines(s[0], 20)
+				for _, m := range orphans {
+					m.OwnerReferences = nil
+				}
+				return orphans
+			},
+		},
+		{
 			name:     "no deployment: twice the replicas plus safety-up",
 			sets:     []*v1alpha1.MachineSet{osSet("a", 3, nil)},
 			machines: func(s []*v1alpha1.MachineSet) []*v1alpha1.Machine { return osMachines(s[0], 8) },
