@@ -375,6 +375,8 @@ func TestReadiness(t *testing.T) {
 			"leading of machine-controller-manager (standby for machine-controller, lease held by mc-0); waiting for informer caches to sync"},
 		{"no leader election", &state{synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true}),
 			skipped: []string{"machineset"}}, true, "running without leader election; caches synced; skipped controllers: machineset"},
+		{"no leader election, syncing", &state{groups: both(groupState{running: true}, groupState{running: true})}, false,
+			"running without leader election; waiting for informer caches to sync"},
 		{"stopping", &state{leaderElect: true, groups: both(groupState{running: true, synced: true}, groupState{}), stopping: true}, false, "shutting down"},
 		{"frozen", &state{leaderElect: true, synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true}),
 			gates: frozen}, true,

@@ -153,13 +153,18 @@ func (s *state) readiness() (bool, string) {
 	case len(standing) > 0:
 		role = "leader of " + groupNames(running) + " (standby for " + groupNames(standing) + ", " + holders(standing) + ")"
 	}
+	// "leader" reads "leading" while not ready: what is not ready yet.
+	acting := role
+	if s.leaderElect {
+		acting = "leading" + strings.TrimPrefix(role, "leader")
+	}
 	if !s.synced {
-		return false, "leading" + strings.TrimPrefix(role, "leader") + "; waiting for informer caches to sync" + s.listWatchFailures()
+		return false, acting + "; waiting for informer caches to sync" + s.listWatchFailures()
 	}
 	if failures := s.listWatchFailures(); failures != "" {
 		// A cache that cannot list or watch no longer follows its cluster:
 		// what the controllers decide from it may be stale.
-		return false, "leading" + strings.TrimPrefix(role, "leader") + failures
+		return false, acting + failures
 	}
 	if stuck := s.stuckDriverCalls(); stuck != "" {
 		// The workers are free (the calls were abandoned at their
