@@ -92,7 +92,10 @@ type InitializeMachineResponse struct {
 // DeleteMachineRequest asks to delete a machine's VM.
 type DeleteMachineRequest struct {
 	// Machine whose VM to delete. Read-only. If spec.providerID is set,
-	// it names the one VM to delete.
+	// it names the one VM to delete; if not, the driver deletes the VM it
+	// created for the machine, found by the machine's name, as
+	// CreateMachine finds one to return. The machine controller sends the
+	// provider ID only when it owns that VM (see package machine).
 	Machine *v1alpha1.Machine
 	// MachineClass the machine refers to. Read-only.
 	MachineClass *v1alpha1.MachineClass
@@ -109,7 +112,10 @@ type DeleteMachineResponse struct {
 
 // GetMachineStatusRequest asks which VM backs a machine.
 type GetMachineStatusRequest struct {
-	// Machine to look up. Read-only.
+	// Machine to look up. Read-only. With spec.providerID empty, the driver
+	// finds the VM it created for the machine by the machine's name: the
+	// machine controller asks that way whenever the provider ID is only a
+	// claim, so that the answer vouches for the machine's own VM.
 	Machine *v1alpha1.Machine
 	// MachineClass the machine refers to. Read-only.
 	MachineClass *v1alpha1.MachineClass
