@@ -10,6 +10,7 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -400,7 +401,18 @@ func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, 
 	// the set's resourceVersion, it failed with a conflict whenever the
 	// deployment had just resized the set, which during a rollout is every
 	// step, and the retries' backoff held the rollout up.
-	data, err := patch.Diff(setStatusFields, set.Status, status, "")
+	//
+	// Except for the conditions: the list is shared (the safety controller
+	// writes the Frozen condition), and a merge patch replaces a list
+	// whole, so a change of the conditions written from a cache that does
+	// not show the other writer's yet would undo it. Guarded, such a write
+	// conflicts and the next sync starts from the stored list; conditions
+	// change far less often than a rollout resizes the set.
+	rv := ""
+	if !apiequality.Semantic.DeepEqual(set.Status.Conditions, status.Conditions) {
+		rv = set.ResourceVersion
+	}
+	data, err := patch.Diff(setStatusFields, set.Status, status, rv)
 	if err != nil || data == nil {
 		return err
 	}
