@@ -169,17 +169,9 @@ func (v *vouches) forget(m *v1alpha1.Machine) {
 	delete(v.m, idOf(m))
 }
 
-// refuted reports whether machine r's claim on node (nil: not found) is
-// refuted: the node is bound to another machine or runs on another VM,
-// or the driver said r's VM is another one or none.
+// refuted reports whether machine r's claim is refuted by its node (nil:
+// none or not found) or by the driver's word: the verdict bindingOf gives
+// r, so that a rival's claim is judged by the rules that judge r's own.
 func refuted(r *v1alpha1.Machine, node *corev1.Node, v vouch, vouched bool) bool {
-	if node != nil && nodeNameOf(r) == node.Name {
-		if owner := nodebinding.Owner(node); owner != "" && owner != r.UID {
-			return true
-		}
-		if node.Spec.ProviderID != "" && node.Spec.ProviderID != r.Spec.ProviderID {
-			return true
-		}
-	}
-	return vouched && (v.None || v.ProviderID != r.Spec.ProviderID)
+	return bindingOf(r, node, v, vouched, nil).Kind == bindForeign
 }

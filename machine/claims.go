@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -88,4 +89,14 @@ func byName(m *v1alpha1.Machine) *v1alpha1.Machine {
 	out := m.DeepCopy()
 	out.Spec.ProviderID = ""
 	return out
+}
+
+// reportClaim logs and records a plan's report of claims it ignores; nil
+// reports nothing.
+func (c *Controller) reportClaim(ctx context.Context, m *v1alpha1.Machine, e *event) {
+	if e == nil {
+		return
+	}
+	logr.FromContextOrDiscard(ctx).Info("Ignoring claims of the machine", "reason", e.Reason, "message", e.Message)
+	c.recordEvent(m, e)
 }

@@ -78,12 +78,9 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		}
 		obs.Vouch, obs.Vouched = c.vouches.get(cached)
 		p = planMachine(obs, &c.opts)
-		logger.V(2).Info("Asked the driver for the machine's VM", "binding", bindingOf(cached, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals).Kind, "plan", p.Kind)
+		logger.V(2).Info("Asked the driver for the machine's VM", "plan", p.Kind)
 	}
-	if p.Claim != nil {
-		logger.Info("Ignoring claims of the machine", "reason", p.Claim.Reason, "message", p.Claim.Message)
-		c.recordEvent(cached, p.Claim)
-	}
+	c.reportClaim(ctx, cached, p.Claim)
 
 	if p.Kind == planCreate {
 		release, wait := c.takeCreationSlot(ctx, key)
@@ -109,10 +106,7 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 		}
 		out := c.create(ctx, obs.Machine, obs.Class, secret)
 		p = planCreateOutcome(obs, out, &c.opts)
-		if p.Claim != nil {
-			logger.Info("Ignoring claims of the machine", "reason", p.Claim.Reason, "message", p.Claim.Message)
-			c.recordEvent(cur, p.Claim)
-		}
+		c.reportClaim(ctx, cur, p.Claim)
 		if out.FailedOp == "" {
 			logger.Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
 		}
