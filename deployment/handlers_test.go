@@ -8,7 +8,7 @@ import (
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/internal/registrations/registrationstest"
+	"github.com/mcmkit/mcm/internal/testsupport/registrationstest"
 )
 
 // TestRunRemovesHandlers: the informers may outlive the controller (a

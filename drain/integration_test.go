@@ -25,8 +25,8 @@ import (
 
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/simcluster"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -22,7 +22,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/crashtest"
+	"github.com/mcmkit/mcm/internal/testsupport/crashtest"
 	"github.com/mcmkit/mcm/machine"
 )
 

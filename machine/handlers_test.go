@@ -6,7 +6,7 @@ import (
 	"k8s.io/client-go/informers"
 
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/internal/registrations/registrationstest"
+	"github.com/mcmkit/mcm/internal/testsupport/registrationstest"
 )
 
 // TestRunRemovesHandlers: the informers may outlive the controller (a

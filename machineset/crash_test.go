@@ -21,7 +21,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/internal/crashtest"
+	"github.com/mcmkit/mcm/internal/testsupport/crashtest"
 	"github.com/mcmkit/mcm/machineset"
 )
 

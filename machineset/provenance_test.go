@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/fakeapi"
+	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
 )
 
 // TestForeignRanksFirst: a foreign machine goes before every machine of

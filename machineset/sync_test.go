@@ -24,7 +24,7 @@ import (
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/internal/fakeapi"
+	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
 )
 
 func testSet(replicas int32) *v1alpha1.MachineSet {

@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/simstack"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/safety"
 )

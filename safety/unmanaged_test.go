@@ -19,7 +19,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/internal/fakeapi"
+	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
 )
 
 func TestDecideMark(t *testing.T) {

@@ -31,7 +31,7 @@ import (
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {

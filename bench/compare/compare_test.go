@@ -37,7 +37,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 // nodeMonitorGracePeriod is kube-controller-manager's

@@ -29,7 +29,7 @@ import (
 	"github.com/mcmkit/mcm/bench/internal/measure"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 // The objects of a run.

@@ -15,8 +15,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/kubectl/pkg/drain"
 
-	"github.com/mcmkit/mcm/internal/simcluster"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {

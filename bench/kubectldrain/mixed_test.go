@@ -13,8 +13,8 @@ import (
 	"k8s.io/kubectl/pkg/drain"
 
 	mcmdrain "github.com/mcmkit/mcm/drain"
-	"github.com/mcmkit/mcm/internal/simcluster"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 // BenchmarkMixedNode drains simcluster's mixed node (six pods behind a

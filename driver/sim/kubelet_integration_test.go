@@ -15,8 +15,8 @@ import (
 
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/simcluster"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {

@@ -14,7 +14,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/heaptest"
+	"github.com/mcmkit/mcm/internal/testsupport/heaptest"
 )
 
 // BenchmarkCachedObject decodes machines and nodes as the informers do

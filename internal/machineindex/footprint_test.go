@@ -9,7 +9,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/heaptest"
+	"github.com/mcmkit/mcm/internal/testsupport/heaptest"
 )
 
 // BenchmarkByNodeFootprint: the heap a machine cache keeps per machine

@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/reference/manager"
 )
 

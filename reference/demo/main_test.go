@@ -14,7 +14,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 // The demo, non-interactive: it starts its own control plane, brings the

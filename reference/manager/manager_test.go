@@ -15,7 +15,7 @@ import (
 	"github.com/go-logr/logr/funcr"
 
 	"github.com/mcmkit/mcm/api/crds"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 // The package's cluster starts without the machine CRDs: the test that

@@ -3,7 +3,7 @@
 // local control plane, and ends with a table of the specs' results.
 //
 // It builds the reference binary (make build) and the suite's test binary,
-// starts the test environment's control plane (internal/testenv) with
+// starts the test environment's control plane (internal/testsupport/testenv) with
 // mcm's CRDs, creates the control namespace and the secret of the suite's
 // machine classes, lays out dev/mcm, the stand-in for the clone of MCM's
 // repository that the suite expects, and runs the suite with the
@@ -46,7 +46,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcmkit/mcm/api/crds"
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 const (

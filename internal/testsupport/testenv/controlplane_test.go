@@ -18,7 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/mcmkit/mcm/internal/testenv"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
 func TestMain(m *testing.M) {
