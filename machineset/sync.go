@@ -10,7 +10,6 @@ import (
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
-	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
@@ -19,7 +18,6 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
-	"github.com/mcmkit/mcm/internal/inplace"
 	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/parallel"
@@ -102,7 +100,7 @@ func (c *Controller) sync(ctx context.Context, key string, cached *v1alpha1.Mach
 	errs = append(errs, c.release(ctx, set, own.Release))
 	errs = append(errs, c.propagate(ctx, set, own.Owned))
 
-	frozen := frozenReason(ctx, set, c.opts.SafetyGate)
+	frozen := machinestate.FrozenReason(ctx, "set", set.Labels, c.opts.SafetyGate)
 	classReason, noClass, err := c.unusableClass(set)
 	if err != nil {
 		return workqueue.Result{}, err
@@ -187,18 +185,6 @@ func (c *Controller) unusableClass(set *v1alpha1.MachineSet) (reason, problem st
 // joinNonEmpty joins the non-empty problems with "; ".
 func joinNonEmpty(problems ...string) string {
 	return strings.Join(slices.DeleteFunc(problems, func(s string) bool { return s == "" }), "; ")
-}
-
-// frozenReason says why the set creates no machines now, or "".
-func frozenReason(ctx context.Context, set *v1alpha1.MachineSet, gate SafetyGate) string {
-	var why []string
-	if set.Labels[v1alpha1.FreezeLabelKey] == v1alpha1.FreezeLabelValue {
-		why = append(why, "the set is labelled "+v1alpha1.FreezeLabelKey+"="+v1alpha1.FreezeLabelValue)
-	}
-	if gate != nil && gate.Frozen(ctx) {
-		why = append(why, "the safety controller froze machine creation")
-	}
-	return strings.Join(why, "; ")
 }
 
 // applied is what apply did.
@@ -303,18 +289,18 @@ func (c *Controller) adopt(ctx context.Context, set *v1alpha1.MachineSet, orphan
 	if len(orphans) == 0 {
 		return nil, nil
 	}
-	fresh, err := c.client.MachineV1alpha1().MachineSets(set.Namespace).Get(ctx, set.Name, metav1.GetOptions{})
-	if err != nil {
-		return nil, fmt.Errorf("confirming machine set before adoption: %w", err)
-	}
-	if fresh.UID != set.UID || fresh.DeletionTimestamp != nil {
-		return nil, nil
+	if ok, err := ownership.CanAdopt(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Get, set); err != nil || !ok {
+		if err != nil {
+			err = fmt.Errorf("confirming machine set before adoption: %w", err)
+		}
+		return nil, err
 	}
 	var adopted []*v1alpha1.Machine
 	var errs []error
 	for _, m := range orphans {
-		updated, err := c.setOwners(ctx, m, ownership.With(m.OwnerReferences, controllerRef(set)))
+		updated, err := ownership.Adopt(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m, controllerRef(set), c.opts.FieldManager)
 		if err != nil {
+			err = fmt.Errorf("setting owners of machine %s: %w", m.Name, err)
 			c.event(set, corev1.EventTypeWarning, ReasonAdoptFailed, err.Error())
 			errs = append(errs, err)
 			continue
@@ -328,26 +314,13 @@ func (c *Controller) adopt(ctx context.Context, set *v1alpha1.MachineSet, orphan
 func (c *Controller) release(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) error {
 	var errs []error
 	for _, m := range machines {
-		if _, err := c.setOwners(ctx, m, ownership.Without(m.OwnerReferences, set)); err != nil && !apierrors.IsNotFound(err) {
+		if _, err := ownership.Release(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m, set, c.opts.FieldManager); err != nil {
+			err = fmt.Errorf("setting owners of machine %s: %w", m.Name, err)
 			c.event(set, corev1.EventTypeWarning, ReasonReleaseFailed, err.Error())
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// setOwners writes a machine's owner references, guarded by its
-// resourceVersion: a machine that changed meanwhile is looked at again.
-func (c *Controller) setOwners(ctx context.Context, m *v1alpha1.Machine, refs []metav1.OwnerReference) (*v1alpha1.Machine, error) {
-	data, err := patch.Diff(ownership.Fields, m.OwnerReferences, refs, m.ResourceVersion)
-	if err != nil || data == nil {
-		return m, err
-	}
-	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
-	if err != nil {
-		return nil, fmt.Errorf("setting owners of machine %s: %w", m.Name, err)
-	}
-	return updated, nil
 }
 
 // propagate brings the node template, the machine configuration and the
@@ -358,10 +331,10 @@ func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, ma
 	for _, m := range machines {
 		// Every machine event syncs the set: compare cheaply first, and
 		// build a patch only for a machine that lags behind.
-		if machinestate.BeingDeleted(m) || inplace.Equal(&m.Spec, want) {
+		if machinestate.BeingDeleted(m) || machinestate.SameInPlace(&m.Spec, want) {
 			continue
 		}
-		data, err := patch.Diff(inplace.MachineFields, &m.Spec, want, m.ResourceVersion)
+		data, err := patch.Diff(machinestate.MachineInPlaceFields, &m.Spec, want, m.ResourceVersion)
 		if err == nil && data != nil {
 			_, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
 		}
@@ -374,53 +347,31 @@ func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, ma
 
 // setFinalizer adds or removes the set's finalizer.
 func (c *Controller) setFinalizer(ctx context.Context, set *v1alpha1.MachineSet, want bool) (*v1alpha1.MachineSet, error) {
-	data, err := patch.Finalizer(set.Finalizers, Finalizer, want, set.ResourceVersion)
-	if err != nil || data == nil {
-		return set, err
-	}
-	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set.Name, data, c.opts.FieldManager)
-	if apierrors.IsNotFound(err) && !want {
-		return set, nil
-	}
+	updated, err := patch.SetFinalizer(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set, Finalizer, want, c.opts.FieldManager)
 	if err != nil {
 		return set, fmt.Errorf("updating finalizer of machine set %s: %w", set.Name, err)
 	}
-	c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
+	if updated != set {
+		c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
+	}
 	return updated, nil
 }
 
-// setStatusFields: the controller owns a set's whole status.
-func setStatusFields(st v1alpha1.MachineSetStatus) patch.Fields { return patch.Fields{"status": st} }
+// setConditions is the conditions list of a set's status, which
+// patch.WriteStatus guards.
+func setConditions(st v1alpha1.MachineSetStatus) any { return st.Conditions }
 
-// writeStatus writes the computed status when it differs from the stored.
+// writeStatus writes the computed status when it differs from the stored
+// (patch.WriteStatus says when the write is guarded, and why).
 func (c *Controller) writeStatus(ctx context.Context, set *v1alpha1.MachineSet, in statusInput) error {
-	status := calculateStatus(in)
-	// Unguarded: the status is this controller's alone, and a sync starts
-	// only once the cache shows its last write (Reconcile), so the cached
-	// status is the stored one and a diff from it loses nothing. Guarded by
-	// the set's resourceVersion, it failed with a conflict whenever the
-	// deployment had just resized the set, which during a rollout is every
-	// step, and the retries' backoff held the rollout up.
-	//
-	// Except for the conditions: the list is shared (the safety controller
-	// writes the Frozen condition), and a merge patch replaces a list
-	// whole, so a change of the conditions written from a cache that does
-	// not show the other writer's yet would undo it. Guarded, such a write
-	// conflicts and the next sync starts from the stored list; conditions
-	// change far less often than a rollout resizes the set.
-	rv := ""
-	if !apiequality.Semantic.DeepEqual(set.Status.Conditions, status.Conditions) {
-		rv = set.ResourceVersion
-	}
-	data, err := patch.Diff(setStatusFields, set.Status, status, rv)
-	if err != nil || data == nil {
-		return err
-	}
-	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set.Name, data, c.opts.FieldManager, "status")
+	updated, err := patch.WriteStatus(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set,
+		set.Status, calculateStatus(in), setConditions, c.opts.FieldManager)
 	if err != nil {
 		return fmt.Errorf("writing status of machine set %s: %w", set.Name, err)
 	}
-	c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
+	if updated != set {
+		c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
+	}
 	return nil
 }
 

@@ -1,21 +1,6 @@
-// Package machinestate reads what the MachineSet and MachineDeployment
-// controllers (and the safety controller's counts) need off a machine's
-// status, by one rule for all of them: whether it is on its way out,
-// whether and since when it is available, and since when the
-// cluster-autoscaler wants it gone. A set's status, its deletion order and
-// a rollout's arithmetic must agree on these, or a rollout that counts on
-// a machine being available loses it to a set that does not.
-//
-// As in MCM, a machine is available once it is Running: minReadySeconds
-// delays that only when the set or deployment opts in with
-// v1alpha1.MinReadySecondsAnnotation (MinReady).
-//
-// # Usage
-//
-//	minReady, err := machinestate.MinReady(set.Annotations, set.Spec.MinReadySeconds)
-//	if machinestate.Available(m, minReady, now) { ... }
-//	if machinestate.BeingDeleted(m) { ... }
-//	if at, ok := machinestate.MarkedForDeletionAt(m); ok { ... }
+// Lifecycle: whether a machine is on its way out, whether and since when
+// it is available, and since when the cluster-autoscaler wants it gone.
+
 package machinestate
 
 import (

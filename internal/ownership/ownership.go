@@ -1,14 +1,18 @@
 // Package ownership decides which objects a controller owns, adopts and
 // releases, as kube-controller-manager's ControllerRefManager does: the
 // MachineSet controller claims machines, the MachineDeployment controller
-// claims sets. The decision is pure; the controllers issue the writes (an
-// adoption only after an uncached read confirmed the owner).
+// claims sets. The decision is pure (Decide); a sync observes with one
+// uncached read of the owner (CanAdopt), plans, and applies each change
+// with Adopt or Release: one patch of the object's owner references,
+// guarded by its resourceVersion.
 //
 // # Usage
 //
 //	p := ownership.Decide(set, selector, machines)
-//	// adopt p.Adopt (after confirming set), release p.Release, work on p.Owned
-//	refs := ownership.With(m.OwnerReferences, ownership.ControllerRef(set, gvk))
+//	ok, err := ownership.CanAdopt(ctx, client.MachineSets(ns).Get, set) // observe, only if p.Adopt is not empty
+//	// plan: adopt p.Adopt if ok, release p.Release, work on p.Owned and the adopted
+//	m, err = ownership.Adopt(ctx, client.Machines(ns).Patch, m, ownership.ControllerRef(set, gvk), fieldManager)
+//	m, err = ownership.Release(ctx, client.Machines(ns).Patch, m, set, fieldManager)
 package ownership
 
 import (

@@ -40,6 +40,13 @@
 //		return err // nil data: nothing changed, nothing is written
 //	}
 //	_, err = patch.Send(ctx, client.MachineDeployments(ns).Patch, cached.Name, data, fieldManager)
+//
+// Two writes every controller makes to the objects it owns have one
+// implementation each: its finalizer, and its status.
+//
+//	d, err = patch.SetFinalizer(ctx, client.MachineDeployments(ns).Patch, d, finalizer, true, fieldManager)
+//	conditions := func(st v1alpha1.MachineDeploymentStatus) any { return st.Conditions }
+//	d, err = patch.WriteStatus(ctx, client.MachineDeployments(ns).Patch, d, d.Status, computed, conditions, fieldManager)
 package patch
 
 import (
