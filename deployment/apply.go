@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/inplace"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -103,7 +103,7 @@ func withEntries(have, add map[string]string) map[string]string {
 
 // setFields are the fields of a set the controller writes.
 func setFields(s *v1alpha1.MachineSet) patch.Fields {
-	f := inplace.Fields(&s.Spec.Template.Spec, "spec", "template", "spec")
+	f := machinestate.InPlaceFields(&s.Spec.Template.Spec, "spec", "template", "spec")
 	spec := f["spec"].(patch.Fields)
 	spec["replicas"] = s.Spec.Replicas
 	spec["minReadySeconds"] = s.Spec.MinReadySeconds

@@ -23,7 +23,7 @@ import (
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/cachetransform"
 	"github.com/mcmkit/mcm/internal/dedup"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/registrations"
 	"github.com/mcmkit/mcm/workqueue"
@@ -153,7 +153,7 @@ func (c *Controller) register(inf Informers) error {
 	// again: a check that skipped the node because the cache did not show
 	// the controller's own mark yet, or read it before someone else's
 	// change, would otherwise leave the node as it was.
-	if err := machineindex.Ensure(inf.Machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode); err != nil {
+	if err := machinestate.EnsureIndex(inf.Machines.Informer(), machinestate.ByNodeIndex, machinestate.IndexByNode); err != nil {
 		return err
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
@@ -171,7 +171,7 @@ func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	if !ok1 || !ok2 || !rolloutMarksChanged(old, n) {
 		return
 	}
-	machines, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, n.Name)
+	machines, err := c.machineIdx.ByIndex(machinestate.ByNodeIndex, n.Name)
 	if err != nil {
 		return
 	}

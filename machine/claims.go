@@ -9,7 +9,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -32,8 +32,8 @@ func (c *Controller) claimants(m *v1alpha1.Machine) []*v1alpha1.Machine {
 			out = append(out, r)
 		}
 	}
-	add(machineindex.ByNodeIndex, nodeNameOf(m))
-	add(machineindex.ByProviderIDIndex, m.Spec.ProviderID)
+	add(machinestate.ByNodeIndex, nodeNameOf(m))
+	add(machinestate.ByProviderIDIndex, m.Spec.ProviderID)
 	return out
 }
 

@@ -13,7 +13,7 @@ import (
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/cachetransform"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -57,8 +57,8 @@ func (c *Controller) register(inf Informers) error {
 			}
 			return []string{classKeyOf(m)}, nil
 		}},
-		{machineindex.ByNodeIndex, machineindex.ByNode},
-		{machineindex.ByProviderIDIndex, machineindex.ByProviderID},
+		{machinestate.ByNodeIndex, machinestate.IndexByNode},
+		{machinestate.ByProviderIDIndex, machinestate.IndexByProviderID},
 		{indexMachineByBlockingBudget, func(obj any) ([]string, error) {
 			m, ok := obj.(*v1alpha1.Machine)
 			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
@@ -71,7 +71,7 @@ func (c *Controller) register(inf Informers) error {
 			return st.BlockingBudgets(), nil
 		}},
 	} {
-		if err := machineindex.Ensure(machines, index.name, index.fn); err != nil {
+		if err := machinestate.EnsureIndex(machines, index.name, index.fn); err != nil {
 			return err
 		}
 	}

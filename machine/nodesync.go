@@ -9,7 +9,7 @@ import (
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/virtualcapacity"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // appliedTemplate is what the last-applied annotation on a Node records:
@@ -154,7 +154,7 @@ func syncVirtualCapacity(out, node *corev1.Node, class *v1alpha1.MachineClass) {
 	if class.NodeTemplate != nil {
 		want = class.NodeTemplate.VirtualCapacity
 	}
-	last, recorded := virtualcapacity.Recorded(node)
+	last, recorded := machinestate.RecordedVirtualCapacity(node)
 	if len(want) == 0 && len(last) == 0 && !recorded {
 		return
 	}

@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/nodebinding"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -91,7 +91,7 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	if c.nodes == nil {
 		return workqueue.Result{}, nil
 	}
-	objs, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, name)
+	objs, err := c.machineIdx.ByIndex(machinestate.ByNodeIndex, name)
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}

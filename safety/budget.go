@@ -17,7 +17,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machineinformers "github.com/mcmkit/mcm/client/informers/externalversions/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // DefaultHoldTTL is how long an allowed replacement counts although the
@@ -103,7 +103,7 @@ func NewBudget(machines machineinformers.MachineInformer, opts BudgetOptions) (*
 		b.clock = clock.RealClock{}
 	}
 	inf := machines.Informer()
-	if err := machineindex.Ensure(inf, indexByControllingSet, controllingSetIndex); err != nil {
+	if err := machinestate.EnsureIndex(inf, indexByControllingSet, controllingSetIndex); err != nil {
 		return nil, fmt.Errorf("safety: adding machine index: %w", err)
 	}
 	b.machines = inf.GetIndexer()

@@ -30,7 +30,7 @@ import (
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/cachetransform"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/internal/promreg"
 	"github.com/mcmkit/mcm/internal/registrations"
@@ -406,7 +406,7 @@ func (c *Controller) watchNodes(inf Informers, qopts workqueue.Options) error {
 		return err
 	}
 	c.nodes = inf.Nodes.Lister()
-	if err := machineindex.Ensure(inf.Machines.Informer(), machineindex.ByNodeIndex, machineindex.ByNode); err != nil {
+	if err := machinestate.EnsureIndex(inf.Machines.Informer(), machinestate.ByNodeIndex, machinestate.IndexByNode); err != nil {
 		return err
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()

@@ -14,8 +14,8 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
-	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )

@@ -12,7 +12,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/machineindex"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -137,7 +137,7 @@ func (c *Controller) checkNode(ctx context.Context, name string) (workqueue.Resu
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting node %s: %w", name, err)
 	}
-	claimers, err := c.machineIdx.ByIndex(machineindex.ByNodeIndex, name)
+	claimers, err := c.machineIdx.ByIndex(machinestate.ByNodeIndex, name)
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}

@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/internal/virtualcapacity"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // New returns the transform of one informer. Every object loses its
@@ -65,7 +65,7 @@ func trimmedNodeStatus(n *corev1.Node) corev1.NodeStatus {
 // virtualCapacity returns the entries of n's capacity that its virtual
 // capacity record names, nil if none.
 func virtualCapacity(n *corev1.Node) corev1.ResourceList {
-	recorded, _ := virtualcapacity.Recorded(n)
+	recorded, _ := machinestate.RecordedVirtualCapacity(n)
 	var kept corev1.ResourceList
 	for name := range recorded {
 		if q, ok := n.Status.Capacity[name]; ok {

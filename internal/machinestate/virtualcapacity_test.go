@@ -1,4 +1,4 @@
-package virtualcapacity
+package machinestate
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
-func TestRecorded(t *testing.T) {
+func TestRecordedVirtualCapacity(t *testing.T) {
 	for _, tc := range []struct {
 		name         string
 		annotations  map[string]string
@@ -28,9 +28,9 @@ func TestRecorded(t *testing.T) {
 		{name: "unreadable: empty, but recorded", annotations: map[string]string{v1alpha1.LastAppliedVirtualCapacityAnnotation: `{"x":`}, wantRecorded: true},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			got, recorded := Recorded(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}})
+			got, recorded := RecordedVirtualCapacity(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Annotations: tc.annotations}})
 			if diff := cmp.Diff(tc.want, got); diff != "" || recorded != tc.wantRecorded {
-				t.Errorf("Recorded = _, %v (want %v); capacity (-want +got):\n%s", recorded, tc.wantRecorded, diff)
+				t.Errorf("RecordedVirtualCapacity = _, %v (want %v); capacity (-want +got):\n%s", recorded, tc.wantRecorded, diff)
 			}
 		})
 	}

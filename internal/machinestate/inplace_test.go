@@ -1,4 +1,4 @@
-package inplace
+package machinestate
 
 import (
 	"encoding/json"
@@ -11,7 +11,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
-func TestEqualSeesOnlyInPlaceParts(t *testing.T) {
+func TestSameInPlaceSeesOnlyInPlaceParts(t *testing.T) {
 	base := v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "small"}}
 	tests := []struct {
 		name   string
@@ -30,16 +30,16 @@ func TestEqualSeesOnlyInPlaceParts(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			changed := base.DeepCopy()
 			tt.change(changed)
-			if got := Equal(&base, changed); got != tt.equal {
-				t.Errorf("Equal = %v, want %v", got, tt.equal)
+			if got := SameInPlace(&base, changed); got != tt.equal {
+				t.Errorf("SameInPlace = %v, want %v", got, tt.equal)
 			}
 		})
 	}
 }
 
-func TestFieldsNestAtPath(t *testing.T) {
+func TestInPlaceFieldsNestAtPath(t *testing.T) {
 	spec := v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass"}}
-	b, err := json.Marshal(Fields(&spec, "spec", "template", "spec"))
+	b, err := json.Marshal(InPlaceFields(&spec, "spec", "template", "spec"))
 	if err != nil {
 		t.Fatal(err)
 	}

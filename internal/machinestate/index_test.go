@@ -1,4 +1,4 @@
-package machineindex
+package machinestate
 
 import (
 	"testing"
@@ -11,7 +11,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 )
 
-func TestByNode(t *testing.T) {
+func TestIndexByNode(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		obj  any
@@ -21,36 +21,36 @@ func TestByNode(t *testing.T) {
 		{"not joined yet", &v1alpha1.Machine{}, nil},
 		{"not a machine", "n1", nil},
 	} {
-		got, err := ByNode(tc.obj)
+		got, err := IndexByNode(tc.obj)
 		if err != nil || !cmp.Equal(tc.want, got) {
-			t.Errorf("%s: ByNode = %v, %v; want %v", tc.name, got, err, tc.want)
+			t.Errorf("%s: IndexByNode = %v, %v; want %v", tc.name, got, err, tc.want)
 		}
 	}
 }
 
-// TestEnsureAddsOnce: a second Ensure of the same name, on a started
+// TestEnsureIndexAddsOnce: a second EnsureIndex of the same name, on a started
 // informer as a controller built again would do, keeps the index there.
-func TestEnsureAddsOnce(t *testing.T) {
+func TestEnsureIndexAddsOnce(t *testing.T) {
 	client := fake.NewSimpleClientset(&v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns",
 		Labels: map[string]string{v1alpha1.NodeLabelKey: "n1"}}})
 	factory := externalversions.NewSharedInformerFactory(client, 0)
 	informer := factory.Machine().V1alpha1().Machines().Informer()
-	if err := Ensure(informer, ByNodeIndex, ByNode); err != nil {
+	if err := EnsureIndex(informer, ByNodeIndex, IndexByNode); err != nil {
 		t.Fatal(err)
 	}
 	stop := make(chan struct{})
 	defer close(stop)
 	factory.Start(stop)
 	factory.WaitForCacheSync(stop)
-	if err := Ensure(informer, ByNodeIndex, ByNode); err != nil {
-		t.Fatalf("second Ensure: %v", err)
+	if err := EnsureIndex(informer, ByNodeIndex, IndexByNode); err != nil {
+		t.Fatalf("second EnsureIndex: %v", err)
 	}
 	objs, err := informer.GetIndexer().ByIndex(ByNodeIndex, "n1")
 	if err != nil || len(objs) != 1 {
 		t.Errorf("ByIndex(n1) = %d objects, %v; want the one machine", len(objs), err)
 	}
-	if err := Ensure(informer, "mcmkit.io/other", func(any) ([]string, error) { return []string{"x"}, nil }); err != nil {
-		t.Fatalf("Ensure on a started informer: %v", err)
+	if err := EnsureIndex(informer, "mcmkit.io/other", func(any) ([]string, error) { return []string{"x"}, nil }); err != nil {
+		t.Fatalf("EnsureIndex on a started informer: %v", err)
 	}
 	if objs, _ := informer.GetIndexer().ByIndex("mcmkit.io/other", "x"); len(objs) != 1 {
 		t.Errorf("an index added after the start covers %d cached objects, want 1", len(objs))

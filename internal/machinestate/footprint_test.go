@@ -1,4 +1,4 @@
-package machineindex
+package machinestate
 
 import (
 	"fmt"
@@ -13,15 +13,15 @@ import (
 )
 
 // BenchmarkByNodeFootprint: the heap a machine cache keeps per machine
-// for its keys and namespace index, and with the ByNode index too; the
-// difference is what ByNode costs (a set of one key per node name).
+// for its keys and namespace index, and with the IndexByNode index too; the
+// difference is what IndexByNode costs (a set of one key per node name).
 func BenchmarkByNodeFootprint(b *testing.B) {
 	for _, bc := range []struct {
 		name     string
 		indexers cache.Indexers
 	}{
 		{"namespace index", cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}},
-		{"namespace and ByNode indexes", cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, ByNodeIndex: ByNode}},
+		{"namespace and ByNode indexes", cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc, ByNodeIndex: IndexByNode}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			machines := make([]*v1alpha1.Machine, b.N)
