@@ -10,9 +10,9 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	utilrand "k8s.io/apimachinery/pkg/util/rand"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -205,41 +205,11 @@ func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet
 	return nil
 }
 
-// maxGeneratedNameLength is how much of a set's name its machines' names
-// keep, as the API server's generateName keeps: a name is at most 63
-// characters, 5 of them random.
-const maxGeneratedNameLength = 63 - 5
-
-// newMachine is a machine of the set: named <set>-<random> as generateName
-// would name it, but by the set, with the template's labels, annotations
-// and spec, controlled by the set. It carries from its creation what the
-// machine controller would otherwise write before creating its VM: the
-// machine finalizer, and the default deletion priority unless the template
-// sets one.
+// newMachine is a new machine of the set (see machinestate.NewMachine):
+// it carries from its birth the defaults the machine controller would
+// otherwise store before creating its VM.
 func newMachine(set *v1alpha1.MachineSet) *v1alpha1.Machine {
-	t := set.Spec.Template.DeepCopy()
-	if t.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
-		if t.Annotations == nil {
-			t.Annotations = map[string]string{}
-		}
-		t.Annotations[v1alpha1.MachinePriorityAnnotation] = v1alpha1.MachinePriorityDefault
-	}
-	prefix := set.Name + "-"
-	if len(prefix) > maxGeneratedNameLength {
-		prefix = prefix[:maxGeneratedNameLength]
-	}
-	return &v1alpha1.Machine{
-		ObjectMeta: metav1.ObjectMeta{
-			Name:            prefix + utilrand.String(5),
-			GenerateName:    set.Name + "-",
-			Namespace:       set.Namespace,
-			Labels:          t.Labels,
-			Annotations:     t.Annotations,
-			Finalizers:      []string{v1alpha1.MachineFinalizer},
-			OwnerReferences: []metav1.OwnerReference{controllerRef(set)},
-		},
-		Spec: t.Spec,
-	}
+	return machinestate.NewMachine(set)
 }
 
 // creationRuns are the sets' runs under way, by set key.

@@ -17,6 +17,12 @@
 //     by the machine controller onto the nodes.
 //   - Virtual capacity (virtualcapacity.go): the record of what the
 //     machine controller last applied to a node.
+//   - Birth (birth.go): a MachineSet's new machine (NewMachine), with the
+//     defaults every Machine gets (SetDefaults), decided here once: the
+//     MachineSet controller creates its machines with them, so that the
+//     machine controller has nothing to store before it creates their
+//     VMs, and the machine controller stores them on a machine that lacks
+//     them.
 //   - Indexes (index.go): the informer indexes of machines that several
 //     controllers read, added once per informer by EnsureIndex.
 //
@@ -33,6 +39,8 @@
 //	}
 //
 //	last, recorded := machinestate.RecordedVirtualCapacity(node)
+//
+//	m := machinestate.NewMachine(set) // finalizer, priority, the set's controller reference
 //
 //	err := machinestate.EnsureIndex(machines.Informer(), machinestate.ByNodeIndex, machinestate.IndexByNode)
 //	objs, err := machines.Informer().GetIndexer().ByIndex(machinestate.ByNodeIndex, nodeName)
