@@ -33,9 +33,11 @@
 //   - machine, machineset, deployment, safety: the controllers. Each is a
 //     constructor taking clients, informers, small interfaces and an Options
 //     struct whose zero value works, plus Run(ctx, workers). The consumer-side
-//     interfaces the machine controller asks (machine.Drainer,
-//     machine.SafetyGate, machine.ReplacementGate) are how the pieces meet:
-//     safety.Budget, the replacement budget, implements ReplacementGate.
+//     interfaces the machine controller asks (machine.Drainer, safety.Gate,
+//     machine.ReplacementGate) are how the pieces meet: safety.Budget, the
+//     replacement budget, implements ReplacementGate; safety's API-server
+//     outage gate answers safety.Gate, which the MachineSet and
+//     MachineDeployment controllers ask too.
 //   - workqueue: the worker loop all controllers share (retries with backoff,
 //     panic recovery, metrics on a caller-given registry; the one place
 //     that reports reconcile errors, with 409 Conflicts, which the next

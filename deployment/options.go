@@ -1,14 +1,15 @@
 package deployment
 
 import (
-	"context"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+
+	"github.com/mcmkit/mcm/safety"
 )
 
 // Defaults of the Options fields.
@@ -50,20 +51,6 @@ const (
 	ReasonReleaseFailed             = "FailedRelease"
 )
 
-// SafetyGate tells the controller whether machine creation is frozen: a
-// frozen deployment starts no scale-up and no rollout step that adds
-// machines; scale-down continues. The machine and MachineSet controllers
-// ask the same question, so one gate serves all three.
-type SafetyGate interface {
-	Frozen(ctx context.Context) bool
-}
-
-// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
-// implements it.
-type EventRecorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
-
 // Options configures a Controller. The zero value works: MCM's defaults,
 // no events, no metrics, the real clock.
 type Options struct {
@@ -82,15 +69,19 @@ type Options struct {
 	// autoscaler does not remove nodes mid-rollout, as MCM does unless
 	// --autoscaler-scaledown-annotation-during-rollout=false.
 	SkipAutoscalerAnnotationDuringRollout bool
-	// SafetyGate is asked before scale-ups. Nil means never frozen (a
-	// deployment labelled freeze=True is frozen all the same).
-	SafetyGate SafetyGate
+	// SafetyGate is asked before scale-ups: while it says frozen, the
+	// deployment starts no scale-up and no rollout step that adds
+	// machines; scale-down continues. The machine and MachineSet
+	// controllers ask the same question, so one gate serves all three.
+	// Nil means never frozen (a deployment labelled freeze=True is frozen
+	// all the same).
+	SafetyGate safety.Gate
 
 	// Logger is used where no context carries one (informer handlers).
 	Logger logr.Logger
 	// Recorder receives events. Nil means none. A client-go recorder needs
 	// a scheme with the machine API registered (v1alpha1.AddToScheme).
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	// Registerer receives the controller's and its queue's metrics. Nil
 	// means none.
 	Registerer prometheus.Registerer

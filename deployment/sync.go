@@ -18,6 +18,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
 	"github.com/mcmkit/mcm/internal/ownership"
 	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/safety"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -170,7 +171,7 @@ func (c *Controller) reportInvalid(ctx context.Context, d *v1alpha1.MachineDeplo
 }
 
 // frozenReason says why the deployment adds no machines now, or "".
-func frozenReason(ctx context.Context, d *v1alpha1.MachineDeployment, gate SafetyGate) string {
+func frozenReason(ctx context.Context, d *v1alpha1.MachineDeployment, gate safety.Gate) string {
 	var why []string
 	if d.Labels[v1alpha1.FreezeLabelKey] == v1alpha1.FreezeLabelValue {
 		why = append(why, "the deployment is labelled "+v1alpha1.FreezeLabelKey+"="+v1alpha1.FreezeLabelValue)

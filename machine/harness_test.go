@@ -14,6 +14,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
@@ -181,14 +182,24 @@ type eventLog struct {
 	events []recordedEvent
 }
 
-func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
-	e := recordedEvent{Type: eventtype, Reason: reason, Message: fmt.Sprintf(messageFmt, args...)}
+var _ record.EventRecorder = (*eventLog)(nil)
+
+func (l *eventLog) Event(obj runtime.Object, eventtype, reason, message string) {
+	e := recordedEvent{Type: eventtype, Reason: reason, Message: message}
 	if o, ok := obj.(metav1.Object); ok {
 		e.Object = o.GetName()
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.events = append(l.events, e)
+}
+
+func (l *eventLog) Eventf(obj runtime.Object, eventtype, reason, messageFmt string, args ...any) {
+	l.Event(obj, eventtype, reason, fmt.Sprintf(messageFmt, args...))
+}
+
+func (l *eventLog) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, messageFmt string, args ...any) {
+	l.Eventf(obj, eventtype, reason, messageFmt, args...)
 }
 
 func (l *eventLog) all() []recordedEvent {

@@ -8,12 +8,13 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/safety"
 )
 
 // Defaults of the Options fields that MCM has no flag for, or whose MCM
@@ -110,13 +111,7 @@ type Drainer interface {
 	Pass(ctx context.Context, node string, state drain.State) (drain.Result, error)
 }
 
-// SafetyGate tells the controller whether it is frozen. While frozen, no
-// VM is created and no health transition happens; deletions continue.
-type SafetyGate interface {
-	Frozen(ctx context.Context) bool
-}
-
-// OutageReporter is what a SafetyGate may tell besides whether it is
+// OutageReporter is what a safety.Gate may tell besides whether it is
 // frozen: when the last outage it froze for (an API server out of reach)
 // ended. Machines that were Unknown before then get their health timeout
 // restarted, as MCM does: the nodes could not be seen during the outage,
@@ -127,12 +122,6 @@ type OutageReporter interface {
 	// LastOutageEnd is when the last outage ended; zero if there was none.
 	LastOutageEnd() time.Time
 }
-
-// SafetyGateFunc adapts a function to SafetyGate.
-type SafetyGateFunc func(ctx context.Context) bool
-
-// Frozen calls f.
-func (f SafetyGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }
 
 // ReplacementGate bounds how many machines are replaced at once: the
 // controller asks it before the health timeout marks an unhealthy machine
@@ -146,12 +135,6 @@ type ReplacementGate interface {
 	// Replaced tells the gate whether m, which MayReplace allowed, was
 	// marked Failed; false (the write failed) frees its slot.
 	Replaced(ctx context.Context, m *v1alpha1.Machine, marked bool)
-}
-
-// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
-// implements it.
-type EventRecorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
 }
 
 // Options configures a Controller. The zero value works: MCM's defaults,
@@ -225,9 +208,10 @@ type Options struct {
 	// the latest).
 	MaxConcurrentCreations int
 
-	// SafetyGate is asked before creations and health transitions. Nil
-	// means never frozen.
-	SafetyGate SafetyGate
+	// SafetyGate is asked before creations and health transitions. While
+	// it says frozen, no VM is created and no health transition happens;
+	// deletions continue. Nil means never frozen.
+	SafetyGate safety.Gate
 	// ReplacementGate is asked before the health timeout marks a machine
 	// Failed. Nil means a safety.Budget with its defaults: one machine per
 	// MachineDeployment at a time, as MCM.
@@ -244,7 +228,7 @@ type Options struct {
 	// a scheme with the machine API registered (v1alpha1.AddToScheme on the
 	// scheme given to the broadcaster), or events about machines are
 	// dropped: objects from informers carry no type information.
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	// Registerer receives the controller's, the queues', the driver's
 	// and the drain engine's metrics. Nil means none.
 	Registerer prometheus.Registerer

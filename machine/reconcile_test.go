@@ -21,6 +21,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/safety"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -55,7 +56,7 @@ func newFakeController(t *testing.T) *fakeController {
 		Machines: mf.Machine().V1alpha1().Machines(),
 		Classes:  mf.Machine().V1alpha1().MachineClasses(),
 		Secrets:  kf.Core().V1().Secrets(),
-	}, cloud.Driver(), Options{SafetyGate: SafetyGateFunc(func(context.Context) bool { return frozen.Load() })})
+	}, cloud.Driver(), Options{SafetyGate: safety.GateFunc(func(context.Context) bool { return frozen.Load() })})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,15 +1,16 @@
 package machineset
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
-	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/utils/clock"
+
+	"github.com/mcmkit/mcm/safety"
 )
 
 // Defaults of the Options fields.
@@ -55,20 +56,6 @@ const (
 	ReasonForeignMachine = "ForeignMachine"
 )
 
-// SafetyGate tells the controller whether it is frozen: no machine is
-// created while it is; scale-down and deletion continue. It is the same
-// question the machine controller asks, so one gate (or a
-// machine.SafetyGateFunc) serves both.
-type SafetyGate interface {
-	Frozen(ctx context.Context) bool
-}
-
-// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
-// implements it.
-type EventRecorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
-
 // Options configures a Controller. The zero value works: MCM's defaults,
 // no events, no metrics, the real clock.
 type Options struct {
@@ -91,15 +78,18 @@ type Options struct {
 	// Resync is how often a settled set is synced again. Zero means
 	// DefaultResync.
 	Resync time.Duration
-	// SafetyGate is asked before creations. Nil means never frozen (a set
-	// labelled freeze=True is frozen all the same).
-	SafetyGate SafetyGate
+	// SafetyGate is asked before creations: while it says frozen, no
+	// machine is created; scale-down and deletion continue. It is the
+	// question the machine controller asks, so one gate serves both. Nil
+	// means never frozen (a set labelled freeze=True is frozen all the
+	// same).
+	SafetyGate safety.Gate
 
 	// Logger is used where no context carries one (informer handlers).
 	Logger logr.Logger
 	// Recorder receives events. Nil means none. A client-go recorder needs
 	// a scheme with the machine API registered (v1alpha1.AddToScheme).
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	// Registerer receives the controller's and its queue's metrics. Nil
 	// means none.
 	Registerer prometheus.Registerer

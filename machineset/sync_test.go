@@ -25,6 +25,7 @@ import (
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
+	"github.com/mcmkit/mcm/safety"
 )
 
 func testSet(replicas int32) *v1alpha1.MachineSet {
@@ -303,7 +304,7 @@ func TestFrozenIsToldOnce(t *testing.T) {
 	set.Labels = map[string]string{v1alpha1.FreezeLabelKey: v1alpha1.FreezeLabelValue}
 	rec := &fakeapi.Events{}
 	frozen := atomic.Bool{}
-	h := newHarness(t, Options{Recorder: rec, SafetyGate: gateFunc(frozen.Load)}, set)
+	h := newHarness(t, Options{Recorder: rec, SafetyGate: safety.GateFunc(func(context.Context) bool { return frozen.Load() })}, set)
 	for range 5 {
 		if _, err := h.c.Reconcile(context.Background(), "ns/pool"); err != nil {
 			t.Fatal(err)
@@ -323,11 +324,6 @@ func TestFrozenIsToldOnce(t *testing.T) {
 		t.Errorf("%d Frozen events after the gate froze too, want 2", n)
 	}
 }
-
-// gateFunc adapts a function to SafetyGate.
-type gateFunc func() bool
-
-func (f gateFunc) Frozen(context.Context) bool { return f() }
 
 // TestTemplateChangesReachMachines: the node template, the machine
 // configuration and the class kind are patched into existing machines;

@@ -19,6 +19,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/record"
 	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/clock"
 
@@ -70,12 +71,6 @@ const (
 	ReasonFrozeDeployment   = "FrozeMachineDeployment"
 	ReasonUnfrozeDeployment = "UnfrozeMachineDeployment"
 )
-
-// EventRecorder records events; k8s.io/client-go/tools/record.EventRecorder
-// implements it.
-type EventRecorder interface {
-	Eventf(object runtime.Object, eventtype, reason, messageFmt string, args ...any)
-}
 
 // Informers are the shared informers the controller reads from. Hand them
 // to NewController before starting their factories.
@@ -166,7 +161,7 @@ type Options struct {
 	// be zero.
 	DriverTimeouts driver.Timeouts
 	// Recorder receives events. Nil means none.
-	Recorder EventRecorder
+	Recorder record.EventRecorder
 	// Registerer receives the queue's metrics. Nil means none.
 	Registerer prometheus.Registerer
 	// Clock is the time source. Nil means the real clock.

@@ -21,6 +21,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/record"
 )
 
 // VersionWrites replaces the object reactions of f (a fake clientset's
@@ -61,19 +62,31 @@ func (t *versioned) Patch(gvr schema.GroupVersionResource, obj runtime.Object, n
 	return t.ObjectTracker.Patch(gvr, obj, ns, opts...)
 }
 
-// Events is an event recorder for tests: it keeps the reasons of the
-// events recorded through it. The zero value is ready; it is safe for
-// concurrent use.
+// Events is an event recorder for tests (a record.EventRecorder): it
+// keeps the reasons of the events recorded through it. The zero value is
+// ready; it is safe for concurrent use.
 type Events struct {
 	mu      sync.Mutex
 	reasons []string
 }
 
-// Eventf records the event's reason.
-func (e *Events) Eventf(_ runtime.Object, _, reason, _ string, _ ...any) {
+var _ record.EventRecorder = (*Events)(nil)
+
+// Event records the event's reason.
+func (e *Events) Event(_ runtime.Object, _, reason, _ string) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.reasons = append(e.reasons, reason)
+}
+
+// Eventf records the event's reason.
+func (e *Events) Eventf(obj runtime.Object, eventtype, reason, _ string, _ ...any) {
+	e.Event(obj, eventtype, reason, "")
+}
+
+// AnnotatedEventf records the event's reason.
+func (e *Events) AnnotatedEventf(obj runtime.Object, _ map[string]string, eventtype, reason, _ string, _ ...any) {
+	e.Event(obj, eventtype, reason, "")
 }
 
 // Count is how many events with reason were recorded.
