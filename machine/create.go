@@ -5,6 +5,7 @@ import (
 	"context"
 	"strings"
 
+	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation"
 
@@ -13,69 +14,48 @@ import (
 	"github.com/mcmkit/mcm/internal/nodebinding"
 )
 
+// createPhase applies a planCreate plan p up to its one write: the
+// write-ahead, when p has one; the creation flow against the driver
+// (create); a read of the node the driver named; and the one plan of the
+// machine from there (planCreation). It returns the machine as stored,
+// the plan to write, and the node that plan's node sync starts from.
+func (c *Controller) createPhase(ctx context.Context, obs observation, secret *corev1.Secret, p machinePlan) (*v1alpha1.Machine, machinePlan, *corev1.Node, error) {
+	cur, m := obs.Machine, p.Machine
+	if p.WriteAhead != nil {
+		written, err := c.writeMachine(ctx, cur, p.WriteAhead)
+		if err != nil {
+			return cur, p, nil, err
+		}
+		cur, m = written, written
+	}
+	out := c.create(ctx, m, obs.Class, secret)
+	if out.FailedOp == "" {
+		logr.FromContextOrDiscard(ctx).Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
+	}
+	obs.Machine = m
+	after := c.observeCreated(obs, out)
+	return cur, planCreation(obs, out, after, &c.opts), after.Node, nil
+}
+
 // create runs the creation flow: the machine's bootstrap token first, when
 // its user data asks for one (see issueBootstrapToken), so that every
 // driver call sees the same user data, as in MCM; GetMachineStatus next, so
 // that a VM that exists (from an earlier attempt whose result was lost) is
 // adopted, never created twice; CreateMachine only on NotFound;
-// InitializeMachine when the VM needs it.
+// InitializeMachine when the VM needs it. A VM whose node name is another
+// machine's node is deleted again (see takenNode).
 func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
 	secret, err := c.withBootstrapToken(ctx, m, secret)
 	if err != nil {
 		return createOutcome{FailedOp: operationIssueBootstrapToken, Err: err}
 	}
-	labels := c.metricLabels(m)
-	// By the machine's name: a provider ID it claims is not its own until
-	// the driver names it (see bindingOf).
-	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: byName(m), MachineClass: class, Secret: secret})
-	var out createOutcome
-	needInit := false
-	switch code := driver.CodeOf(err); code {
-	case driver.OK:
-		out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
-	case driver.Uninitialized:
-		needInit = true
-		if status != nil {
-			out.ProviderID, out.NodeName, out.Addresses = status.ProviderID, status.NodeName, status.Addresses
-		}
-	case driver.NotFound, driver.Unimplemented:
-		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: byName(m), MachineClass: class, Secret: secret})
-		if err != nil {
-			return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
-		}
-		c.metrics.create.WithLabelValues(labels...).Observe(c.opts.Clock.Since(m.CreationTimestamp.Time).Seconds())
-		out = createOutcome{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses, LastKnownState: resp.LastKnownState}
-		needInit = true // InitializeMachine is optional: Unimplemented skips it
-	default:
-		return createOutcome{FailedOp: driver.OperationGetMachineStatus, Err: err}
+	out, needInit := c.findOrCreateVM(ctx, m, class, secret)
+	if out.FailedOp != "" {
+		return out
 	}
 	if needInit {
-		start := c.opts.Clock.Now()
-		vm := m.DeepCopy()
-		vm.Spec.ProviderID = out.ProviderID
-		resp, err := c.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: vm, MachineClass: class, Secret: secret})
-		switch driver.CodeOf(err) {
-		case driver.OK:
-			c.metrics.initialize.WithLabelValues(labels...).Observe(c.opts.Clock.Since(start).Seconds())
-			if resp.ProviderID != "" {
-				out.ProviderID = resp.ProviderID
-			}
-			if resp.NodeName != "" {
-				out.NodeName = resp.NodeName
-			}
-			if len(resp.Addresses) > 0 {
-				out.Addresses = resp.Addresses
-			}
-		case driver.Unimplemented:
-			// The only code that skips the step, as in MCM's controller
-			// (initializeMachine, v0.62). MCM's error-code document lists
-			// NotFound as "skip" too, but its controller records NotFound
-			// as a failed initialization, and so does this one: the retry
-			// starts over with GetMachineStatus and creates the VM again if
-			// it vanished, instead of leaving the machine Pending for a
-			// node that cannot come.
-		default:
-			return createOutcome{FailedOp: driver.OperationInitializeMachine, Err: err}
+		if out = c.initializeVM(ctx, m, class, secret, out); out.FailedOp != "" {
+			return out
 		}
 	}
 	if err := checkCreated(out, c.target != nil); err != nil {
@@ -84,30 +64,97 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 		c.vouches.set(m, vouch{ProviderID: out.ProviderID})
 		return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}
 	}
-	if c.nodes != nil {
-		if n, err := c.nodes.Get(out.NodeName); err == nil {
-			owner := n.Labels[v1alpha1.MachineNameLabelKey]
-			if bound := nodebinding.Owner(n); bound != "" && bound != m.UID {
-				owner = cmp.Or(owner, string(bound))
-			} else if owner == m.Name {
-				owner = ""
-			}
-			if owner != "" {
-				// A node of that name belongs to another machine: the new VM
-				// would take it over. Delete the VM; the machine is Failed
-				// and will be replaced.
-				vm := m.DeepCopy()
-				vm.Spec.ProviderID = out.ProviderID
-				if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: vm, MachineClass: class, Secret: secret}); err != nil {
-					return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
-				}
-				out.StaleNodeOwner = owner
-				return out
-			}
+	if owner := c.takenNode(m, out.NodeName); owner != "" {
+		// A node of that name belongs to another machine: the new VM
+		// would take it over. Delete the VM; the machine is Failed and
+		// will be replaced.
+		vm := m.DeepCopy()
+		vm.Spec.ProviderID = out.ProviderID
+		if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: vm, MachineClass: class, Secret: secret}); err != nil {
+			return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
 		}
+		out.StaleNodeOwner = owner
+		return out
 	}
 	c.vouches.set(m, vouch{ProviderID: out.ProviderID})
 	return out
+}
+
+// findOrCreateVM asks the driver for the machine's VM by the machine's
+// name — a provider ID it claims is not its own until the driver names it
+// (see bindingOf) — and creates one on NotFound. needInit is set when the
+// VM is to be initialized.
+func (c *Controller) findOrCreateVM(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) (out createOutcome, needInit bool) {
+	status, err := c.driver.GetMachineStatus(ctx, &driver.GetMachineStatusRequest{Machine: byName(m), MachineClass: class, Secret: secret})
+	switch code := driver.CodeOf(err); code {
+	case driver.OK:
+		return createOutcome{ProviderID: status.ProviderID, NodeName: status.NodeName, Addresses: status.Addresses}, false
+	case driver.Uninitialized:
+		if status != nil {
+			out = createOutcome{ProviderID: status.ProviderID, NodeName: status.NodeName, Addresses: status.Addresses}
+		}
+		return out, true
+	case driver.NotFound, driver.Unimplemented:
+		resp, err := c.driver.CreateMachine(ctx, &driver.CreateMachineRequest{Machine: byName(m), MachineClass: class, Secret: secret})
+		if err != nil {
+			return createOutcome{FailedOp: driver.OperationCreateMachine, Err: err}, false
+		}
+		c.metrics.create.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(m.CreationTimestamp.Time).Seconds())
+		// InitializeMachine is optional: Unimplemented skips it.
+		return createOutcome{ProviderID: resp.ProviderID, NodeName: resp.NodeName, Addresses: resp.Addresses, LastKnownState: resp.LastKnownState}, true
+	default:
+		return createOutcome{FailedOp: driver.OperationGetMachineStatus, Err: err}, false
+	}
+}
+
+// initializeVM calls InitializeMachine for the VM of out, and returns out
+// with what the driver corrected in it.
+func (c *Controller) initializeVM(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, out createOutcome) createOutcome {
+	start := c.opts.Clock.Now()
+	vm := m.DeepCopy()
+	vm.Spec.ProviderID = out.ProviderID
+	resp, err := c.driver.InitializeMachine(ctx, &driver.InitializeMachineRequest{Machine: vm, MachineClass: class, Secret: secret})
+	switch driver.CodeOf(err) {
+	case driver.OK:
+		c.metrics.initialize.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(start).Seconds())
+		out.ProviderID = cmp.Or(resp.ProviderID, out.ProviderID)
+		out.NodeName = cmp.Or(resp.NodeName, out.NodeName)
+		if len(resp.Addresses) > 0 {
+			out.Addresses = resp.Addresses
+		}
+	case driver.Unimplemented:
+		// The only code that skips the step, as in MCM's controller
+		// (initializeMachine, v0.62). MCM's error-code document lists
+		// NotFound as "skip" too, but its controller records NotFound as
+		// a failed initialization, and so does this one: the retry starts
+		// over with GetMachineStatus and creates the VM again if it
+		// vanished, instead of leaving the machine Pending for a node
+		// that cannot come.
+	default:
+		return createOutcome{FailedOp: driver.OperationInitializeMachine, Err: err}
+	}
+	return out
+}
+
+// takenNode returns the machine that the node named name belongs to, if
+// that is not m: the one its machine-name label names, or, bound to
+// another machine, its binding's UID. "" when there is no such node (or
+// no target cluster) or it is m's.
+func (c *Controller) takenNode(m *v1alpha1.Machine, name string) string {
+	if c.nodes == nil {
+		return ""
+	}
+	n, err := c.nodes.Get(name)
+	if err != nil {
+		return ""
+	}
+	owner := n.Labels[v1alpha1.MachineNameLabelKey]
+	if bound := nodebinding.Owner(n); bound != "" && bound != m.UID {
+		owner = cmp.Or(owner, string(bound))
+	} else if owner == m.Name {
+		owner = ""
+	}
+	return owner
 }
 
 // checkCreated checks what the driver said about a VM it created or

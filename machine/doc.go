@@ -6,10 +6,16 @@
 //
 // # Machines
 //
-// Every sync of a machine observes (informer caches, safety gate, clock),
-// plans with a pure function (planMachine, planHealth, planCreateOutcome,
-// decideDeletion, planNodeSync), applies the plan, and patches the status
-// only when it changed. Phases and lastOperation use MCM's vocabulary, and
+// Every sync of a machine observes without writing (informer caches,
+// safety gate, clock; the driver's GetMachineStatus when a claim needs
+// its word, the replacement gate's answer when a health timeout ran
+// out), plans once with a pure function (planMachine, decideDeletion,
+// with planHealth and planNodeSync), applies the plan, and patches the
+// status only when it changed. A creation is one phase of the apply: after
+// the driver's calls and a read of the node's cache, planCreation decides
+// the machine's write once (Running, Pending, or the status left alone);
+// only the write-ahead that stores the finalizer before a VM may exist
+// goes before it. Phases and lastOperation use MCM's vocabulary, and
 // lastOperation.errorCode carries the driver's error code (for example
 // ResourceExhausted) for the cluster-autoscaler; the description is for
 // people and is never parsed.
@@ -19,10 +25,11 @@
 //     Warning event; nothing is created, and the machine is retried with
 //     backoff (sooner when the class or secret changes).
 //   - Creation: first the machine finalizer and CreationStartedAnnotation
-//     are stored (a machine created with the finalizer, as a MachineSet
-//     creates them, stores the creation start with the provider ID
-//     instead). Then, with a target cluster and <<BOOTSTRAP_TOKEN>>
-//     (plain or URL-encoded) in the user data, the machine's bootstrap
+//     are stored (a machine born with its defaults, as a MachineSet
+//     creates them with machinestate.NewMachine, needs no write first and
+//     stores the creation start with the provider ID instead). Then, with
+//     a target cluster and <<BOOTSTRAP_TOKEN>> (plain or URL-encoded) in
+//     the user data, the machine's bootstrap
 //     token: a bootstrap.kubernetes.io/token Secret bootstrap-token-<id>
 //     in the target's kube-system, with MCM's ID for the machine name (so
 //     a token MCM created is reused), valid for the creation timeout, with

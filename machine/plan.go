@@ -3,14 +3,12 @@ package machine
 import (
 	"fmt"
 	"slices"
-	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/util/validation/field"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/driver"
 )
 
 // observation is everything one sync of a (not deleted) machine looks at.
@@ -41,14 +39,15 @@ type observation struct {
 	NodeStale bool
 	// Vouch is the driver's word on which VM backs the machine, when
 	// Vouched; Rivals are the other machines that claim its node or VM
-	// and that nothing refutes (see bindingOf).
+	// and that nothing refutes (see bindingOf). observe asks the driver
+	// when the sync takes stepVerify.
 	Vouch   vouch
 	Vouched bool
 	Rivals  []string
 	// ReplacementDenied is the replacement gate's reason for not letting
 	// the health timeout mark the machine Failed now; "" when it was not
-	// asked or agreed. The gate is asked only when a plan wants to mark
-	// the machine Failed, and then the machine is planned again.
+	// asked or agreed. observe asks the gate only when the health timeout
+	// would mark the machine Failed (replacementDue).
 	ReplacementDenied string
 }
 
@@ -66,11 +65,11 @@ const (
 	planWaitForClass
 	// planFrozen: the safety gate is closed.
 	planFrozen
-	// planCreate: run the creation flow against the driver.
+	// planCreate: run the creation flow against the driver, and write
+	// what planCreation makes of its outcome.
 	planCreate
-	// planVerify: ask the driver which VM backs the machine, which
-	// claims a VM or a node that nobody vouched for (see bindingOf), and
-	// plan again.
+	// planVerify: the machine claims a VM or a node that nobody vouched
+	// for (see bindingOf) and the driver's word is still missing.
 	planVerify
 )
 
@@ -84,6 +83,10 @@ type machinePlan struct {
 	Kind planKind
 	// Machine is the desired machine: metadata, spec.providerID and status.
 	Machine *v1alpha1.Machine
+	// WriteAhead, with planCreate, is the machine to store before the
+	// driver may create a VM (see writeAhead); nil when the stored
+	// machine needs nothing first.
+	WriteAhead *v1alpha1.Machine
 	// Node is the desired node, nil if it needs no change.
 	Node  *corev1.Node
 	Event *event
@@ -109,101 +112,194 @@ type machinePlan struct {
 	FailedJoin bool
 }
 
-// planMachine decides what a sync of a machine that is not being deleted
-// does. It is pure: everything it needs is in obs.
+// step is the branch a sync of a machine that is not being deleted takes.
+type step int
+
+const (
+	// stepBadInput: the machine, its class or its secret is unusable.
+	stepBadInput step = iota
+	// stepFrozen: the safety gate is closed.
+	stepFrozen
+	// stepVerify: the driver must say which VM backs the machine.
+	stepVerify
+	// stepWaitForClass: the class has no finalizer yet.
+	stepWaitForClass
+	// stepCreate: the VM is to be created or adopted.
+	stepCreate
+	// stepNoTarget: the VM exists and there is no node to watch.
+	stepNoTarget
+	// stepContested: another machine claims the node or VM.
+	stepContested
+	// stepHealth: the VM exists; join and health are watched.
+	stepHealth
+)
+
+// decision is the step a sync takes, and what decided it.
+type decision struct {
+	Step    step
+	Binding binding
+	// Reason and Problem describe stepBadInput: the event reason and the
+	// lastOperation description.
+	Reason, Problem string
+}
+
+// decide picks the sync's step. It is pure; planMachine plans the step,
+// and observe uses it to know what else to read: the driver's word for
+// stepVerify, the replacement gate's answer for stepHealth (see
+// replacementDue).
+func decide(obs observation) decision {
+	if len(obs.ValidationErrors) > 0 {
+		return decision{Step: stepBadInput, Reason: ReasonInvalidMachine,
+			Problem: "Machine validation failed: " + obs.ValidationErrors.ToAggregate().Error()}
+	}
+	if obs.Frozen {
+		return decision{Step: stepFrozen}
+	}
+	m := obs.Machine
+	d := decision{Binding: bindingOf(m, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals)}
+	create := needsCreate(m) || d.Binding.Kind == bindForeign
+	if create || d.Binding.Kind == bindUnverified {
+		d.Reason, d.Problem = inputProblem(obs)
+		switch {
+		case d.Problem != "":
+			d.Step = stepBadInput
+		case !create:
+			d.Step = stepVerify
+		case !slices.Contains(obs.Class.Finalizers, v1alpha1.MachineFinalizer):
+			d.Step = stepWaitForClass
+		default:
+			d.Step = stepCreate
+		}
+		return d
+	}
+	switch {
+	case !obs.HasTarget:
+		d.Step = stepNoTarget
+	case d.Binding.Kind == bindContested:
+		d.Step = stepContested
+	default:
+		d.Step = stepHealth
+	}
+	return d
+}
+
+// inputProblem is what keeps the driver from being called for the
+// machine's VM: its class is missing, being deleted or invalid, or its
+// secret is unusable. It returns the event reason and the description,
+// "" when there is none.
+func inputProblem(obs observation) (reason, problem string) {
+	m := obs.Machine
+	switch {
+	case obs.Class == nil:
+		return ReasonClassNotFound, fmt.Sprintf("MachineClass %q not found in namespace %q", m.Spec.Class.Name, m.Namespace)
+	case obs.Class.DeletionTimestamp != nil:
+		// Its deletion waits for the machines that use it; a new VM
+		// would be one more, and one its owner means to be rid of.
+		return ReasonClassDeleting, fmt.Sprintf("MachineClass %q is being deleted: no VM is created from it; point the machine at another class or delete the machine", obs.Class.Name)
+	case len(obs.ClassErrors) > 0:
+		return ReasonInvalidClass, fmt.Sprintf("MachineClass %q is invalid: %v", obs.Class.Name, obs.ClassErrors.ToAggregate())
+	case obs.SecretProblem != "":
+		return obs.SecretReason, obs.SecretProblem
+	}
+	return "", ""
+}
+
+// planMachine plans a sync of a machine that is not being deleted: the
+// step decide picks, and every write it makes. It is pure: everything it
+// needs is in obs. A creation's outcome is planned after the driver
+// answered, by planCreation.
 func planMachine(obs observation, o *Options) machinePlan {
 	m := obs.Machine.DeepCopy()
 	p := machinePlan{Machine: m}
 	if !slices.Contains(m.Finalizers, v1alpha1.MachineFinalizer) {
-		// Stored with whatever else this sync writes first — before a
-		// VM is created, the creation start — rather than in a write of
-		// its own.
+		// The controller's claim on every machine it syncs, stored with
+		// whatever else this sync writes first — before a VM is created,
+		// the creation start — rather than in a write of its own.
 		m.Finalizers = append(m.Finalizers, v1alpha1.MachineFinalizer)
 	}
-	if len(obs.ValidationErrors) > 0 {
-		return badInput(p, obs.Now, ReasonInvalidMachine,
-			"Machine validation failed: "+obs.ValidationErrors.ToAggregate().Error())
-	}
-	if obs.Frozen {
-		p.Kind = planFrozen
-		p.RequeueAfter = o.HealthCheckPeriod
-		return p
-	}
-	b := bindingOf(m, obs.Node, obs.Vouch, obs.Vouched, obs.Rivals)
-	if b.Kind == bindForeign {
+	d := decide(obs)
+	if d.Binding.Kind == bindForeign {
 		// Ignored: the creation flow asks the driver for the machine's
 		// own VM by its name, adopts it or creates one, and writes its
 		// provider ID and node over the claim.
 		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonForeignClaim,
-			Message: fmt.Sprintf("Ignoring the machine's node label %q and provider ID %q: %s", nodeNameOf(m), m.Spec.ProviderID, b.Why)}
+			Message: fmt.Sprintf("Ignoring the machine's node label %q and provider ID %q: %s", nodeNameOf(m), m.Spec.ProviderID, d.Binding.Why)}
 	}
-	if create, verify := needsCreate(m) || b.Kind == bindForeign, b.Kind == bindUnverified; create || verify {
-		switch {
-		case obs.Class == nil:
-			return badInput(p, obs.Now, ReasonClassNotFound,
-				fmt.Sprintf("MachineClass %q not found in namespace %q", m.Spec.Class.Name, m.Namespace))
-		case obs.Class.DeletionTimestamp != nil:
-			// Its deletion waits for the machines that use it; a new VM
-			// would be one more, and one its owner means to be rid of.
-			return badInput(p, obs.Now, ReasonClassDeleting,
-				fmt.Sprintf("MachineClass %q is being deleted: no VM is created from it; point the machine at another class or delete the machine", obs.Class.Name))
-		case len(obs.ClassErrors) > 0:
-			return badInput(p, obs.Now, ReasonInvalidClass,
-				fmt.Sprintf("MachineClass %q is invalid: %v", obs.Class.Name, obs.ClassErrors.ToAggregate()))
-		case obs.SecretProblem != "":
-			return badInput(p, obs.Now, obs.SecretReason, obs.SecretProblem)
-		case !create:
-			p.Kind = planVerify
-			return p
-		case !slices.Contains(obs.Class.Finalizers, v1alpha1.MachineFinalizer):
-			p.Kind = planWaitForClass
-			p.RequeueAfter = time.Second
-			return p
-		}
-		if _, ok := m.Annotations[CreationStartedAnnotation]; !ok {
-			setAnnotation(m, CreationStartedAnnotation, formatTime(obs.Now))
-		}
-		if timeout := obs.Config.MachineCreationTimeout.Duration; m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff &&
-			obs.Now.Sub(creationStart(m)) > timeout {
-			// The creation timeout falls due between two attempts (the
-			// retry after a failure is capped at it): Failed, without
-			// another call to the driver, for the MachineSet to replace.
-			msg := fmt.Sprintf("Machine %s failed to join the cluster in %v; the last creation attempt failed: %s",
-				m.Name, timeout, m.Status.LastOperation.Description)
-			p.Event = report(m, obs.Now, transition{
-				Phase:  v1alpha1.MachineFailed,
-				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate, ErrorCode: m.Status.LastOperation.ErrorCode},
-				Reason: ReasonJoinTimeout, Warning: true,
-			})
-			p.FailedJoin = true
-			p.RequeueAfter = o.LongRetry
-			return p
-		}
-		p.Kind = planCreate
-		return p
-	}
-	if !obs.HasTarget {
+	switch d.Step {
+	case stepBadInput:
+		return badInput(p, obs.Now, d.Reason, d.Problem)
+	case stepFrozen:
+		p.Kind, p.RequeueAfter = planFrozen, o.HealthCheckPeriod
+	case stepVerify:
+		p.Kind = planVerify
+	case stepWaitForClass:
+		p.Kind, p.RequeueAfter = planWaitForClass, time.Second
+	case stepCreate:
+		planCreationStart(&p, obs, o)
+	case stepNoTarget:
 		p.RequeueAfter = o.LongRetry
-		return p
-	}
-	if b.Kind == bindContested {
+	case stepContested:
 		// Neither claimant acts on the node or VM until the other's
 		// claim is refuted (the driver is asked about each) or gone.
 		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonContestedClaim,
-			Message: fmt.Sprintf("Not acting on node %q or VM %q: %s", nodeNameOf(m), m.Spec.ProviderID, b.Why)}
+			Message: fmt.Sprintf("Not acting on node %q or VM %q: %s", nodeNameOf(m), m.Spec.ProviderID, d.Binding.Why)}
 		p.RequeueAfter = o.HealthCheckPeriod
-		return p
-	}
-	if !b.ownsNode() {
-		// Not the machine's node (yet): its health says nothing about
-		// the machine, and it is not synced.
-		obs.Node = nil
-	}
-	planHealth(&p, obs, o)
-	if obs.Node != nil && !obs.NodeStale {
-		p.Node = planNodeSync(obs.Node, m, obs.Class)
+	case stepHealth:
+		if !d.Binding.ownsNode() {
+			// Not the machine's node (yet): its health says nothing about
+			// the machine, and it is not synced.
+			obs.Node = nil
+		}
+		planHealth(&p, obs, o)
+		if obs.Node != nil && !obs.NodeStale {
+			p.Node = planNodeSync(obs.Node, m, obs.Class)
+		}
 	}
 	return p
+}
+
+// planCreationStart plans stepCreate: the creation start is recorded, and a
+// machine in CrashLoopBackOff whose creation timeout fell due between two
+// attempts (the retry after a failure is capped at it) is Failed, without
+// another call to the driver, for the MachineSet to replace.
+func planCreationStart(p *machinePlan, obs observation, o *Options) {
+	m := p.Machine
+	if _, ok := m.Annotations[CreationStartedAnnotation]; !ok {
+		setAnnotation(m, CreationStartedAnnotation, formatTime(obs.Now))
+	}
+	if timeout := obs.Config.MachineCreationTimeout.Duration; m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff &&
+		obs.Now.Sub(creationStart(m)) > timeout {
+		msg := fmt.Sprintf("Machine %s failed to join the cluster in %v; the last creation attempt failed: %s",
+			m.Name, timeout, m.Status.LastOperation.Description)
+		p.Event = report(m, obs.Now, transition{
+			Phase:  v1alpha1.MachineFailed,
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate, ErrorCode: m.Status.LastOperation.ErrorCode},
+			Reason: ReasonJoinTimeout, Warning: true,
+		})
+		p.FailedJoin = true
+		p.RequeueAfter = o.LongRetry
+		return
+	}
+	p.Kind = planCreate
+	p.WriteAhead = writeAhead(obs.Machine, m)
+}
+
+// writeAhead is the write that must be stored before the driver may create
+// a VM for the machine stored as cur, planned as m: the machine finalizer,
+// so that a machine that may have a VM cannot go without the deletion
+// flow, which deletes the VM, and with it what else the plan changed in
+// the metadata (the creation start). nil when cur carries the finalizer —
+// a machine born with it (machinestate.NewMachine), or stored with it by
+// an earlier sync: the creation start then goes with the VM's provider
+// ID, and a deletion until then asks the driver for a VM by the
+// machine's name (see lookUpNodeName).
+func writeAhead(cur, m *v1alpha1.Machine) *v1alpha1.Machine {
+	if slices.Contains(cur.Finalizers, v1alpha1.MachineFinalizer) {
+		return nil
+	}
+	ahead := m.DeepCopy()
+	ahead.Status = *cur.Status.DeepCopy()
+	return ahead
 }
 
 // pendingTransition is the status of a machine whose VM was created and
@@ -243,277 +339,4 @@ func badInput(p machinePlan, now time.Time, reason, message string) machinePlan 
 		Reason: reason, Warning: true,
 	})
 	return p
-}
-
-// createOutcome is what the creation flow learned from the driver.
-type createOutcome struct {
-	// FailedOp is the operation that failed; empty on success.
-	FailedOp driver.Operation
-	Err      error
-	// Of the VM created or adopted.
-	ProviderID, NodeName string
-	Addresses            []corev1.NodeAddress
-	LastKnownState       string
-	// StaleNodeOwner is set when a node named NodeName exists that belongs
-	// to this other machine; the new VM was deleted.
-	StaleNodeOwner string
-}
-
-// planCreateOutcome turns the result of the creation flow into the machine
-// to write. It is pure.
-func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePlan {
-	m := obs.Machine.DeepCopy()
-	p := machinePlan{Machine: m}
-	if out.LastKnownState != "" {
-		m.Status.LastKnownState = out.LastKnownState
-	}
-	timedOut := obs.Now.Sub(creationStart(m)) > obs.Config.MachineCreationTimeout.Duration
-	failPhase := v1alpha1.MachineCrashLoopBackOff
-	if timedOut {
-		failPhase = v1alpha1.MachineFailed
-	}
-	switch {
-	case out.StaleNodeOwner != "":
-		msg := fmt.Sprintf("VM using old node obj: node %q of the new VM belongs to machine %q; the VM was deleted", out.NodeName, out.StaleNodeOwner)
-		p.Event = report(m, obs.Now, transition{
-			Phase: v1alpha1.MachineFailed, TimeoutActive: m.Status.CurrentStatus.TimeoutActive,
-			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
-			Reason: ReasonStaleNode, Warning: true,
-		})
-		p.Retry = retryShort
-		p.Err = fmt.Errorf("creating VM: %s", msg)
-		return p
-	case out.FailedOp != "":
-		code := driver.CodeOf(out.Err)
-		var msg string
-		switch out.FailedOp {
-		case driver.OperationInitializeMachine:
-			msg = fmt.Sprintf("Provider error: %v. Initialize VM Instance", out.Err)
-		case operationIssueBootstrapToken:
-			// Not the cloud's doing: the target cluster refused the token.
-			msg = fmt.Sprintf("Issuing the bootstrap token in the target cluster failed: %v", out.Err)
-		default:
-			msg = fmt.Sprintf("Cloud provider message - %s failed: %v", out.FailedOp, out.Err)
-		}
-		p.Event = report(m, obs.Now, transition{
-			Phase: failPhase, TimeoutActive: !timedOut,
-			Op: v1alpha1.LastOperation{
-				Description: msg, ErrorCode: code.String(),
-				State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate,
-			},
-			Reason: ReasonCreateFailed, Warning: true,
-		})
-		p.Retry = retryClassOf(code)
-		if !timedOut {
-			p.TimeoutIn = creationStart(m).Add(obs.Config.MachineCreationTimeout.Duration).Sub(obs.Now) + time.Millisecond
-		}
-		p.Err = fmt.Errorf("%s: %w", out.FailedOp, out.Err)
-		return p
-	}
-	if claimed := m.Spec.ProviderID; claimed != "" && claimed != out.ProviderID {
-		p.Claim = &event{Type: corev1.EventTypeWarning, Reason: ReasonForeignClaim,
-			Message: fmt.Sprintf("Replacing the machine's provider ID %q: the driver names VM %s (node %q) for it", claimed, out.ProviderID, out.NodeName)}
-	}
-	m.Spec.ProviderID = out.ProviderID
-	if m.Annotations[v1alpha1.MachinePriorityAnnotation] == "" {
-		setAnnotation(m, v1alpha1.MachinePriorityAnnotation, v1alpha1.MachinePriorityDefault)
-	}
-	created := pendingTransition
-	p.RequeueAfter = o.HealthCheckPeriod
-	if obs.HasTarget {
-		setLabel(m, v1alpha1.NodeLabelKey, out.NodeName)
-	} else {
-		// Without a target cluster there is no node to wait for.
-		created.Phase, created.TimeoutActive = v1alpha1.MachineAvailable, false
-		created.Op.Description, created.Op.State = "Created machine on cloud provider", v1alpha1.MachineStateSuccessful
-		m.Status.Addresses = slices.Clone(out.Addresses)
-		p.RequeueAfter = o.LongRetry
-	}
-	p.Event = report(m, obs.Now, created)
-	return p
-}
-
-// planHealth plans join and health transitions of a machine whose VM exists.
-func planHealth(p *machinePlan, obs observation, o *Options) {
-	m := p.Machine
-	now := obs.Now
-	node := obs.Node
-	healthy, why := nodeHealth(node, conditionTypes(obs.Config.NodeConditions))
-	joined := healthy && !hasTaint(node, v1alpha1.CriticalComponentsNotReadyTaintKey)
-	if m.Status.CurrentStatus.Phase == "" && !joined {
-		// The VM was created and its status not written yet
-		// (Options.PendingDelay).
-		if wait := o.PendingDelay - now.Sub(creationStart(m)); wait > 0 {
-			p.RequeueAfter = wait
-			return
-		}
-		report(m, now, pendingTransition)
-	}
-	if node != nil && !conditionsEquivalent(m.Status.Conditions, node.Status.Conditions) {
-		m.Status.Conditions = nil
-		for _, c := range node.Status.Conditions {
-			m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
-		}
-	}
-	period := o.HealthCheckPeriod
-	switch m.Status.CurrentStatus.Phase {
-	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable:
-		if joined {
-			// The join duration is the lastOperation's and the join
-			// metric's; MCM's machine-join-duration annotation would cost
-			// a write of its own.
-			joined := now.Sub(creationStart(m)).Round(time.Millisecond)
-			markRunning(p, now, v1alpha1.MachineOperationCreate, "",
-				fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, joined), o)
-			p.Joined = joined
-			return
-		}
-		timeout := obs.Config.MachineCreationTimeout.Duration
-		elapsed := now.Sub(creationStart(m))
-		if elapsed > timeout {
-			msg := fmt.Sprintf("Machine %s failed to join the cluster in %v", m.Name, timeout)
-			p.Event = report(m, now, transition{
-				Phase:  v1alpha1.MachineFailed,
-				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
-				Reason: ReasonJoinTimeout, Warning: true,
-			})
-			p.FailedJoin = true
-			p.RequeueAfter = o.LongRetry
-			return
-		}
-		p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
-	case v1alpha1.MachineRunning:
-		if healthy {
-			p.RequeueAfter = o.LongRetry
-			return
-		}
-		msg := fmt.Sprintf("Machine %s is unhealthy - changing MachineState to Unknown. %s", m.Name, why)
-		setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
-		p.Event = report(m, now, transition{
-			Phase: v1alpha1.MachineUnknown, TimeoutActive: true,
-			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck},
-			Reason: ReasonUnhealthy, Warning: true,
-		})
-		p.RequeueAfter = min(period, obs.Config.MachineHealthTimeout.Duration+time.Millisecond)
-	case v1alpha1.MachineUnknown:
-		if healthy {
-			markRunning(p, now, v1alpha1.MachineOperationHealthCheck, ReasonRecovered,
-				fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), o)
-			return
-		}
-		since, ok := parseTime(m.Annotations[UnhealthySinceAnnotation])
-		if !ok {
-			// Unknown without the timestamp (set by another controller,
-			// or a crash between the two writes): the timer starts now.
-			since = now
-			setAnnotation(m, UnhealthySinceAnnotation, formatTime(now))
-		}
-		if !obs.OutageEnded.IsZero() && since.Before(obs.OutageEnded) {
-			// Unhealthy across an outage, when nothing could be seen: back
-			// to Running, as MCM does; the next health check starts a new
-			// timeout if the node is still unhealthy.
-			markRunning(p, now, v1alpha1.MachineOperationHealthCheck, ReasonHealthTimerReset,
-				"Machine Health Timeout was reset due to APIServer being unreachable", o)
-			p.RequeueAfter = period
-			return
-		}
-		if *obs.Config.DisableHealthTimeout {
-			p.RequeueAfter = period
-			return
-		}
-		timeout := obs.Config.MachineHealthTimeout.Duration
-		elapsed := now.Sub(since)
-		if elapsed <= timeout {
-			p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
-			return
-		}
-		if obs.ReplacementDenied != "" {
-			// The gate is polled again after period: it needs no event to
-			// free a slot.
-			msg := fmt.Sprintf("Machine %s is unhealthy for more than %v, but %s; waiting", m.Name, timeout, obs.ReplacementDenied)
-			p.Event = report(m, now, transition{
-				Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck},
-				Reason: ReasonReplacementLimited, Warning: true,
-			})
-			p.RequeueAfter = period
-			return
-		}
-		msg := fmt.Sprintf("Machine %s health checks failed for %v (%s) - changing MachineState to Failed", m.Name, timeout, why)
-		p.Event = report(m, now, transition{
-			Phase:  v1alpha1.MachineFailed,
-			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck},
-			Reason: ReasonHealthTimeout, Warning: true,
-		})
-		p.MarkedFailed = true
-		p.RequeueAfter = o.LongRetry
-	default: // Failed, CrashLoopBackOff: left to the MachineSet or the creation flow.
-		p.RequeueAfter = o.LongRetry
-	}
-}
-
-// markRunning moves a machine that joined (or re-joined) to Running: the
-// timeout stops, the unhealthy-since mark goes, and a successful operation
-// of the given type is reported with a Normal event.
-func markRunning(p *machinePlan, now time.Time, opType v1alpha1.MachineOperationType, reason, msg string, o *Options) {
-	deleteAnnotation(p.Machine, UnhealthySinceAnnotation)
-	p.Event = report(p.Machine, now, transition{
-		Phase:  v1alpha1.MachineRunning,
-		Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateSuccessful, Type: opType},
-		Reason: reason,
-	})
-	p.RequeueAfter = o.LongRetry
-}
-
-// nodeHealth reports whether node is healthy: Ready is True and none of
-// the given condition types is True. why explains an unhealthy verdict.
-func nodeHealth(node *corev1.Node, bad []corev1.NodeConditionType) (healthy bool, why string) {
-	if node == nil {
-		return false, "Node object went missing"
-	}
-	ready := false
-	var problems []string
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			ready = c.Status == corev1.ConditionTrue
-			if !ready {
-				problems = append(problems, fmt.Sprintf("Ready=%s", c.Status))
-			}
-		} else if c.Status == corev1.ConditionTrue && slices.Contains(bad, c.Type) {
-			problems = append(problems, fmt.Sprintf("%s=True", c.Type))
-		}
-	}
-	if !ready && len(problems) == 0 {
-		problems = append(problems, "Ready condition missing")
-	}
-	if len(problems) > 0 {
-		return false, "Node conditions: " + strings.Join(problems, ", ")
-	}
-	return true, ""
-}
-
-// conditionTypes splits the comma-separated nodeConditions setting.
-func conditionTypes(list *string) []corev1.NodeConditionType {
-	if list == nil {
-		return nil
-	}
-	var out []corev1.NodeConditionType
-	for s := range strings.SplitSeq(*list, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			out = append(out, corev1.NodeConditionType(s))
-		}
-	}
-	return out
-}
-
-// conditionsEquivalent compares conditions ignoring heartbeat times, which
-// the kubelet bumps all the time.
-func conditionsEquivalent(a, b []corev1.NodeCondition) bool {
-	return slices.EqualFunc(a, b, func(x, y corev1.NodeCondition) bool {
-		return x.Type == y.Type && x.Status == y.Status && x.Reason == y.Reason &&
-			x.Message == y.Message && x.LastTransitionTime.Equal(&y.LastTransitionTime)
-	})
-}
-
-func hasTaint(node *corev1.Node, key string) bool {
-	return node != nil && slices.ContainsFunc(node.Spec.Taints, func(t corev1.Taint) bool { return t.Key == key })
 }
