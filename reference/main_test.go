@@ -34,6 +34,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/reference/manager"
 )
@@ -50,7 +51,7 @@ const nodeMonitorGracePeriod = time.Minute
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install},
-		ControlPlane: testenv.ControlPlane{NodeMonitorGracePeriod: nodeMonitorGracePeriod}})
+		ControlPlane: controlplane.Options{NodeMonitorGracePeriod: nodeMonitorGracePeriod}})
 }
 
 // binary builds the reference binary into a temp dir of t.

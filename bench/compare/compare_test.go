@@ -37,6 +37,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -137,7 +138,7 @@ type options struct {
 
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{
-		ControlPlane: testenv.ControlPlane{NodeMonitorGracePeriod: nodeMonitorGracePeriod},
+		ControlPlane: controlplane.Options{NodeMonitorGracePeriod: nodeMonitorGracePeriod},
 	})
 }
 

@@ -17,6 +17,7 @@ import (
 	"k8s.io/client-go/rest"
 
 	"github.com/mcmkit/mcm/api/crds"
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -59,7 +60,7 @@ func managerFlags() []string {
 func TestMain(m *testing.M) {
 	testenv.Main(m, testenv.Options{
 		Setup:        []func(context.Context, *rest.Config) error{crds.Install},
-		ControlPlane: testenv.ControlPlane{NodeMonitorGracePeriod: nodeMonitorGracePeriod},
+		ControlPlane: controlplane.Options{NodeMonitorGracePeriod: nodeMonitorGracePeriod},
 	})
 }
 

@@ -14,13 +14,13 @@ import (
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/internal/testsupport/testenv"
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/reference/manager"
 )
 
 // startControlPlane builds the binaries (cached) and starts a cluster with
 // the CRDs installed.
-func (d *demo) startControlPlane(ctx context.Context) (*testenv.Env, error) {
+func (d *demo) startControlPlane(ctx context.Context) (*controlplane.Cluster, error) {
 	if _, err := os.Stat("hack/testenv.sh"); err == nil {
 		d.printf("Building the test environment binaries (once; cached afterwards)...\n")
 		cmd := exec.CommandContext(ctx, "./hack/testenv.sh")
@@ -29,14 +29,14 @@ func (d *demo) startControlPlane(ctx context.Context) (*testenv.Env, error) {
 			return nil, fmt.Errorf("hack/testenv.sh: %w", err)
 		}
 	}
-	bin, err := testenv.BinDir()
+	bin, err := controlplane.BinDir()
 	if err != nil {
 		return nil, err
 	}
 	d.kubectl = filepath.Join(bin, "kubectl")
 	d.printf("Starting a local control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler)...\n")
 	start := time.Now()
-	env, err := testenv.Start(ctx, "demo", crds.Install)
+	env, err := controlplane.Start(ctx, "demo", controlplane.Options{}, crds.Install)
 	if err != nil {
 		return nil, fmt.Errorf("starting the control plane: %w", err)
 	}

@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/internal/testsupport/testenv"
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/reference/manager"
 )
 
@@ -56,7 +56,7 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 			d.printf("Pass --target-kubeconfig (the same path is fine) to let simulated Nodes join that cluster.\n")
 		}
 		d.kubectl = "kubectl"
-		if bin, err := testenv.BinDir(); err == nil {
+		if bin, err := controlplane.BinDir(); err == nil {
 			d.kubectl = filepath.Join(bin, "kubectl")
 		}
 	} else {

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -138,7 +139,7 @@ func buildDemo(t *testing.T) (bin, tmp string) {
 	if testing.Short() {
 		t.Skip("starts a control plane: skipped in -short mode")
 	}
-	if _, err := testenv.BinDir(); err != nil {
+	if _, err := controlplane.BinDir(); err != nil {
 		if os.Getenv(testenv.EnvRequire) == "1" {
 			t.Fatal(err)
 		}

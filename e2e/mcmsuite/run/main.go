@@ -3,7 +3,7 @@
 // local control plane, and ends with a table of the specs' results.
 //
 // It builds the reference binary (make build) and the suite's test binary,
-// starts the test environment's control plane (internal/testsupport/testenv) with
+// starts a local control plane (internal/controlplane, the test environment's) with
 // mcm's CRDs, creates the control namespace and the secret of the suite's
 // machine classes, lays out dev/mcm, the stand-in for the clone of MCM's
 // repository that the suite expects, and runs the suite with the
@@ -46,7 +46,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcmkit/mcm/api/crds"
-	"github.com/mcmkit/mcm/internal/testsupport/testenv"
+	"github.com/mcmkit/mcm/internal/controlplane"
 )
 
 const (
@@ -105,7 +105,7 @@ func run(ctx context.Context, suiteDir string, timeout time.Duration, testArgs [
 	built := time.Since(start)
 
 	progress("starting the control plane (etcd, kube-apiserver, kube-controller-manager, kube-scheduler) with mcm's CRDs")
-	env, err := testenv.Start(ctx, "mcmsuite", crds.Install)
+	env, err := controlplane.Start(ctx, "mcmsuite", controlplane.Options{}, crds.Install)
 	if err != nil {
 		return fmt.Errorf("starting the control plane: %w", err)
 	}

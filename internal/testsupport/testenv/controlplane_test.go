@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/mcmkit/mcm/internal/controlplane"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -212,7 +213,7 @@ func registerReadyNode(ctx context.Context, t *testing.T, client kubernetes.Inte
 func TestStartOutsideTests(t *testing.T) {
 	testenv.Get(t) // skips or fails like every integration test without binaries
 	ctx := testContext(t)
-	env, err := testenv.Start(ctx, "standalone")
+	env, err := controlplane.Start(ctx, "standalone", controlplane.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,9 +1,14 @@
-// Package testenv runs a real Kubernetes control plane for integration tests:
+// Package testenv gives integration tests a real Kubernetes control plane:
 // etcd, kube-apiserver, kube-controller-manager (garbage collector,
 // disruption, namespace, service-account, node-lifecycle, attach-detach and
-// the other default controllers) and kube-scheduler, all as child processes
+// the other default controllers) and kube-scheduler, as child processes
 // bound to loopback ports, with their own CA, serving certificate,
-// service-account keys, static-token authentication and RBAC.
+// service-account keys, static-token authentication and RBAC. It wraps
+// internal/controlplane, which starts and stops the clusters (and which
+// binaries such as the `make run` demo use without package testing), with
+// what tests need: one cluster per package started on first use,
+// a namespace per test, the component logs of a failing test, and the
+// skip when the binaries are missing.
 //
 // The binaries come from hack/testenv.sh (make testenv), which builds them
 // from the Go module proxy into $MCM_TESTENV_DIR/bin (default

@@ -4,11 +4,10 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
+	"errors"
 	"flag"
 	"fmt"
 	"os"
-	"os/exec"
-	"path/filepath"
 	"regexp"
 	"strings"
 	"sync"
@@ -18,25 +17,15 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
-	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
+
+	"github.com/mcmkit/mcm/internal/controlplane"
 )
 
-// KubeVersion is the Kubernetes release the environment runs; hack/testenv.sh
-// builds the same one.
-const KubeVersion = "v1.37.1"
-
-// Environment variables that steer the environment.
-const (
-	// EnvDir locates the built binaries in $MCM_TESTENV_DIR/bin.
-	EnvDir = "MCM_TESTENV_DIR"
-	// EnvRequire set to 1 (make test does) turns a missing environment from
-	// a skip into a failure.
-	EnvRequire = "MCM_REQUIRE_TESTENV"
-	// EnvKeep set to 1 keeps the temp dirs (etcd data, certificates, logs)
-	// after the run for inspection.
-	EnvKeep = "MCM_TESTENV_KEEP"
-)
+// EnvRequire set to 1 (make test does) turns a missing environment from a
+// skip into a failure. Where the binaries are (MCM_TESTENV_DIR) and when
+// to keep a cluster's files (MCM_TESTENV_KEEP) are controlplane's.
+const EnvRequire = "MCM_REQUIRE_TESTENV"
 
 // startTimeout bounds how long one cluster may take to come up; a loaded
 // two-core machine needs well under a minute.
@@ -51,34 +40,15 @@ type Options struct {
 	// for one with GetTarget.
 	TargetSetup []func(context.Context, *rest.Config) error
 	// ControlPlane configures the components of the package's clusters.
-	ControlPlane ControlPlane
-}
-
-// DefaultNodeMonitorGracePeriod is kube-controller-manager's
-// --node-monitor-grace-period in the environment: short, so that tests see
-// a silent node go Unknown quickly, and still twice the 10 s in which a
-// kubelet (and the simulated one, by default) renews its lease.
-const DefaultNodeMonitorGracePeriod = 20 * time.Second
-
-// ControlPlane configures a cluster's components where a test needs other
-// settings than the environment's. The zero value is the default.
-type ControlPlane struct {
-	// NodeMonitorGracePeriod is kube-controller-manager's
-	// --node-monitor-grace-period: how long a node's lease may go
-	// unrenewed before the node is marked Unknown. It must exceed the
-	// lease renew period of the cluster's kubelets with margin, so tests
-	// whose simulated kubelets renew less often (thousands of nodes on a
-	// small machine) need more than the default. Zero means
-	// DefaultNodeMonitorGracePeriod.
-	NodeMonitorGracePeriod time.Duration
+	ControlPlane controlplane.Options
 }
 
 // Env is one running cluster: etcd, kube-apiserver, kube-controller-manager
-// and kube-scheduler. Its methods are safe for concurrent use.
+// and kube-scheduler, with the methods of controlplane.Cluster (Config,
+// Client, Kubectl, the outages) and Namespace for tests. Its methods are
+// safe for concurrent use. The package's TestMain stops it.
 type Env struct {
-	cluster *cluster
-	client  kubernetes.Interface
-	kubectl string
+	*controlplane.Cluster
 }
 
 // lazy starts a cluster on first use and remembers the outcome, so tests
@@ -86,7 +56,7 @@ type Env struct {
 type lazy struct {
 	name  string
 	setup []func(context.Context, *rest.Config) error
-	cp    ControlPlane
+	cp    controlplane.Options
 	once  sync.Once
 	env   *Env
 	err   error
@@ -115,16 +85,16 @@ func Main(m *testing.M, opts Options) {
 
 	code := m.Run()
 
-	keep := os.Getenv(EnvKeep) == "1"
+	keep := os.Getenv(controlplane.EnvKeep) == "1"
 	for _, l := range []*lazy{pkg.control, pkg.target} {
 		if l.env == nil { // never started, or failed and cleaned up then
 			continue
 		}
-		if err := l.env.cluster.stop(keep); err != nil {
+		if err := l.env.Stop(); err != nil {
 			fmt.Fprintf(os.Stderr, "testenv: stopping %s cluster: %v\n", l.name, err)
 		}
 		if keep {
-			fmt.Fprintf(os.Stderr, "testenv: kept %s cluster files in %s\n", l.name, l.env.cluster.dir)
+			fmt.Fprintf(os.Stderr, "testenv: kept %s cluster files in %s\n", l.name, l.env.Dir())
 		}
 	}
 	os.Exit(code)
@@ -158,141 +128,42 @@ func get(t testing.TB, which func() *lazy) *Env {
 	if !started {
 		t.Fatal("testenv: the package's TestMain must call testenv.Main")
 	}
-	bin, missing := binDir()
-	if missing != "" {
+	if _, err := controlplane.BinDir(); err != nil {
 		if os.Getenv(EnvRequire) == "1" {
-			t.Fatalf("testenv: %s (%s=1 requires the environment)", missing, EnvRequire)
+			t.Fatalf("testenv: %v (%s=1 requires the environment)", err, EnvRequire)
 		}
-		t.Skipf("testenv: %s; run 'make testenv' to build it", missing)
+		t.Skipf("testenv: %v", err)
 	}
 	l := which()
-	l.once.Do(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
-		defer cancel()
-		var logs string
-		l.env, logs, l.err = start(ctx, l.name, bin, l.cp, l.setup)
-		if l.err != nil && logs != "" {
-			// Once, in the first test that needed the cluster.
-			t.Logf("testenv: %s cluster component logs:\n%s", l.name, logs)
-		}
-	})
+	l.once.Do(func() { l.start(t) })
 	if l.err != nil {
 		t.Fatalf("testenv: starting the %s cluster: %v", l.name, l.err)
 	}
 	env := l.env
-	marks := env.cluster.logMarks()
+	marks := env.LogMarks()
 	t.Cleanup(func() {
 		if t.Failed() {
-			t.Logf("testenv: %s cluster logs during this test:\n%s", l.name, env.cluster.tails(marks, 40))
+			t.Logf("testenv: %s cluster logs during this test:\n%s", l.name, env.LogsSince(marks, 40))
 		}
 	})
 	return env
 }
 
-// BinDir returns the directory of the environment's binaries, or an error
-// naming what is missing and how to build it.
-func BinDir() (string, error) {
-	dir, missing := binDir()
-	if missing != "" {
-		return "", fmt.Errorf("testenv: %s; run 'make testenv' to build it", missing)
-	}
-	return dir, nil
-}
-
-// Start runs a cluster outside of tests, e.g. for a local demo: the same
-// control plane as Get, named name, with setup applied. Stop it with Stop;
-// MCM_TESTENV_KEEP=1 keeps its files. On failure the error carries the tail
-// of the component logs.
-func Start(ctx context.Context, name string, setup ...func(context.Context, *rest.Config) error) (*Env, error) {
-	bin, err := BinDir()
+// start starts the cluster for the first test that needs it, and prints
+// the component logs of a failed start there, once.
+func (l *lazy) start(t testing.TB) {
+	ctx, cancel := context.WithTimeout(context.Background(), startTimeout)
+	defer cancel()
+	c, err := controlplane.Start(ctx, l.name, l.cp, l.setup...)
 	if err != nil {
-		return nil, err
-	}
-	env, logs, err := start(ctx, name, bin, ControlPlane{}, setup)
-	if err != nil && logs != "" {
-		return nil, fmt.Errorf("%w\n%s", err, logs)
-	}
-	return env, err
-}
-
-// Stop ends the cluster's components and removes its files (unless
-// MCM_TESTENV_KEEP=1). Only for clusters from Start: Main stops the
-// clusters of tests.
-func (e *Env) Stop() error {
-	return e.cluster.stop(os.Getenv(EnvKeep) == "1")
-}
-
-// Dir is the cluster's temp dir: data, certificates, kubeconfig and logs.
-func (e *Env) Dir() string { return e.cluster.dir }
-
-// binDir finds the environment's binaries, or says what is missing.
-func binDir() (dir, missing string) {
-	root := os.Getenv(EnvDir)
-	if root == "" {
-		home, err := os.UserHomeDir()
-		if err != nil {
-			return "", fmt.Sprintf("%s is unset and the home directory is unknown", EnvDir)
+		if se, ok := errors.AsType[*controlplane.StartError](err); ok {
+			t.Logf("testenv: %s cluster component logs:\n%s", l.name, se.Logs)
+			err = se.Err
 		}
-		root = filepath.Join(home, ".cache", "mcm", "testenv", KubeVersion)
+		l.err = err
+		return
 	}
-	dir = filepath.Join(root, "bin")
-	for _, b := range []string{"etcd", "kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl"} {
-		if _, err := os.Stat(filepath.Join(dir, b)); err != nil {
-			return "", fmt.Sprintf("%s not found in %s", b, dir)
-		}
-	}
-	return dir, ""
-}
-
-// start brings up a cluster and runs setup against it. On failure it also
-// returns the tail of the component logs, since nobody else will print them.
-func start(ctx context.Context, name, bin string, cp ControlPlane, setup []func(context.Context, *rest.Config) error) (*Env, string, error) {
-	keep := os.Getenv(EnvKeep) == "1"
-	c, err := startCluster(ctx, name, bin, cp)
-	if err != nil {
-		if c == nil {
-			return nil, "", err
-		}
-		logs := c.tails(nil, 60)
-		_ = c.stop(keep)
-		return nil, logs, err
-	}
-	client, err := kubernetes.NewForConfig(c.config)
-	if err != nil {
-		_ = c.stop(keep)
-		return nil, "", fmt.Errorf("creating client: %w", err)
-	}
-	env := &Env{cluster: c, client: client, kubectl: filepath.Join(bin, "kubectl")}
-	for _, f := range setup {
-		if err := f(ctx, env.Config()); err != nil {
-			logs := c.tails(nil, 60)
-			_ = c.stop(keep)
-			return nil, logs, fmt.Errorf("setup of the %s cluster: %w", name, err)
-		}
-	}
-	return env, "", nil
-}
-
-// Config returns a fresh copy of the admin client configuration; callers may
-// change it freely.
-func (e *Env) Config() *rest.Config {
-	return rest.CopyConfig(e.cluster.config)
-}
-
-// Kubeconfig is the path of a kubeconfig file for the admin user.
-func (e *Env) Kubeconfig() string { return e.cluster.kubeconfig }
-
-// Client is a clientset for the admin user.
-func (e *Env) Client() kubernetes.Interface { return e.client }
-
-// Kubectl runs kubectl against the cluster and returns its combined output.
-func (e *Env) Kubectl(ctx context.Context, args ...string) ([]byte, error) {
-	cmd := exec.CommandContext(ctx, e.kubectl, append([]string{"--kubeconfig", e.cluster.kubeconfig}, args...)...)
-	out, err := cmd.CombinedOutput()
-	if err != nil {
-		return out, fmt.Errorf("kubectl %s: %w", strings.Join(args, " "), err)
-	}
-	return out, nil
+	l.env = &Env{Cluster: c}
 }
 
 var nonName = regexp.MustCompile(`[^a-z0-9-]+`)
@@ -315,7 +186,7 @@ func (e *Env) Namespace(t testing.TB) string {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	ns := &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"mcm.test/test": "true"}}}
-	if _, err := e.client.CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
+	if _, err := e.Client().CoreV1().Namespaces().Create(ctx, ns, metav1.CreateOptions{}); err != nil {
 		t.Fatalf("testenv: creating namespace %s: %v", name, err)
 	}
 	t.Cleanup(func() {
@@ -323,11 +194,11 @@ func (e *Env) Namespace(t testing.TB) string {
 		defer cancel()
 		// Deletion finishes in the background through the namespace
 		// controller; later tests use other namespaces.
-		if err := e.client.CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		if err := e.Client().CoreV1().Namespaces().Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 			t.Errorf("testenv: deleting namespace %s: %v", name, err)
 		}
 	})
-	if err := waitForServiceAccount(ctx, e.client, name, nil); err != nil {
+	if err := e.WaitForServiceAccount(ctx, name); err != nil {
 		t.Fatalf("testenv: namespace %s never got its default service account: %v", name, err)
 	}
 	return name

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"context"
@@ -10,21 +10,21 @@ import (
 // would end it: at once, without draining. From now on every request to it
 // is refused, while etcd, kube-controller-manager and kube-scheduler keep
 // running and retrying. StartAPIServer ends the outage. Tests that use it
-// must not run in parallel with others on the same Env.
-func (e *Env) StopAPIServer() {
-	e.cluster.apiserver.stop(0)
+// must not run in parallel with others on the same cluster.
+func (c *Cluster) StopAPIServer() {
+	c.cluster.apiserver.stop(0)
 }
 
 // StartAPIServer starts the kube-apiserver again after StopAPIServer, on
 // the same port with the same flags and data, and waits until it is ready.
-func (e *Env) StartAPIServer(ctx context.Context) error {
-	c := e.cluster
-	if ended, _ := c.apiserver.exited(); !ended {
-		return errors.New("testenv: the API server is running; stop it first")
+func (c *Cluster) StartAPIServer(ctx context.Context) error {
+	k := c.cluster
+	if ended, _ := k.apiserver.exited(); !ended {
+		return errors.New("controlplane: the API server is running; stop it first")
 	}
-	p, err := c.startAPIServer(ctx)
+	p, err := k.startAPIServer(ctx)
 	if p != nil {
-		c.apiserver = p
+		k.apiserver = p
 	}
 	return err
 }
@@ -35,12 +35,12 @@ func (e *Env) StartAPIServer(ctx context.Context) error {
 // waits for) were seen not to resume within a minute after the API server
 // came back, which would fail the tests that run next instead of the one
 // that caused it.
-func (e *Env) RestartControllerManager(ctx context.Context) error {
-	c := e.cluster
-	c.kcm.stop(5 * time.Second)
-	p, err := c.startKCM(ctx)
+func (c *Cluster) RestartControllerManager(ctx context.Context) error {
+	k := c.cluster
+	k.kcm.stop(5 * time.Second)
+	p, err := k.startKCM(ctx)
 	if p != nil {
-		c.kcm = p
+		k.kcm = p
 	}
 	return err
 }

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"crypto/tls"
@@ -137,7 +137,7 @@ func TestLostPort(t *testing.T) {
 }
 
 func TestBinDirNamesMissingBinary(t *testing.T) {
-	t.Setenv(EnvDir, t.TempDir())
+	t.Setenv(envDir, t.TempDir())
 	_, missing := binDir()
 	if !strings.Contains(missing, "etcd not found") {
 		t.Fatalf("binDir() missing = %q, want it to name etcd", missing)

@@ -1,4 +1,4 @@
-package testenv
+package controlplane
 
 import (
 	"cmp"
@@ -57,7 +57,7 @@ type cluster struct {
 // components bind them, and control planes of other test packages start at
 // the same time: a component that lost its port to one of them exits, and
 // the cluster is started again on new ports, a few times at most.
-func startCluster(ctx context.Context, name, binDir string, cp ControlPlane) (*cluster, error) {
+func startCluster(ctx context.Context, name, binDir string, opts Options) (*cluster, error) {
 	const attempts = 3
 	for attempt := 1; ; attempt++ {
 		dir, err := os.MkdirTemp("", "mcm-testenv-"+name+"-")
@@ -65,7 +65,7 @@ func startCluster(ctx context.Context, name, binDir string, cp ControlPlane) (*c
 			return nil, fmt.Errorf("creating temp dir: %w", err)
 		}
 		c := &cluster{name: name, dir: dir, logDir: filepath.Join(dir, "logs")}
-		err = c.start(ctx, binDir, cp)
+		err = c.start(ctx, binDir, opts)
 		if err == nil {
 			return c, nil
 		}
@@ -77,7 +77,16 @@ func startCluster(ctx context.Context, name, binDir string, cp ControlPlane) (*c
 	}
 }
 
-func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) error {
+// ports are the loopback ports of one cluster's components.
+type ports struct {
+	etcdClient, etcdPeer, api, kcm, sched int
+}
+
+// start brings the components up in order, each step waiting for what the
+// next one needs: keys and credentials, etcd, the API server, then the
+// controller manager and the scheduler, and last proof that the
+// controllers work.
+func (c *cluster) start(ctx context.Context, binDir string, opts Options) error {
 	for _, d := range []string{c.logDir, filepath.Join(c.dir, "pki"), filepath.Join(c.dir, "etcd")} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return fmt.Errorf("creating %s: %w", d, err)
@@ -87,15 +96,38 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 	if err != nil {
 		return err
 	}
-	ports, err := freePorts(5)
+	free, err := freePorts(5)
 	if err != nil {
 		return err
 	}
-	etcdClient, etcdPeer, apiPort, kcmPort, schedPort := ports[0], ports[1], ports[2], ports[3], ports[4]
+	p := ports{etcdClient: free[0], etcdPeer: free[1], api: free[2], kcm: free[3], sched: free[4]}
+	tokenPath, err := c.writeIdentities(p.api, keys)
+	if err != nil {
+		return err
+	}
+	if err := c.startEtcd(ctx, binDir, p); err != nil {
+		return err
+	}
+	if err := c.startFirstAPIServer(ctx, binDir, p, keys, tokenPath); err != nil {
+		return err
+	}
+	kcm, err := c.startControllerManager(binDir, p.kcm, keys, opts)
+	if err != nil {
+		return err
+	}
+	sched, err := c.run(binDir, "kube-scheduler", c.componentFlags("scheduler", p.sched)...)
+	if err != nil {
+		return err
+	}
+	return c.waitWorking(ctx, p, kcm, sched)
+}
 
-	// Every component authenticates with its own static token and
-	// kubeconfig; the admin user is in system:masters, the components get
-	// their usual identities so that RBAC works as in a real cluster.
+// writeIdentities gives every component its own static token and
+// kubeconfig, and sets the cluster's admin kubeconfig and client
+// configuration. The admin user is in system:masters, the components get
+// their usual identities so that RBAC works as in a real cluster. It
+// returns the API server's token file.
+func (c *cluster) writeIdentities(apiPort int, keys *pki) (string, error) {
 	server := "https://127.0.0.1:" + strconv.Itoa(apiPort)
 	identities := []struct{ user, groups, kubeconfig string }{
 		{"admin", "system:masters", "admin.kubeconfig"},
@@ -107,19 +139,19 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 	for _, id := range identities {
 		tok, err := randomToken()
 		if err != nil {
-			return err
+			return "", err
 		}
 		if id.user == "admin" {
 			adminToken = tok
 		}
 		fmt.Fprintf(&tokenFile, "%s,%s,%s,%q\n", tok, id.user, id.user, id.groups)
 		if err := writeKubeconfig(filepath.Join(c.dir, id.kubeconfig), server, keys.caPEM, tok); err != nil {
-			return err
+			return "", err
 		}
 	}
 	tokenPath := filepath.Join(c.dir, "pki", "tokens.csv")
 	if err := os.WriteFile(tokenPath, []byte(tokenFile.String()), 0o600); err != nil {
-		return fmt.Errorf("writing token file: %w", err)
+		return "", fmt.Errorf("writing token file: %w", err)
 	}
 	c.kubeconfig = filepath.Join(c.dir, "admin.kubeconfig")
 	c.config = &rest.Config{
@@ -131,15 +163,21 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 		QPS:   200,
 		Burst: 400,
 	}
+	return tokenPath, nil
+}
 
+// startEtcd starts etcd and waits until it is healthy.
+func (c *cluster) startEtcd(ctx context.Context, binDir string, p ports) error {
+	client := "http://127.0.0.1:" + strconv.Itoa(p.etcdClient)
+	peer := "http://127.0.0.1:" + strconv.Itoa(p.etcdPeer)
 	etcd, err := c.run(binDir, "etcd",
 		"--name=testenv",
 		"--data-dir="+filepath.Join(c.dir, "etcd"),
-		"--listen-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdClient),
-		"--advertise-client-urls=http://127.0.0.1:"+strconv.Itoa(etcdClient),
-		"--listen-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
-		"--initial-advertise-peer-urls=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
-		"--initial-cluster=testenv=http://127.0.0.1:"+strconv.Itoa(etcdPeer),
+		"--listen-client-urls="+client,
+		"--advertise-client-urls="+client,
+		"--listen-peer-urls="+peer,
+		"--initial-advertise-peer-urls="+peer,
+		"--initial-cluster=testenv="+peer,
 		// Test data is thrown away: durability only costs time.
 		"--unsafe-no-fsync",
 		"--log-level=warn",
@@ -147,18 +185,21 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 	if err != nil {
 		return err
 	}
-	if err := waitHealthy(ctx, etcd, "http://127.0.0.1:"+strconv.Itoa(etcdClient)+"/health", nil); err != nil {
-		return err
-	}
+	return waitHealthy(ctx, etcd, client+"/health", nil)
+}
 
-	apiserverArgs := []string{
-		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(etcdClient),
+// startFirstAPIServer sets c.startAPIServer up, so that an outage can
+// start the API server again with the same flags (outage.go), and starts
+// it.
+func (c *cluster) startFirstAPIServer(ctx context.Context, binDir string, p ports, keys *pki, tokenPath string) error {
+	args := []string{
+		"--etcd-servers=http://127.0.0.1:" + strconv.Itoa(p.etcdClient),
 		"--bind-address=127.0.0.1",
 		"--advertise-address=127.0.0.1",
 		// The endpoint reconciler refuses loopback addresses, and nothing
 		// here reaches the API server through the kubernetes service.
 		"--endpoint-reconciler-type=none",
-		"--secure-port=" + strconv.Itoa(apiPort),
+		"--secure-port=" + strconv.Itoa(p.api),
 		"--cert-dir=" + filepath.Join(c.dir, "pki"),
 		"--tls-cert-file=" + keys.servingCert,
 		"--tls-private-key-file=" + keys.servingKey,
@@ -173,17 +214,23 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 		"--profiling=false",
 	}
 	c.startAPIServer = func(ctx context.Context) (*process, error) {
-		p, err := c.run(binDir, "kube-apiserver", apiserverArgs...)
+		p, err := c.run(binDir, "kube-apiserver", args...)
 		if err != nil {
 			return nil, err
 		}
-		return p, waitHealthy(ctx, p, server+"/readyz", c.config)
+		return p, waitHealthy(ctx, p, c.config.Host+"/readyz", c.config)
 	}
-	if c.apiserver, err = c.startAPIServer(ctx); err != nil {
-		return err
-	}
+	var err error
+	c.apiserver, err = c.startAPIServer(ctx)
+	return err
+}
 
-	kcmArgs := append(c.componentFlags("controller-manager", kcmPort),
+// startControllerManager sets c.startKCM up, so that a test can restart
+// kube-controller-manager after an outage (outage.go), and starts it
+// without waiting: the scheduler starts meanwhile, and waitWorking waits
+// for both.
+func (c *cluster) startControllerManager(binDir string, port int, keys *pki, opts Options) (*process, error) {
+	args := append(c.componentFlags("controller-manager", port),
 		"--controllers=*",
 		// Each controller gets its own service account, as in production
 		// clusters, so RBAC gaps show up here rather than in a user's cluster.
@@ -196,32 +243,33 @@ func (c *cluster) start(ctx context.Context, binDir string, cp ControlPlane) err
 		// React to node and pod changes at test speed.
 		"--concurrent-gc-syncs=5",
 		"--node-monitor-period=2s",
-		"--node-monitor-grace-period="+cmp.Or(cp.NodeMonitorGracePeriod, DefaultNodeMonitorGracePeriod).String(),
+		"--node-monitor-grace-period="+cmp.Or(opts.NodeMonitorGracePeriod, defaultNodeMonitorGracePeriod).String(),
 	)
-	kcmHealthz := "https://127.0.0.1:" + strconv.Itoa(kcmPort) + "/healthz"
+	healthz := "https://127.0.0.1:" + strconv.Itoa(port) + "/healthz"
 	c.startKCM = func(ctx context.Context) (*process, error) {
-		p, err := c.run(binDir, "kube-controller-manager", kcmArgs...)
+		p, err := c.run(binDir, "kube-controller-manager", args...)
 		if err != nil {
 			return nil, err
 		}
-		return p, waitHealthy(ctx, p, kcmHealthz, insecureLocal)
+		return p, waitHealthy(ctx, p, healthz, insecureLocal)
 	}
-	kcm, err := c.run(binDir, "kube-controller-manager", kcmArgs...)
+	kcm, err := c.run(binDir, "kube-controller-manager", args...)
 	if err != nil {
-		return err
+		return nil, err
 	}
 	c.kcm = kcm
-	sched, err := c.run(binDir, "kube-scheduler", c.componentFlags("scheduler", schedPort)...)
-	if err != nil {
-		return err
-	}
+	return kcm, nil
+}
 
+// waitWorking waits until kube-controller-manager and kube-scheduler are
+// healthy and the controllers do work.
+func (c *cluster) waitWorking(ctx context.Context, p ports, kcm, sched *process) error {
 	// /healthz of both is open to anonymous callers on their self-signed
 	// serving certificates.
-	if err := waitHealthy(ctx, kcm, "https://127.0.0.1:"+strconv.Itoa(kcmPort)+"/healthz", insecureLocal); err != nil {
+	if err := waitHealthy(ctx, kcm, "https://127.0.0.1:"+strconv.Itoa(p.kcm)+"/healthz", insecureLocal); err != nil {
 		return err
 	}
-	if err := waitHealthy(ctx, sched, "https://127.0.0.1:"+strconv.Itoa(schedPort)+"/healthz", insecureLocal); err != nil {
+	if err := waitHealthy(ctx, sched, "https://127.0.0.1:"+strconv.Itoa(p.sched)+"/healthz", insecureLocal); err != nil {
 		return err
 	}
 	// Healthy is not the same as working: the service-account controller
@@ -303,8 +351,7 @@ func waitHealthy(ctx context.Context, p *process, url string, cfg *rest.Config) 
 }
 
 // waitForServiceAccount waits until the service-account controller created
-// the default account in ns; pods cannot be created there before.
-// waitForServiceAccount waits for the default service account of ns. When
+// the default account in ns; pods cannot be created there before. When
 // kcm, which creates it, is given, it fails at once if kcm has ended: at
 // start-up its healthz may have been answered by another process that
 // holds its port.
