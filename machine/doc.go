@@ -64,8 +64,9 @@
 //     MCM); Running becomes Unknown when that stops
 //     (UnhealthySinceAnnotation records when); Unknown becomes Failed
 //     after the health timeout, when Options.ReplacementGate allows it (by
-//     default a safety.Budget: one machine at a time among those one
-//     MachineSet controls — the controller reference, not a label). Node
+//     default MCM's limit, the safety/budget package's with its zero
+//     options: one machine at a time among those one MachineSet controls —
+//     the controller reference, not a label). Node
 //     conditions are copied to the status when they change.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the
@@ -123,8 +124,9 @@
 //     PodDisruptionBudget is synced again as soon as the budget allows a
 //     disruption (with Informers.Target). No worker waits for a drain.
 //   - Frozen (Options.SafetyGate): no creation and no health transition;
-//     deletions go on. A gate that is also an OutageReporter (the safety
-//     controller) ends an outage by resetting the health timeout of the
+//     deletions go on. A gate that is also an OutageReporter (the
+//     API-server outage gate of package safety/outage) ends an outage by
+//     resetting the health timeout of the
 //     machines Unknown since before then: back to Running with MCM's
 //     "Machine Health Timeout was reset due to APIServer being
 //     unreachable", so that an outage never replaces a fleet.

@@ -116,8 +116,8 @@ type Drainer interface {
 // ended. Machines that were Unknown before then get their health timeout
 // restarted, as MCM does: the nodes could not be seen during the outage,
 // so the time they spent Unknown across it says nothing about them, and
-// counting it would replace a fleet after every outage. The safety
-// controller implements it.
+// counting it would replace a fleet after every outage. The API-server
+// outage gate (package safety/outage) implements it.
 type OutageReporter interface {
 	// LastOutageEnd is when the last outage ended; zero if there was none.
 	LastOutageEnd() time.Time
@@ -126,7 +126,7 @@ type OutageReporter interface {
 // ReplacementGate bounds how many machines are replaced at once: the
 // controller asks it before the health timeout marks an unhealthy machine
 // Failed (after which its MachineSet replaces it), and tells it whether it
-// did. *safety.Budget implements it.
+// did. *budget.Budget (package safety/budget) implements it.
 type ReplacementGate interface {
 	// MayReplace reports whether m may be marked Failed now, and if not,
 	// why (for the machine's lastOperation). A yes holds a slot for m
@@ -213,8 +213,9 @@ type Options struct {
 	// deletions continue. Nil means never frozen.
 	SafetyGate safety.Gate
 	// ReplacementGate is asked before the health timeout marks a machine
-	// Failed. Nil means a safety.Budget with its defaults: one machine per
-	// MachineDeployment at a time, as MCM.
+	// Failed. Nil means MCM's limit: one machine at a time among those one
+	// MachineSet controls (by the controller reference, not a label), the
+	// budget of package safety/budget with its zero Options.
 	ReplacementGate ReplacementGate
 
 	// ClassWorkers, SecretWorkers and NodeWorkers are the worker counts of
