@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 30m
 # (internal/cachetransform), so a write to one would show on many.
 TEST_ENV := KUBE_CACHE_MUTATION_DETECTOR=true
 
-.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps unit bench e2e
+.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps check-layers check-size unit bench e2e
 
 all: test
 
@@ -29,7 +29,7 @@ run:
 ## test: everything CI checks, on a cold machine included: the module's
 ## tests, then MCM's own integration suite against the reference binary
 ## (e2e), after them so that its control plane does not compete with theirs.
-test: fmt-check vet verify-codegen check-deps testenv
+test: fmt-check vet verify-codegen check-deps check-layers testenv
 	$(TEST_ENV) MCM_REQUIRE_TESTENV=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) e2e
 
@@ -56,6 +56,17 @@ verify-codegen:
 ## check-deps: a module that imports mcm must not pull in forbidden modules.
 check-deps:
 	./hack/check-deps.sh
+
+## check-layers: no binary links package testing, only tests import test
+## support, and internal/ imports nothing above it (internal/README.md).
+check-layers:
+	./hack/check-layers.sh
+
+## check-size: no non-test, non-generated Go file over 500 lines and no
+## function over 80 lines without a "// Long: <reason>" line right above it
+## (CONTRIBUTING.md).
+check-size:
+	$(GO) run ./hack/sizecheck
 
 ## bench: mcm's drain and kubectl's on the same workloads against the test
 ## environment: 200 pods on one node, and a mixed node behind a
