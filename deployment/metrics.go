@@ -38,23 +38,6 @@ func descs(prefix, help string, names []string) map[string]*prometheus.Desc {
 	return out
 }
 
-// The scrape failure counter, MCM's, whose binary label tells the set and
-// deployment controllers (MCM's own binary) from the machine controller
-// (MCM's provider binary); its help text is the same in all three
-// packages, as one metric family requires.
-const (
-	scrapeFailuresHelp    = "Scrapes whose collector could not list its objects from the informer cache, by kind."
-	scrapeBinary          = "machine-controller-manager"
-	scrapeKindDeployments = "Machinedeployment-count"
-)
-
-func newScrapeFailures() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
-		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
-	}, []string{"kind"})
-}
-
 // registerMetrics registers the controller's metrics, under MCM's names, on
 // reg (nil: none). They are computed from the cache at scrape time: nothing
 // is counted on the sync path. The collector of an earlier controller on
@@ -64,16 +47,11 @@ func registerMetrics(reg prometheus.Registerer, c *Controller) error {
 	if reg == nil {
 		return nil
 	}
-	failures, err := promreg.Register(reg, newScrapeFailures())
+	failures, err := promreg.ScrapeFailures(reg, promreg.BinaryMCM, "Machinedeployment-count")
 	if err != nil {
-		return fmt.Errorf("registering metric: %w", err)
+		return err
 	}
-	col := &deploymentCollector{deployments: c.deployments, scrapeFailures: failures.WithLabelValues(scrapeKindDeployments)}
-	reg.Unregister(col) // collectors are equal when their descriptors are
-	if err := reg.Register(col); err != nil {
-		return fmt.Errorf("registering metric: %w", err)
-	}
-	return nil
+	return promreg.Replace(reg, &deploymentCollector{deployments: c.deployments, scrapeFailures: failures})
 }
 
 // deploymentCollector computes the per-deployment gauges from the cache.
@@ -109,7 +87,7 @@ func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
 		id := []string{d.Name, d.Namespace}
 		gauge(infoDesc, 1, d.Name, d.Namespace, strconv.FormatInt(d.CreationTimestamp.Unix(), 10), string(strategyType(d)))
 		spec := map[string]float64{
-			"paused":            boolValue(d.Spec.Paused),
+			"paused":            promreg.BoolValue(d.Spec.Paused),
 			"replicas":          float64(d.Spec.Replicas),
 			"min_ready_seconds": float64(d.Spec.MinReadySeconds),
 		}
@@ -145,7 +123,7 @@ func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
 			gauge(statusDescs[n], float64(status[n]), id...)
 		}
 		for _, cond := range st.Conditions {
-			gauge(conditionDesc, conditionValue(cond.Status), d.Name, d.Namespace, string(cond.Type))
+			gauge(conditionDesc, promreg.ConditionValue(cond.Status), d.Name, d.Namespace, string(cond.Type))
 		}
 		for _, f := range st.FailedMachines {
 			if f != nil {
@@ -153,24 +131,4 @@ func (dc *deploymentCollector) Collect(ch chan<- prometheus.Metric) {
 			}
 		}
 	}
-}
-
-// conditionValue is MCM's number for a condition status: True 1, False 0,
-// Unknown 2; a status that is none of these is 0 as in MCM.
-func conditionValue(s v1alpha1.ConditionStatus) float64 {
-	switch s {
-	case v1alpha1.ConditionTrue:
-		return 1
-	case v1alpha1.ConditionUnknown:
-		return 2
-	default:
-		return 0
-	}
-}
-
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

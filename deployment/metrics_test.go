@@ -16,6 +16,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 func deploymentLister(t *testing.T, ds ...*v1alpha1.MachineDeployment) machinelisters.MachineDeploymentLister {
@@ -67,7 +68,10 @@ func TestDeploymentCollector(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "batch", Namespace: "ns", CreationTimestamp: created},
 		Spec:       v1alpha1.MachineDeploymentSpec{Replicas: 1, Strategy: v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.RecreateMachineDeploymentStrategyType}},
 	}
-	failures := newScrapeFailures().WithLabelValues(scrapeKindDeployments)
+	failures, err := promreg.ScrapeFailures(nil, promreg.BinaryMCM, "Machinedeployment-count")
+	if err != nil {
+		t.Fatal(err)
+	}
 	col := &deploymentCollector{deployments: deploymentLister(t, rolling, recreate), scrapeFailures: failures}
 	want := `
 # HELP mcm_machine_deployment_failed_machines Machines of a machine deployment whose last operation failed, always 1.
@@ -155,7 +159,7 @@ func TestRegisterMetricsReplacesEarlier(t *testing.T) {
 # HELP mcm_machine_deployment_items_total Number of machine deployments.
 # TYPE mcm_machine_deployment_items_total gauge
 mcm_machine_deployment_items_total 1
-# HELP mcm_misc_scrape_failure_total `+scrapeFailuresHelp+`
+# HELP mcm_misc_scrape_failure_total Scrapes whose collector could not list its objects from the informer cache, by kind.
 # TYPE mcm_misc_scrape_failure_total counter
 mcm_misc_scrape_failure_total{binary="machine-controller-manager",kind="Machinedeployment-count"} 0
 `), "mcm_machine_deployment_items_total", "mcm_misc_scrape_failure_total"); err != nil {

@@ -21,7 +21,7 @@ import (
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/registrations"
-	"github.com/mcmkit/mcm/internal/replacement"
+	"github.com/mcmkit/mcm/safety"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -143,10 +143,7 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 		return nil, fmt.Errorf("machine: %w", err)
 	}
 	if c.gate == nil {
-		// MCM's limit, safe by default: one replacement at a time among
-		// the machines one MachineSet controls (no set cache here to
-		// follow the set to its deployment).
-		if c.gate, err = replacement.New(inf.Machines, replacement.Options{Clock: o.Clock}); err != nil {
+		if c.gate, err = safety.NewBudget(inf.Machines, safety.BudgetOptions{Clock: o.Clock}); err != nil {
 			return nil, fmt.Errorf("machine: %w", err)
 		}
 	}
@@ -272,7 +269,7 @@ func (c *Controller) Run(ctx context.Context, workers int) error {
 		// failed, there is just nothing to do any more.
 		return nil
 	}
-	c.metrics.attachCollector(c)
+	c.metrics.attachCollector(ctx, c)
 	logger.Info("Caches synced; starting workers", "workers", workers, "creationSlots", slots, "targetCluster", c.target != nil)
 
 	runs := []func(context.Context) error{c.machineQueue.Runner(workers), c.classQueue.Runner(c.opts.ClassWorkers),

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 
+	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
 	corev1 "k8s.io/api/core/v1"
 
@@ -87,12 +88,14 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "mcm", Subsystem: "machine", Name: "num_failed_join",
 			Help: "Machines that did not join within the creation timeout, by deployment and placement.",
 		}, placementLabels),
-		scrapeFailures: newScrapeFailures().WithLabelValues(scrapeKindMachines),
+	}
+	var err error
+	if m.scrapeFailures, err = promreg.ScrapeFailures(reg, promreg.BinaryProvider, "Machine-count"); err != nil {
+		return nil, err
 	}
 	if reg == nil {
 		return m, nil
 	}
-	var err error
 	for _, d := range []*durationMetric{m.create, m.initialize, m.join, m.drain, m.delete} {
 		if d.gauge, err = registerOrReuse(reg, d.gauge); err != nil {
 			return nil, err
@@ -104,31 +107,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 	if m.failedJoins, err = registerOrReuse(reg, m.failedJoins); err != nil {
 		return nil, err
 	}
-	scrapeFailures, err := registerOrReuse(reg, newScrapeFailures())
-	if err != nil {
-		return nil, err
-	}
-	// Created up front, so that the series exists (at zero) for alerts
-	// before the first failure.
-	m.scrapeFailures = scrapeFailures.WithLabelValues(scrapeKindMachines)
 	return m, nil
-}
-
-// The scrape failure counter, MCM's, whose binary label tells the machine
-// controller (MCM's provider binary) from the set and deployment
-// controllers (MCM's own binary); its help text is the same in all three
-// packages, as one metric family requires.
-const (
-	scrapeFailuresHelp = "Scrapes whose collector could not list its objects from the informer cache, by kind."
-	scrapeBinary       = "machine-controller-manager-provider"
-	scrapeKindMachines = "Machine-count"
-)
-
-func newScrapeFailures() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
-		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
-	}, []string{"kind"})
 }
 
 func registerOrReuse[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error) {
@@ -165,10 +144,12 @@ func placementOf(m *v1alpha1.Machine, classes machinelisters.MachineClassLister)
 }
 
 // attachCollector registers the collector of the gauges computed from the
-// cache at scrape time. A collector already registered there by an earlier
-// controller is replaced: its caches stopped with it, and the latest
-// controller's are the ones that follow the cluster.
-func (m *metrics) attachCollector(c *Controller) {
+// cache at scrape time, in place of an earlier controller's
+// (promreg.Replace). Run calls it once the caches synced: a controller
+// built but never run takes nothing over. A collector that cannot be
+// registered (another one on the registry uses its names otherwise) costs
+// the gauges, not the controller: it is logged.
+func (m *metrics) attachCollector(ctx context.Context, c *Controller) {
 	if m.reg == nil {
 		return
 	}
@@ -176,8 +157,9 @@ func (m *metrics) attachCollector(c *Controller) {
 		// A scrape carries no context; the gate answers from memory.
 		return c.opts.SafetyGate != nil && c.opts.SafetyGate.Frozen(context.Background())
 	}}
-	m.reg.Unregister(col) // collectors are equal when their descriptors are
-	_ = m.reg.Register(col)
+	if err := promreg.Replace(m.reg, col); err != nil {
+		logr.FromContextOrDiscard(ctx).Error(err, "Machine gauges left out of the metrics")
+	}
 }
 
 var (
@@ -212,7 +194,7 @@ func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
 	gauge := func(d *prometheus.Desc, v float64, labels ...string) {
 		ch <- prometheus.MustNewConstMetric(d, prometheus.GaugeValue, v, labels...)
 	}
-	gauge(frozenDesc, boolValue(p.frozen()))
+	gauge(frozenDesc, promreg.BoolValue(p.frozen()))
 	machines, err := p.machines.List(everything)
 	if err != nil {
 		p.scrapeFailures.Inc()
@@ -231,7 +213,7 @@ func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(machineInfoDesc, 1, m.Name, m.Namespace, strconv.FormatInt(m.CreationTimestamp.Unix(), 10),
 			m.Spec.ProviderID, class.APIGroup, class.Kind, class.Name, m.Labels[v1alpha1.NodeLabelKey])
 		for _, cond := range m.Status.Conditions {
-			gauge(machineConditionDesc, conditionValue(string(cond.Status)), m.Name, m.Namespace, string(cond.Type))
+			gauge(machineConditionDesc, promreg.ConditionValue(cond.Status), m.Name, m.Namespace, string(cond.Type))
 		}
 	}
 	gauge(itemsDesc, float64(len(machines)))
@@ -258,24 +240,4 @@ func phaseValue(p v1alpha1.MachinePhase) float64 {
 	default: // Pending, Available, none yet
 		return 0
 	}
-}
-
-// conditionValue is MCM's number for a condition status: True 1, False 0,
-// Unknown 2; a status that is none of these is 0 as in MCM.
-func conditionValue(status string) float64 {
-	switch corev1.ConditionStatus(status) {
-	case corev1.ConditionTrue:
-		return 1
-	case corev1.ConditionUnknown:
-		return 2
-	default:
-		return 0
-	}
-}
-
-func boolValue(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 func indexerOf(t *testing.T, objs ...any) cache.Indexer {
@@ -119,7 +120,7 @@ mcm_machine_num_failed_join{instance_type="m5.large",machine_deployment="workers
 	}
 	// The scrape failure series exists before any failure.
 	if err := testutil.GatherAndCompare(reg, strings.NewReader(`
-# HELP mcm_misc_scrape_failure_total `+scrapeFailuresHelp+`
+# HELP mcm_misc_scrape_failure_total Scrapes whose collector could not list its objects from the informer cache, by kind.
 # TYPE mcm_misc_scrape_failure_total counter
 mcm_misc_scrape_failure_total{binary="machine-controller-manager-provider",kind="Machine-count"} 0
 `), "mcm_misc_scrape_failure_total"); err != nil {
@@ -174,7 +175,10 @@ func TestMachineCollector(t *testing.T) {
 		Spec:   v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: "c"}},
 		Status: v1alpha1.MachineStatus{CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning}},
 	}
-	failures := newScrapeFailures().WithLabelValues(scrapeKindMachines)
+	failures, err := promreg.ScrapeFailures(nil, promreg.BinaryProvider, "Machine-count")
+	if err != nil {
+		t.Fatal(err)
+	}
 	col := &machineCollector{machines: machinelisters.NewMachineLister(indexerOf(t, running, deleting)),
 		scrapeFailures: failures, frozen: func() bool { return true }}
 	want := `
@@ -245,7 +249,7 @@ func TestAttachCollectorReplacesEarlier(t *testing.T) {
 			t.Fatal(err)
 		}
 		c := &Controller{machines: machinelisters.NewMachineLister(indexerOf(t, machines...)), metrics: m}
-		m.attachCollector(c)
+		m.attachCollector(t.Context(), c)
 		return c
 	}
 	build()
@@ -276,8 +280,12 @@ func BenchmarkMachineCollector(b *testing.B) {
 		}
 	}
 	reg := prometheus.NewRegistry()
+	failures, err := promreg.ScrapeFailures(nil, promreg.BinaryProvider, "Machine-count")
+	if err != nil {
+		b.Fatal(err)
+	}
 	reg.MustRegister(&machineCollector{machines: machinelisters.NewMachineLister(idx),
-		scrapeFailures: newScrapeFailures().WithLabelValues(scrapeKindMachines), frozen: func() bool { return false }})
+		scrapeFailures: failures, frozen: func() bool { return false }})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

@@ -33,23 +33,6 @@ var (
 			"failed_machine_last_operation_state", "failed_machine_last_operation_machine_operation_type"}, nil)
 )
 
-// The scrape failure counter, MCM's, whose binary label tells the set and
-// deployment controllers (MCM's own binary) from the machine controller
-// (MCM's provider binary); its help text is the same in all three
-// packages, as one metric family requires.
-const (
-	scrapeFailuresHelp = "Scrapes whose collector could not list its objects from the informer cache, by kind."
-	scrapeBinary       = "machine-controller-manager"
-	scrapeKindSets     = "Machineset-count"
-)
-
-func newScrapeFailures() *prometheus.CounterVec {
-	return prometheus.NewCounterVec(prometheus.CounterOpts{
-		Name: "mcm_misc_scrape_failure_total", Help: scrapeFailuresHelp,
-		ConstLabels: prometheus.Labels{"binary": scrapeBinary},
-	}, []string{"kind"})
-}
-
 func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 	m := &metrics{staleMachines: prometheus.NewCounter(prometheus.CounterOpts{
 		Name: "mcm_machine_stale_machines_total",
@@ -62,17 +45,14 @@ func newMetrics(reg prometheus.Registerer, c *Controller) (*metrics, error) {
 	if m.staleMachines, err = promreg.Register(reg, m.staleMachines); err != nil {
 		return nil, fmt.Errorf("registering metric: %w", err)
 	}
-	failures, err := promreg.Register(reg, newScrapeFailures())
+	failures, err := promreg.ScrapeFailures(reg, promreg.BinaryMCM, "Machineset-count")
 	if err != nil {
-		return nil, fmt.Errorf("registering metric: %w", err)
+		return nil, err
 	}
-	// Replace the collector of an earlier controller on reg, whose caches
-	// stopped with it: the latest controller's follow the cluster.
-	// Collectors are equal when their descriptors are.
-	col := &setCollector{sets: c.sets, scrapeFailures: failures.WithLabelValues(scrapeKindSets)}
-	reg.Unregister(col)
-	if err := reg.Register(col); err != nil {
-		return nil, fmt.Errorf("registering metric: %w", err)
+	// The collector of an earlier controller on reg, whose caches stopped
+	// with it, is replaced: the latest controller's follow the cluster.
+	if err := promreg.Replace(reg, &setCollector{sets: c.sets, scrapeFailures: failures}); err != nil {
+		return nil, err
 	}
 	return m, nil
 }
@@ -119,7 +99,7 @@ func (s *setCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(labelledDesc, float64(set.Status.FullyLabeledReplicas), id...)
 		gauge(readyDesc, float64(set.Status.ReadyReplicas), id...)
 		for _, cond := range set.Status.Conditions {
-			gauge(conditionDesc, conditionValue(cond.Status), set.Name, set.Namespace, string(cond.Type))
+			gauge(conditionDesc, promreg.ConditionValue(cond.Status), set.Name, set.Namespace, string(cond.Type))
 		}
 		if set.Status.FailedMachines != nil {
 			for _, f := range *set.Status.FailedMachines {
@@ -137,17 +117,4 @@ func classOf(set *v1alpha1.MachineSet) v1alpha1.ClassSpec {
 		return set.Spec.Template.Spec.Class
 	}
 	return set.Spec.MachineClass
-}
-
-// conditionValue is MCM's number for a condition status: True 1, False 0,
-// Unknown 2; a status that is none of these is 0 as in MCM.
-func conditionValue(s v1alpha1.ConditionStatus) float64 {
-	switch s {
-	case v1alpha1.ConditionTrue:
-		return 1
-	case v1alpha1.ConditionUnknown:
-		return 2
-	default:
-		return 0
-	}
 }

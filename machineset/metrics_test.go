@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/promreg"
 )
 
 func setLister(t *testing.T, sets ...*v1alpha1.MachineSet) machinelisters.MachineSetLister {
@@ -57,7 +58,10 @@ func TestSetCollector(t *testing.T) {
 		ObjectMeta: metav1.ObjectMeta{Name: "old", Namespace: "ns", CreationTimestamp: metav1.NewTime(time.Unix(1600000000, 0))},
 		Spec:       v1alpha1.MachineSetSpec{MachineClass: v1alpha1.ClassSpec{Kind: "AWSMachineClass", Name: "legacy"}},
 	}
-	failures := newScrapeFailures().WithLabelValues(scrapeKindSets)
+	failures, err := promreg.ScrapeFailures(nil, promreg.BinaryMCM, "Machineset-count")
+	if err != nil {
+		t.Fatal(err)
+	}
 	col := &setCollector{sets: setLister(t, set, old), scrapeFailures: failures}
 	want := `
 # HELP mcm_machine_set_failed_machines Machines of a machine set whose last operation failed, always 1.
@@ -158,7 +162,7 @@ mcm_machine_set_items_total 1
 # HELP mcm_machine_stale_machines_total Machines their machine set deleted because the health timeout had marked them Failed.
 # TYPE mcm_machine_stale_machines_total counter
 mcm_machine_stale_machines_total 2
-# HELP mcm_misc_scrape_failure_total `+scrapeFailuresHelp+`
+# HELP mcm_misc_scrape_failure_total Scrapes whose collector could not list its objects from the informer cache, by kind.
 # TYPE mcm_misc_scrape_failure_total counter
 mcm_misc_scrape_failure_total{binary="machine-controller-manager",kind="Machineset-count"} 0
 `), "mcm_machine_set_items_total", "mcm_machine_stale_machines_total", "mcm_misc_scrape_failure_total"); err != nil {

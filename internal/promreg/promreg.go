@@ -1,11 +1,8 @@
-// Package promreg registers collectors on caller-given Prometheus
-// registries so that a component can be built twice on one registry (a
-// controller restarted after losing leadership, two drainers in one
-// process) and continue the same series instead of failing.
 package promreg
 
 import (
 	"errors"
+	"fmt"
 
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -26,4 +23,18 @@ func Register[C prometheus.Collector](reg prometheus.Registerer, c C) (C, error)
 	}
 	var zero C
 	return zero, err
+}
+
+// Replace registers c, a collector that computes its series at scrape time
+// from a controller's cache, on reg in place of the equal one (same
+// descriptors) an earlier controller registered there: that one's cache
+// stopped with it, the latest controller's follows the cluster. Unlike
+// Register it takes over instead of sharing, since such a collector has
+// no series of its own to continue.
+func Replace(reg prometheus.Registerer, c prometheus.Collector) error {
+	reg.Unregister(c) // collectors are equal when their descriptors are
+	if err := reg.Register(c); err != nil {
+		return fmt.Errorf("registering metric: %w", err)
+	}
+	return nil
 }
