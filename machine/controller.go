@@ -21,7 +21,7 @@ import (
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/expectations"
 	"github.com/mcmkit/mcm/internal/registrations"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/internal/replacement"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -143,7 +143,10 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 		return nil, fmt.Errorf("machine: %w", err)
 	}
 	if c.gate == nil {
-		if c.gate, err = safety.NewBudget(inf.Machines, safety.BudgetOptions{Clock: o.Clock}); err != nil {
+		// MCM's limit, safe by default: one replacement at a time among
+		// the machines one MachineSet controls (no set cache here to
+		// follow the set to its deployment).
+		if c.gate, err = replacement.New(inf.Machines, replacement.Options{Clock: o.Clock}); err != nil {
 			return nil, fmt.Errorf("machine: %w", err)
 		}
 	}
