@@ -124,12 +124,12 @@ func countRefusals(res *Result, refused map[string]bool) {
 			(dec.Cause != CauseDisruptionBudget && dec.Cause != CauseTooManyRequests) {
 			continue
 		}
-		i := slices.IndexFunc(st.Refusals, func(r PodRefusals) bool { return r.Pod.UID == dec.Pod.UID })
+		i := slices.IndexFunc(st.refusals, func(r podRefusals) bool { return r.Pod.UID == dec.Pod.UID })
 		if i < 0 {
-			st.Refusals = append(st.Refusals, PodRefusals{Pod: dec.Pod})
-			i = len(st.Refusals) - 1
+			st.refusals = append(st.refusals, podRefusals{Pod: dec.Pod})
+			i = len(st.refusals) - 1
 		}
-		st.Refusals[i].Count++
+		st.refusals[i].Count++
 	}
 }
 
@@ -226,32 +226,9 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped, ref
 		dec.Reason = "left to the next pass"
 		return nil
 
-	case err == nil && force:
-		d.metrics.forceDeleted()
-		res.ForceDeletions++
-		typ := EventForceDeleted
-		dec.Reason = fmt.Sprintf("force-deleted with %v grace", dec.GracePeriod)
-		if dec.Cause == CauseEvictRetries {
-			typ = EventEvictRetriesExhausted
-			dec.Reason = fmt.Sprintf("deleted with %v grace: %s", dec.GracePeriod, refusalsReason(res.State.MaxEvictRetries))
-		}
-		dec.Action = ActionWaitTermination
-		track(&res.State, dec)
-		ev(typ, dec.Reason, nil)
-		return nil
-
 	case err == nil:
-		res.Evictions++
-		dec.Action = ActionWaitTermination
-		dec.Reason = "evicted, terminating"
-		track(&res.State, dec)
-		// A success after the backoff resets it; one let through during
-		// the backoff because the budget allowed it leaves the timer as
-		// it is, so that refused retries stay spaced out.
-		if b, ok := findBackoff(res.State, backoffKey(*dec)); ok && !res.Now.Before(b.Until) {
-			clearBackoff(&res.State, b.Key)
-		}
-		ev(EventEvictionStarted, "eviction accepted", nil)
+		typ, msg := d.accepted(res, dec)
+		ev(typ, msg, nil)
 		return nil
 
 	case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
@@ -264,8 +241,59 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped, ref
 		}
 		ev(EventPodGone, dec.Reason, nil)
 		return nil
+	}
+	if !force {
+		if msg, ok := d.refusal(res, dec, err, now, bumped, refused); ok {
+			ev(EventEvictionBlocked, msg, nil)
+			return nil
+		}
+	}
+	what := "evicting"
+	if force {
+		what = "force-deleting"
+	}
+	dec.Error = err.Error()
+	ev(EventEvictionFailed, what+" failed: "+err.Error(), err)
+	return fmt.Errorf("%s pod %s: %w", what, dec.Pod, err)
+}
 
-	case !force && apierrors.IsTooManyRequests(err):
+// accepted records an eviction or a deletion the API server accepted: the
+// pod terminates and is tracked until it is gone. It returns the event to
+// report.
+func (d *Drainer) accepted(res *Result, dec *Decision) (EventType, string) {
+	if dec.Action == ActionForceDelete {
+		d.metrics.forceDeleted()
+		res.ForceDeletions++
+		typ := EventForceDeleted
+		dec.Reason = fmt.Sprintf("force-deleted with %v grace", dec.GracePeriod)
+		if dec.Cause == CauseEvictRetries {
+			typ = EventEvictRetriesExhausted
+			dec.Reason = fmt.Sprintf("deleted with %v grace: %s", dec.GracePeriod, refusalsReason(res.State.maxEvictRetries))
+		}
+		dec.Action = ActionWaitTermination
+		track(&res.State, dec)
+		return typ, dec.Reason
+	}
+	res.Evictions++
+	dec.Action = ActionWaitTermination
+	dec.Reason = "evicted, terminating"
+	track(&res.State, dec)
+	// A success after the backoff resets it; one let through during the
+	// backoff because the budget allowed it leaves the timer as it is, so
+	// that refused retries stay spaced out.
+	if b, ok := findBackoff(res.State, backoffKey(*dec)); ok && !res.Now.Before(b.Until) {
+		clearBackoff(&res.State, b.Key)
+	}
+	return EventEvictionStarted, "eviction accepted"
+}
+
+// refusal records an eviction refused for a reason that waiting may lift
+// (a 429, a terminating namespace, several budgets) as ActionBlocked
+// behind a backoff, and returns the event's message; ok is false for any
+// other error.
+func (d *Drainer) refusal(res *Result, dec *Decision, err error, now time.Time, bumped, refused map[string]bool) (msg string, ok bool) {
+	switch {
+	case apierrors.IsTooManyRequests(err):
 		key := backoffKey(*dec)
 		cause := CauseTooManyRequests
 		reason := "eviction refused (429): " + causeMessage(err)
@@ -281,29 +309,18 @@ func (d *Drainer) record(logger logr.Logger, res *Result, o outcome, bumped, ref
 		if budgetRefusal(err) {
 			refused[key] = true
 		}
-		ev(EventEvictionBlocked, causeMessage(err), nil)
-		return nil
+		return causeMessage(err), true
 
-	case !force && apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
+	case apierrors.HasStatusCause(err, corev1.NamespaceTerminatingCause):
 		d.block(res, dec, "pod/"+string(dec.Pod.UID), CauseNamespaceTerminating, "namespace is terminating", 0, now, bumped)
-		ev(EventEvictionBlocked, "namespace is terminating", nil)
-		return nil
+		return "namespace is terminating", true
 
-	case !force && apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
+	case apierrors.IsInternalError(err) && strings.Contains(err.Error(), "more than one PodDisruptionBudget"):
 		d.block(res, dec, "pod/"+string(dec.Pod.UID), CauseMultiplePDBs,
 			"selected by several PodDisruptionBudgets; the eviction API refuses such pods", 0, now, bumped)
-		ev(EventEvictionBlocked, causeMessage(err), nil)
-		return nil
-
-	default:
-		what := "evicting"
-		if force {
-			what = "force-deleting"
-		}
-		dec.Error = err.Error()
-		ev(EventEvictionFailed, what+" failed: "+err.Error(), err)
-		return fmt.Errorf("%s pod %s: %w", what, dec.Pod, err)
+		return causeMessage(err), true
 	}
+	return "", false
 }
 
 // block turns a refused eviction into ActionBlocked and lengthens the
@@ -312,17 +329,17 @@ func (d *Drainer) block(res *Result, dec *Decision, key string, cause Cause, rea
 	hint time.Duration, now time.Time, bumped map[string]bool) {
 	st := &res.State
 	i := -1
-	for j := range st.Backoffs {
-		if st.Backoffs[j].Key == key {
+	for j := range st.backoffs {
+		if st.backoffs[j].Key == key {
 			i = j
 			break
 		}
 	}
 	if i < 0 {
-		st.Backoffs = append(st.Backoffs, Backoff{Key: key})
-		i = len(st.Backoffs) - 1
+		st.backoffs = append(st.backoffs, backoffEntry{Key: key})
+		i = len(st.backoffs) - 1
 	}
-	b := &st.Backoffs[i]
+	b := &st.backoffs[i]
 	if !bumped[key] {
 		bumped[key] = true
 		b.Attempts++
@@ -340,12 +357,12 @@ func (d *Drainer) block(res *Result, dec *Decision, key string, cause Cause, rea
 // track adds a pod whose eviction or deletion was accepted to the state,
 // unless it is there already.
 func track(st *State, dec *Decision) {
-	for _, t := range st.Tracked {
+	for _, t := range st.tracked {
 		if t.Pod.UID == dec.Pod.UID {
 			return
 		}
 	}
-	st.Tracked = append(st.Tracked, Tracked{Pod: dec.Pod, Group: dec.Group, Volumes: dec.Volumes})
+	st.tracked = append(st.tracked, trackedPod{Pod: dec.Pod, Group: dec.Group, Volumes: dec.Volumes})
 }
 
 // statusCode is the HTTP status code of an API answer for the metrics:

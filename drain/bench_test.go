@@ -85,9 +85,9 @@ func BenchmarkDecide(b *testing.B) {
 	b.Run("pods=500/refusals", func(b *testing.B) {
 		node, objs := largeNode(500)
 		snap := snapshotOf(node, objs)
-		snap.State.MaxEvictRetries = 3
+		snap.State.maxEvictRetries = 3
 		for _, p := range snap.Pods {
-			snap.State.Refusals = append(snap.State.Refusals, PodRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: 2})
+			snap.State.refusals = append(snap.State.refusals, podRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: 2})
 		}
 		b.ReportAllocs()
 		for b.Loop() {

@@ -129,7 +129,7 @@ func budgetProblem(in *podInfo, pdbs []PDBStatus) (Cause, string, bool) {
 
 // backoffHold returns the cause and reason with which an active backoff
 // holds a pod back.
-func backoffHold(in *podInfo, key string, b Backoff) (Cause, string) {
+func backoffHold(in *podInfo, key string, b backoffEntry) (Cause, string) {
 	c := b.Cause
 	switch {
 	case c != "":
@@ -159,19 +159,19 @@ func backoffKey(d Decision) string {
 }
 
 // findBackoff returns the backoff of key in st.
-func findBackoff(st State, key string) (Backoff, bool) {
-	for _, b := range st.Backoffs {
+func findBackoff(st State, key string) (backoffEntry, bool) {
+	for _, b := range st.backoffs {
 		if b.Key == key {
 			return b, true
 		}
 	}
-	return Backoff{}, false
+	return backoffEntry{}, false
 }
 
 func clearBackoff(st *State, key string) {
-	for i, b := range st.Backoffs {
+	for i, b := range st.backoffs {
 		if b.Key == key {
-			st.Backoffs = append(st.Backoffs[:i:i], st.Backoffs[i+1:]...)
+			st.backoffs = append(st.backoffs[:i:i], st.backoffs[i+1:]...)
 			return
 		}
 	}
@@ -181,7 +181,7 @@ func clearBackoff(st *State, key string) {
 // budget's backoff does not hold while the budget allows a disruption
 // again: the pod goes at once, within what the budget allows, and the
 // timer remains the fallback for a status that does not change.
-func activeBackoff(backoffs map[string]Backoff, key string, now time.Time, in *podInfo) (Backoff, bool) {
+func activeBackoff(backoffs map[string]backoffEntry, key string, now time.Time, in *podInfo) (backoffEntry, bool) {
 	b, ok := backoffs[key]
 	if !ok || !now.Before(b.Until) {
 		return b, false
@@ -190,15 +190,6 @@ func activeBackoff(backoffs map[string]Backoff, key string, now time.Time, in *p
 		return b, false
 	}
 	return b, true
-}
-
-// BlockingBudgets returns the PodDisruptionBudgets ("namespace/name") the
-// drain waits on, sorted: those that held back an eviction in the last
-// pass, whether in backoff after a 429 or out of disruptions. A controller
-// that indexes its draining nodes by them can run the next pass as soon as
-// one of them is updated, instead of at NextCheck; Drain watches them.
-func (s State) BlockingBudgets() []string {
-	return slices.Clone(s.BlockedBy)
 }
 
 // blockingBudgets collects the budgets that hold back the decisions.

@@ -17,40 +17,40 @@ import (
 // and MaxEvictRetries are the caller's; it sets them from facts of its
 // own before every pass.
 func distrust(st State, now time.Time, o Options) (_ State, problem string) {
-	keep := State{Deadline: st.Deadline, MaxEvictRetries: st.MaxEvictRetries}
-	if st.Start.IsZero() {
+	keep := State{deadline: st.deadline, maxEvictRetries: st.maxEvictRetries}
+	if st.start.IsZero() {
 		if !recordsNothing(st) {
 			return keep, "drain state records progress but no start"
 		}
 		return st, ""
 	}
-	inRange := func(t time.Time) bool { return t.IsZero() || (!t.Before(st.Start) && !t.After(now)) }
-	if st.Start.After(now) {
-		return keep, fmt.Sprintf("drain start %s is in the future", st.Start.Format(time.RFC3339))
+	inRange := func(t time.Time) bool { return t.IsZero() || (!t.Before(st.start) && !t.After(now)) }
+	if st.start.After(now) {
+		return keep, fmt.Sprintf("drain start %s is in the future", st.start.Format(time.RFC3339))
 	}
-	if !inRange(st.Completed) || !inRange(st.ForcedDetach.Since) {
+	if !inRange(st.completed) || !inRange(st.forcedDetach.Since) {
 		return keep, "drain state holds a moment outside the drain"
 	}
-	if st.ForcedDetach.GaveUp && (st.ForcedDetach.Since.IsZero() || now.Before(st.ForcedDetach.Since.Add(o.Volumes.DetachTimeout))) {
+	if st.forcedDetach.GaveUp && (st.forcedDetach.Since.IsZero() || now.Before(st.forcedDetach.Since.Add(o.Volumes.DetachTimeout))) {
 		return keep, "drain state gives up on volume attachments before their timeout"
 	}
-	for _, t := range st.Tracked {
+	for _, t := range st.tracked {
 		if !inRange(t.GoneAt) || !inRange(t.DetachedAt) || (!t.DetachedAt.IsZero() && t.DetachedAt.Before(t.GoneAt)) {
 			return keep, fmt.Sprintf("drain state holds a moment outside the drain for pod %s", t.Pod)
 		}
 		timedOut := !t.GoneAt.IsZero() && !now.Before(t.GoneAt.Add(o.Volumes.DetachTimeout))
-		atDeadline := !st.Deadline.IsZero() && !now.Before(st.Deadline)
+		atDeadline := !st.deadline.IsZero() && !now.Before(st.deadline)
 		if t.GaveUp && !timedOut && !atDeadline {
 			return keep, fmt.Sprintf("drain state gives up on the volumes of pod %s before their timeout", t.Pod)
 		}
 	}
-	most := maxAttempts(now.Sub(st.Start), o.BackoffInitial, o.BackoffMax)
-	for _, r := range st.Refusals {
+	most := maxAttempts(now.Sub(st.start), o.BackoffInitial, o.BackoffMax)
+	for _, r := range st.refusals {
 		if r.Count < 0 || r.Count > most {
 			return keep, fmt.Sprintf("drain state counts %d refused evictions of pod %s; at most %d fit since the drain started", r.Count, r.Pod, most)
 		}
 	}
-	for _, b := range st.Backoffs {
+	for _, b := range st.backoffs {
 		if b.Attempts < 0 || b.Attempts > most {
 			return keep, fmt.Sprintf("drain state counts %d eviction attempts for %s; at most %d fit since the drain started", b.Attempts, b.Key, most)
 		}
@@ -61,8 +61,8 @@ func distrust(st State, now time.Time, o Options) (_ State, problem string) {
 // recordsNothing reports whether a State without a start holds no
 // progress either: the state of a drain not begun.
 func recordsNothing(st State) bool {
-	return st.Completed.IsZero() && st.ForcedDetach == (ForcedDetach{}) &&
-		len(st.Tracked) == 0 && len(st.Backoffs) == 0 && len(st.Refusals) == 0
+	return st.completed.IsZero() && st.forcedDetach == (forcedDetach{}) &&
+		len(st.tracked) == 0 && len(st.backoffs) == 0 && len(st.refusals) == 0
 }
 
 // maxAttempts is the most evictions of one pod (or under one budget) a

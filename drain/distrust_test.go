@@ -47,35 +47,35 @@ func TestDistrust(t *testing.T) {
 	}{
 		{name: "empty", state: State{}},
 		{name: "progressing", state: State{
-			Start: start, Refusals: []PodRefusals{{Pod: pod, Count: 4}},
-			Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 4, Until: epoch.Add(8 * time.Second)}},
-			Tracked:  []Tracked{{Pod: pod, GoneAt: start.Add(time.Second)}},
+			start: start, refusals: []podRefusals{{Pod: pod, Count: 4}},
+			backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 4, Until: epoch.Add(8 * time.Second)}},
+			tracked:  []trackedPod{{Pod: pod, GoneAt: start.Add(time.Second)}},
 		}},
-		{name: "refusals beyond the backoff", state: State{Start: start, Refusals: []PodRefusals{{Pod: pod, Count: 5}}}, reset: true},
-		{name: "negative refusals", state: State{Start: start, Refusals: []PodRefusals{{Pod: pod, Count: -1}}}, reset: true},
-		{name: "attempts beyond the backoff", state: State{Start: start, Backoffs: []Backoff{{Key: "pod/uid-a", Attempts: 50}}}, reset: true},
-		{name: "start in the future", state: State{Start: epoch.Add(time.Second)}, reset: true},
-		{name: "progress without a start", state: State{Refusals: []PodRefusals{{Pod: pod, Count: 1}}}, reset: true},
-		{name: "completed before the start", state: State{Start: start, Completed: start.Add(-time.Second)}, reset: true},
-		{name: "pod gone in the future", state: State{Start: start, Tracked: []Tracked{{Pod: pod, GoneAt: epoch.Add(time.Hour)}}}, reset: true},
-		{name: "detached before gone", state: State{Start: start, Tracked: []Tracked{{Pod: pod, GoneAt: start.Add(2 * time.Second), DetachedAt: start.Add(time.Second)}}}, reset: true},
-		{name: "gave up on volumes early", state: State{Start: start, Tracked: []Tracked{{Pod: pod, GoneAt: start, GaveUp: true}}}, reset: true},
-		{name: "gave up on volumes at the deadline", state: State{Start: start, Deadline: epoch, Tracked: []Tracked{{Pod: pod, GoneAt: start, GaveUp: true}}}},
-		{name: "gave up on attachments early", state: State{Start: start, ForcedDetach: ForcedDetach{Since: start, GaveUp: true}}, reset: true},
+		{name: "refusals beyond the backoff", state: State{start: start, refusals: []podRefusals{{Pod: pod, Count: 5}}}, reset: true},
+		{name: "negative refusals", state: State{start: start, refusals: []podRefusals{{Pod: pod, Count: -1}}}, reset: true},
+		{name: "attempts beyond the backoff", state: State{start: start, backoffs: []backoffEntry{{Key: "pod/uid-a", Attempts: 50}}}, reset: true},
+		{name: "start in the future", state: State{start: epoch.Add(time.Second)}, reset: true},
+		{name: "progress without a start", state: State{refusals: []podRefusals{{Pod: pod, Count: 1}}}, reset: true},
+		{name: "completed before the start", state: State{start: start, completed: start.Add(-time.Second)}, reset: true},
+		{name: "pod gone in the future", state: State{start: start, tracked: []trackedPod{{Pod: pod, GoneAt: epoch.Add(time.Hour)}}}, reset: true},
+		{name: "detached before gone", state: State{start: start, tracked: []trackedPod{{Pod: pod, GoneAt: start.Add(2 * time.Second), DetachedAt: start.Add(time.Second)}}}, reset: true},
+		{name: "gave up on volumes early", state: State{start: start, tracked: []trackedPod{{Pod: pod, GoneAt: start, GaveUp: true}}}, reset: true},
+		{name: "gave up on volumes at the deadline", state: State{start: start, deadline: epoch, tracked: []trackedPod{{Pod: pod, GoneAt: start, GaveUp: true}}}},
+		{name: "gave up on attachments early", state: State{start: start, forcedDetach: forcedDetach{Since: start, GaveUp: true}}, reset: true},
 		{name: "gave up on attachments after the timeout", state: State{
-			Start: epoch.Add(-time.Hour), ForcedDetach: ForcedDetach{Since: epoch.Add(-time.Hour), GaveUp: true}}},
+			start: epoch.Add(-time.Hour), forcedDetach: forcedDetach{Since: epoch.Add(-time.Hour), GaveUp: true}}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			tc.state.MaxEvictRetries = 3
-			if tc.state.Deadline.IsZero() {
-				tc.state.Deadline = epoch.Add(time.Hour)
+			tc.state.maxEvictRetries = 3
+			if tc.state.deadline.IsZero() {
+				tc.state.deadline = epoch.Add(time.Hour)
 			}
 			got, problem := distrust(tc.state, epoch, opts)
 			want := tc.state
 			if tc.reset {
-				want = State{Deadline: tc.state.Deadline, MaxEvictRetries: 3}
+				want = State{deadline: tc.state.deadline, maxEvictRetries: 3}
 			}
-			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty()); diff != "" {
+			if diff := cmp.Diff(want, got, cmpopts.EquateEmpty(), stateFields); diff != "" {
 				t.Errorf("state (-want +got):\n%s", diff)
 			}
 			if (problem != "") != tc.reset {
@@ -104,8 +104,8 @@ func TestDecideRestartsDistrustedState(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			st := State{
-				Start: epoch.Add(-tc.started), Deadline: epoch.Add(time.Hour), MaxEvictRetries: 3,
-				Refusals: []PodRefusals{{Pod: ref, Count: 3}},
+				start: epoch.Add(-tc.started), deadline: epoch.Add(time.Hour), maxEvictRetries: 3,
+				refusals: []podRefusals{{Pod: ref, Count: 3}},
 			}
 			p := Decide(Snapshot{Node: newNode(testNode), Now: epoch, State: st, Pods: []*corev1.Pod{pod}, PDBs: pdbs}, Options{})
 			if got := actions(p)["a"]; got != tc.want {
@@ -115,8 +115,8 @@ func TestDecideRestartsDistrustedState(t *testing.T) {
 			if restarted != tc.restarted {
 				t.Errorf("events %v: restarted = %v, want %v", eventTypes(p.Events), restarted, tc.restarted)
 			}
-			if tc.restarted && !p.State.Start.Equal(epoch) {
-				t.Errorf("restarted drain starts at %v, want now", p.State.Start)
+			if tc.restarted && !p.State.start.Equal(epoch) {
+				t.Errorf("restarted drain starts at %v, want now", p.State.start)
 			}
 		})
 	}

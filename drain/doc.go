@@ -72,11 +72,11 @@
 //
 // # Bounded retries
 //
-// State.MaxEvictRetries (or, for drains whose state sets none,
+// State.SetMaxEvictRetries (or, for drains whose state sets none,
 // Options.MaxEvictRetries) bounds how often budgets may refuse one pod's
 // eviction: the Machine Controller Manager's maxEvictRetries. A refusal
 // is a 429 whose cause is a PodDisruptionBudget; throttling and errors do
-// not count. State.Refusals counts them per pod (by UID), so the count
+// not count. The State counts them per pod (by UID), so the count
 // survives passes and restarts. A budget is asked through one eviction
 // per backoff for all the healthy pods it holds back, so a refusal counts
 // for each of them, once per pass: as in the Machine Controller Manager,
@@ -160,8 +160,10 @@
 // # State and results
 //
 // Pass takes a State and returns a Result whose State is to be handed to
-// the next pass; it is small, marshals to JSON and is all a controller
-// persists (e.g. in an annotation or a status field). Result.Done says the
+// the next pass; it is small and opaque, marshals to JSON (in a format
+// that stays readable by later versions) and is all a controller persists
+// (e.g. in an annotation or a status field). The caller sets only its
+// deadline and its bound on refused evictions. Result.Done says the
 // node is drained, Result.NextCheck when to look again, Result.Remaining
 // how many pods are left by action, and Result.Message names the blocking
 // pods and budgets in one line that only changes when the situation does.
@@ -215,9 +217,9 @@
 // object:
 //
 //	func (c *Controller) drainNode(ctx context.Context, m *v1alpha1.Machine) (time.Duration, error) {
-//		state := loadDrainState(m) // e.g. JSON from an annotation; zero at first
-//		state.Deadline = drainDeadline(m)         // per machine, on every pass
-//		state.MaxEvictRetries = maxEvictRetries(m) // likewise; zero: no bound
+//		state := loadDrainState(m) // e.g. json.Unmarshal of an annotation; zero at first
+//		state.SetDeadline(drainDeadline(m))          // per machine, on every pass
+//		state.SetMaxEvictRetries(maxEvictRetries(m)) // likewise; zero: no bound
 //		res, err := c.drainer.Pass(ctx, nodeName(m), state)
 //		if saveErr := c.saveDrainState(ctx, m, res.State, res.Message); saveErr != nil {
 //			return 0, errors.Join(err, saveErr)

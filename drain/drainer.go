@@ -73,8 +73,8 @@ func (d *Drainer) Plan(ctx context.Context, nodeName string) (Plan, error) {
 func (d *Drainer) Pass(ctx context.Context, nodeName string, state State) (Result, error) {
 	logger := logr.FromContextOrDiscard(ctx).WithValues("node", nodeName)
 	failed := Result{Plan: Plan{Node: nodeName, State: state}}
-	if state.MaxEvictRetries < 0 {
-		return failed, fmt.Errorf("drain: State.MaxEvictRetries must not be negative, got %d", state.MaxEvictRetries)
+	if state.maxEvictRetries < 0 {
+		return failed, fmt.Errorf("drain: State.MaxEvictRetries must not be negative, got %d", state.maxEvictRetries)
 	}
 
 	node, err := d.getNode(ctx, nodeName)
@@ -104,10 +104,10 @@ func (d *Drainer) Pass(ctx context.Context, nodeName string, state State) (Resul
 	} else {
 		d.metrics.passDone(nodeName, res.RemainingPods())
 	}
-	if res.Done && res.State.Completed.IsZero() {
-		res.State.Completed = res.Now
-		d.metrics.drained(res.Now.Sub(res.State.Start).Seconds())
-		logger.Info("Drained node", "duration", res.Now.Sub(res.State.Start).String())
+	if res.Done && res.State.completed.IsZero() {
+		res.State.completed = res.Now
+		d.metrics.drained(res.Now.Sub(res.State.start).Seconds())
+		logger.Info("Drained node", "duration", res.Now.Sub(res.State.start).String())
 	} else if !res.Done {
 		logger.V(2).Info("Drain pass", "remaining", res.RemainingPods(), "nextCheck", res.NextCheck, "message", res.Message)
 	}

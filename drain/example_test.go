@@ -260,7 +260,8 @@ func ExampleDrainer_Pass_maxEvictRetries() {
 		return
 	}
 
-	state := drain.State{MaxEvictRetries: 2} // the caller's bound, like State.Deadline
+	var state drain.State
+	state.SetMaxEvictRetries(2) // the caller's bound, like its deadline
 	for reconcile := 1; ; reconcile++ {
 		res, err := d.Pass(context.Background(), "node-1", state)
 		if err != nil {

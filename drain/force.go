@@ -50,10 +50,10 @@ type forcing struct {
 // drainDeadline is the caller's deadline of a drain in state st at now:
 // State.Deadline, or Options.Timeout after the start.
 func drainDeadline(st State, opts Options, now time.Time) time.Time {
-	if !st.Deadline.IsZero() || opts.Timeout <= 0 {
-		return st.Deadline
+	if !st.deadline.IsZero() || opts.Timeout <= 0 {
+		return st.deadline
 	}
-	start := st.Start
+	start := st.start
 	if start.IsZero() {
 		start = now
 	}

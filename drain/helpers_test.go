@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
 	policyv1 "k8s.io/api/policy/v1"
 	storagev1 "k8s.io/api/storage/v1"
@@ -469,8 +470,11 @@ func jsonRoundTrip(st State) (State, error) {
 // progress would have had: an hour before now. Decide distrusts progress
 // without a start.
 func begun(st State, now time.Time) State {
-	if st.Start.IsZero() && !recordsNothing(st) {
-		st.Start = now.Add(-time.Hour)
+	if st.start.IsZero() && !recordsNothing(st) {
+		st.start = now.Add(-time.Hour)
 	}
 	return st
 }
+
+// stateFields lets go-cmp compare States, whose fields are unexported.
+var stateFields = cmp.AllowUnexported(State{})

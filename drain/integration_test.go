@@ -436,8 +436,8 @@ func TestDrainMisconfiguredBudget(t *testing.T) {
 	}
 
 	// Go on from the first pass's state: its deadline stands.
-	deadline := res.State.Deadline
-	if got := deadline.Sub(res.State.Start); got != 30*time.Second {
+	deadline := res.State.Deadline()
+	if got := deadline.Sub(res.State.Start()); got != 30*time.Second {
 		t.Fatalf("deadline %v after start, want 30s", got)
 	}
 	state := res.State

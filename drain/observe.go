@@ -69,7 +69,7 @@ func (d *Drainer) observe(ctx context.Context, node *corev1.Node, state State) (
 			return snap, err
 		}
 		if need.waits {
-			if snap.VolumeIDs, err = d.volumeIDs(ctx, node.Name, snap.Claims, snap.VolumeAttachments, state.Tracked); err != nil {
+			if snap.VolumeIDs, err = d.volumeIDs(ctx, node.Name, snap.Claims, snap.VolumeAttachments, state.tracked); err != nil {
 				return snap, err
 			}
 		}
@@ -115,7 +115,7 @@ func (d *Drainer) volumeNeeds(node *corev1.Node, pods []*corev1.Pod, state State
 	}
 	n.waits = !fast
 	n.claims = n.claims && n.waits
-	for _, t := range state.Tracked {
+	for _, t := range state.tracked {
 		if len(t.Volumes) == 0 {
 			continue
 		}
@@ -300,7 +300,7 @@ func (d *Drainer) listVolumeAttachments(ctx context.Context, nodeName string, el
 // volumes, of the tracked ones and of the volumes attached to the node. It returns nil (no
 // narrowing) without a getter or when the getter cannot tell.
 func (d *Drainer) volumeIDs(ctx context.Context, nodeName string, claims map[string]string,
-	vas []*storagev1.VolumeAttachment, tracked []Tracked) (map[string][]string, error) {
+	vas []*storagev1.VolumeAttachment, tracked []trackedPod) (map[string][]string, error) {
 	getter := d.opts.Volumes.IDs
 	if getter == nil {
 		return nil, nil

@@ -133,15 +133,15 @@ type Options struct {
 	// (State.Start). Once it approaches, every remaining pod is deleted
 	// without the eviction API at deadline minus its termination grace
 	// period, so that it is gone by the deadline. Zero means no deadline:
-	// PodDisruptionBudgets are respected forever. State.Deadline, when set
-	// by the caller, takes precedence.
+	// PodDisruptionBudgets are respected forever. A deadline the caller
+	// sets with State.SetDeadline takes precedence.
 	Timeout time.Duration
 	// MaxEvictRetries is the bound on refused evictions per pod for
-	// drains whose State does not set one (see State.MaxEvictRetries):
+	// drains whose State does not set one (see State.SetMaxEvictRetries):
 	// after that many refusals by PodDisruptionBudgets, a pod is deleted
 	// without the eviction API. Zero means no bound. A controller with a
-	// bound per node sets State.MaxEvictRetries instead, as it sets
-	// State.Deadline.
+	// bound per node sets it with State.SetMaxEvictRetries instead, as it
+	// sets the deadline.
 	MaxEvictRetries int
 	// GracePeriod overrides the pods' terminationGracePeriodSeconds for
 	// evictions. Zero uses each pod's own; values below a second count as

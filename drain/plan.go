@@ -101,16 +101,16 @@ type planner struct {
 	att       *attachments
 	budgets   *budgetIndex
 
-	infos     []*podInfo             // the pods on the node, sorted
-	present   map[types.UID]*podInfo // by UID
-	inUse     map[string]int         // PV name → present pods using it
-	drainLeft bool                   // some pod is not skipped
-	refused   bool                   // some pod is refused
-	tracked   []Tracked              // followed pods and volumes
-	pending   map[Group]bool         // groups that still hold up later ones
-	inFlight  int                    // pods with volumes being evicted or detaching
-	backoffs  map[string]Backoff     // by key
-	refusals  map[types.UID]int      // refused evictions by pod
+	infos     []*podInfo              // the pods on the node, sorted
+	present   map[types.UID]*podInfo  // by UID
+	inUse     map[string]int          // PV name → present pods using it
+	drainLeft bool                    // some pod is not skipped
+	refused   bool                    // some pod is refused
+	tracked   []trackedPod            // followed pods and volumes
+	pending   map[Group]bool          // groups that still hold up later ones
+	inFlight  int                     // pods with volumes being evicted or detaching
+	backoffs  map[string]backoffEntry // by key
+	refusals  map[types.UID]int       // refused evictions by pod
 }
 
 // newPlanner starts the plan and the state: when the drain started, its
@@ -124,14 +124,14 @@ func newPlanner(s Snapshot, opts Options) *planner {
 		pl.node = &corev1.Node{}
 	}
 	pl.st = State{
-		Start:           s.State.Start,
-		Deadline:        drainDeadline(s.State, opts, pl.now),
-		MaxEvictRetries: cmp.Or(s.State.MaxEvictRetries, opts.MaxEvictRetries),
-		Completed:       s.State.Completed,
-		ForcedDetach:    s.State.ForcedDetach,
+		start:           s.State.start,
+		deadline:        drainDeadline(s.State, opts, pl.now),
+		maxEvictRetries: cmp.Or(s.State.maxEvictRetries, opts.MaxEvictRetries),
+		completed:       s.State.completed,
+		forcedDetach:    s.State.forcedDetach,
 	}
-	if pl.st.Start.IsZero() {
-		pl.st.Start = pl.now
+	if pl.st.start.IsZero() {
+		pl.st.start = pl.now
 	}
 	pl.p = Plan{
 		Node:          pl.node.Name,
@@ -143,19 +143,19 @@ func newPlanner(s Snapshot, opts Options) *planner {
 		pl.p.Events = append(pl.p.Events, Event{Type: EventStateReset, Node: pl.node.Name, Time: pl.now,
 			Message: "drain restarted: " + distrusted})
 	}
-	pl.force = forcingOf(pl.st.Deadline, pl.p.NotReadySince, opts.Unreachable)
+	pl.force = forcingOf(pl.st.deadline, pl.p.NotReadySince, opts.Unreachable)
 	pl.p.Deadline = pl.force.deadline
 	pl.p.Unreachable = unreachable(pl.p.NotReadySince, pl.now, opts.Unreachable)
 	pl.volumesOn = !opts.Volumes.Skip && !pl.p.Unreachable
 	pl.att = newAttachments(s.VolumeAttachments, pl.node, s.VolumeIDs)
 	pl.budgets = compileBudgets(s.PDBs)
 	pl.pending = map[Group]bool{}
-	pl.backoffs = make(map[string]Backoff, len(s.State.Backoffs))
-	for _, b := range s.State.Backoffs {
+	pl.backoffs = make(map[string]backoffEntry, len(s.State.backoffs))
+	for _, b := range s.State.backoffs {
 		pl.backoffs[b.Key] = b
 	}
-	pl.refusals = make(map[types.UID]int, len(s.State.Refusals))
-	for _, r := range s.State.Refusals {
+	pl.refusals = make(map[types.UID]int, len(s.State.refusals))
+	for _, r := range s.State.refusals {
 		if r.Pod.UID != "" {
 			pl.refusals[r.Pod.UID] += r.Count
 		}
@@ -197,9 +197,9 @@ func (pl *planner) classifyPods() {
 // trackTerminating starts tracking pods that are terminating but not
 // tracked yet (evicted by someone else, or by a pass whose state was lost).
 func (pl *planner) trackTerminating() {
-	pl.tracked = make([]Tracked, 0, len(pl.s.State.Tracked))
-	isTracked := make(map[types.UID]bool, len(pl.s.State.Tracked))
-	for _, t := range pl.s.State.Tracked {
+	pl.tracked = make([]trackedPod, 0, len(pl.s.State.tracked))
+	isTracked := make(map[types.UID]bool, len(pl.s.State.tracked))
+	for _, t := range pl.s.State.tracked {
 		t.Volumes = slices.Clone(t.Volumes)
 		pl.tracked = append(pl.tracked, t)
 		if !t.Pod.IsZero() {
@@ -208,7 +208,7 @@ func (pl *planner) trackTerminating() {
 	}
 	for _, in := range pl.infos {
 		if in.pod.DeletionTimestamp != nil && in.policy != PolicySkip && !isTracked[in.pod.UID] {
-			pl.tracked = append(pl.tracked, Tracked{Pod: in.ref(), Group: in.group, Volumes: in.volumes})
+			pl.tracked = append(pl.tracked, trackedPod{Pod: in.ref(), Group: in.group, Volumes: in.volumes})
 			isTracked[in.pod.UID] = true
 		}
 	}
@@ -245,7 +245,7 @@ func (pl *planner) keepBackoffs() {
 	for _, key := range slices.Sorted(maps.Keys(pl.backoffs)) {
 		kind, rest, _ := strings.Cut(key, "/")
 		if (kind == "pdb" && pl.budgets.byName[rest] != nil) || (kind == "pod" && pl.present[types.UID(rest)] != nil) {
-			pl.st.Backoffs = append(pl.st.Backoffs, pl.backoffs[key])
+			pl.st.backoffs = append(pl.st.backoffs, pl.backoffs[key])
 		}
 	}
 }
@@ -255,7 +255,7 @@ func (pl *planner) keepBackoffs() {
 func (pl *planner) keepRefusals() {
 	for _, in := range pl.infos {
 		if n := pl.refusals[in.pod.UID]; n > 0 {
-			pl.st.Refusals = append(pl.st.Refusals, PodRefusals{Pod: in.ref(), Count: n})
+			pl.st.refusals = append(pl.st.refusals, podRefusals{Pod: in.ref(), Count: n})
 		}
 	}
 }
@@ -263,7 +263,7 @@ func (pl *planner) keepRefusals() {
 // retriesExhausted reports whether budgets have refused the pod's
 // eviction as often as State.MaxEvictRetries allows.
 func (pl *planner) retriesExhausted(in *podInfo) bool {
-	return pl.st.MaxEvictRetries > 0 && pl.refusals[in.pod.UID] >= pl.st.MaxEvictRetries
+	return pl.st.maxEvictRetries > 0 && pl.refusals[in.pod.UID] >= pl.st.maxEvictRetries
 }
 
 // explainForce sets Plan.ForceReason when the plan deletes pods without
@@ -285,7 +285,7 @@ func (pl *planner) explainForce() {
 		reasons = append(reasons, pl.force.reason(pl.now))
 	}
 	if byRefusals {
-		reasons = append(reasons, refusalsReason(pl.st.MaxEvictRetries))
+		reasons = append(reasons, refusalsReason(pl.st.maxEvictRetries))
 	}
 	pl.p.ForceReason = strings.Join(reasons, "; ")
 }
@@ -450,5 +450,5 @@ func (pl *planner) deleteAfterRefusals(in *podInfo, d *Decision) {
 	d.Action, d.Cause = ActionForceDelete, CauseEvictRetries
 	d.GracePeriod = forceGrace(in.grace, pl.p.Deadline, pl.now)
 	d.Reason = fmt.Sprintf("eviction refused %s by PodDisruptionBudgets (MaxEvictRetries %d): delete with %v grace",
-		times(pl.refusals[in.pod.UID]), pl.st.MaxEvictRetries, d.GracePeriod)
+		times(pl.refusals[in.pod.UID]), pl.st.maxEvictRetries, d.GracePeriod)
 }

@@ -207,7 +207,7 @@ func TestDecideActions(t *testing.T) {
 		{
 			name:  "a budget in backoff holds back all its healthy pods",
 			pdbs:  []*policyv1.PodDisruptionBudget{healthyButNotAllowed},
-			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
+			state: State{backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b"), newPod("c-sick", notReady())},
 			want: []row{
 				{Pod: "a", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: now.Add(5 * time.Second)},
@@ -220,7 +220,7 @@ func TestDecideActions(t *testing.T) {
 			// the timer stays for the rest.
 			name:  "a budget in backoff that allows a disruption again lets as many pods go as it allows",
 			pdbs:  []*policyv1.PodDisruptionBudget{newPDB("web", "web", 1, 2, 3, 3)},
-			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
+			state: State{backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b"), newPod("c-sick", notReady())},
 			want: []row{
 				{Pod: "a", Action: ActionEvict},
@@ -235,7 +235,7 @@ func TestDecideActions(t *testing.T) {
 				pdb.Generation = 2
 				return pdb
 			}()},
-			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
+			state: State{backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 2, Until: now.Add(5 * time.Second), Cause: CauseDisruptionBudget}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: now.Add(5 * time.Second)},
@@ -245,7 +245,7 @@ func TestDecideActions(t *testing.T) {
 		{
 			name:  "an expired backoff lets the probe through",
 			pdbs:  []*policyv1.PodDisruptionBudget{healthyButNotAllowed},
-			state: State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 2, Until: now}}},
+			state: State{backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 2, Until: now}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionEvict},
@@ -254,7 +254,7 @@ func TestDecideActions(t *testing.T) {
 		},
 		{
 			name:  "a pod backoff after 429 without a known budget",
-			state: State{Backoffs: []Backoff{{Key: "pod/uid-a", Attempts: 1, Until: now.Add(time.Second)}}},
+			state: State{backoffs: []backoffEntry{{Key: "pod/uid-a", Attempts: 1, Until: now.Add(time.Second)}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionBlocked, Cause: CauseTooManyRequests, RetryAt: now.Add(time.Second)},
@@ -269,7 +269,7 @@ func TestDecideActions(t *testing.T) {
 		},
 		{
 			name:  "force deletion at deadline minus grace, whatever the group",
-			state: State{Start: now.Add(-time.Minute), Deadline: now.Add(20 * time.Second)},
+			state: State{start: now.Add(-time.Minute), deadline: now.Add(20 * time.Second)},
 			pdbs:  []*policyv1.PodDisruptionBudget{newPDB("strict", "web", 0, 4, 4, 4)},
 			pods: []*corev1.Pod{
 				newPod("a-long", grace(30)),
@@ -289,7 +289,7 @@ func TestDecideActions(t *testing.T) {
 		},
 		{
 			name:  "past the deadline the grace is one second",
-			state: State{Start: now.Add(-time.Minute), Deadline: now.Add(-5 * time.Second)},
+			state: State{start: now.Add(-time.Minute), deadline: now.Add(-5 * time.Second)},
 			pods:  []*corev1.Pod{newPod("a", grace(30))},
 			want: []row{
 				{Pod: "a", Action: ActionForceDelete, Cause: CauseDeadline, ForceAt: now.Add(-35 * time.Second), Grace: time.Second},
@@ -297,7 +297,7 @@ func TestDecideActions(t *testing.T) {
 		},
 		{
 			name:  "a terminating pod that would outlive the deadline is deleted again",
-			state: State{Start: now.Add(-time.Minute), Deadline: now.Add(5 * time.Second)},
+			state: State{start: now.Add(-time.Minute), deadline: now.Add(5 * time.Second)},
 			pods: []*corev1.Pod{
 				newPod("outlives", grace(30), terminating(now.Add(25*time.Second))),
 				newPod("in-time", grace(30), terminating(now.Add(3*time.Second))),
@@ -360,7 +360,7 @@ func TestDecideActions(t *testing.T) {
 		},
 		{
 			name:  "the caller's deadline wins when it is earlier than ForceAfter",
-			state: State{Start: now.Add(-time.Minute), Deadline: now.Add(10 * time.Second)},
+			state: State{start: now.Add(-time.Minute), deadline: now.Add(10 * time.Second)},
 			node:  newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
 			pods:  []*corev1.Pod{newPod("a", grace(30))},
 			want: []row{{Pod: "a", Action: ActionForceDelete, Cause: CauseDeadline,
@@ -407,7 +407,7 @@ func TestDecideVolumeSlots(t *testing.T) {
 	vas := []*storagev1.VolumeAttachment{newVA("pv-a", testNode), newVA("pv-b", testNode), newVA("pv-c", testNode), newVA("pv-x", testNode)}
 	// One pod with a volume is gone but its volume has not detached: it
 	// takes one of the two slots.
-	state := State{Start: now.Add(-time.Minute), Tracked: []Tracked{{
+	state := State{start: now.Add(-time.Minute), tracked: []trackedPod{{
 		Pod: PodRef{Namespace: "default", Name: "x", UID: "uid-x"}, Volumes: []string{"pv-x"}, GoneAt: now.Add(-10 * time.Second),
 	}}}
 	got := Decide(volumeSnap(now, pods, vas, state), Options{Volumes: VolumeOptions{Parallelism: 2}})
@@ -421,7 +421,7 @@ func TestDecideVolumeSlots(t *testing.T) {
 		t.Errorf("decisions (-want +got):\n%s", diff)
 	}
 	wantWaits := []VolumeWait{{
-		Pod: state.Tracked[0].Pod, Phase: VolumeDetach, Volumes: []string{"pv-x"},
+		Pod: state.tracked[0].Pod, Phase: VolumeDetach, Volumes: []string{"pv-x"},
 		Since: now.Add(-10 * time.Second), Until: now.Add(-10*time.Second + DefaultDetachTimeout),
 	}}
 	if diff := cmp.Diff(wantWaits, got.Volumes); diff != "" {
@@ -432,12 +432,12 @@ func TestDecideVolumeSlots(t *testing.T) {
 func TestDecideVolumeWaits(t *testing.T) {
 	now := epoch
 	gone := PodRef{Namespace: "default", Name: "gone", UID: "uid-gone"}
-	tracked := func(mods ...func(*Tracked)) State {
-		tr := Tracked{Pod: gone, Volumes: []string{"pv-a"}, GoneAt: now.Add(-10 * time.Second)}
+	tracked := func(mods ...func(*trackedPod)) State {
+		tr := trackedPod{Pod: gone, Volumes: []string{"pv-a"}, GoneAt: now.Add(-10 * time.Second)}
 		for _, m := range mods {
 			m(&tr)
 		}
-		return State{Start: now.Add(-time.Hour), Tracked: []Tracked{tr}}
+		return State{start: now.Add(-time.Hour), tracked: []trackedPod{tr}}
 	}
 	type want struct {
 		Actions   map[string]Action
@@ -473,7 +473,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 			name:  "pod seen gone for the first time",
 			pods:  []*corev1.Pod{},
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
-			state: tracked(func(tr *Tracked) { tr.GoneAt = time.Time{} }),
+			state: tracked(func(tr *trackedPod) { tr.GoneAt = time.Time{} }),
 			want: want{
 				Actions: map[string]Action{},
 				Waits:   []VolumeWait{{Pod: gone, Phase: VolumeDetach, Volumes: []string{"pv-a"}, Since: now, Until: now.Add(DefaultDetachTimeout)}},
@@ -498,7 +498,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 			name:  "detach timeout",
 			pods:  []*corev1.Pod{newPod("late", order(1))},
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
-			state: tracked(func(tr *Tracked) { tr.GoneAt = now.Add(-DefaultDetachTimeout) }),
+			state: tracked(func(tr *trackedPod) { tr.GoneAt = now.Add(-DefaultDetachTimeout) }),
 			want: want{
 				Actions:   map[string]Action{"late": ActionEvict},
 				Events:    []string{"DetachTimedOut gone"},
@@ -510,7 +510,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 			name:  "the drain deadline ends volume waits",
 			pods:  []*corev1.Pod{},
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
-			state: func() State { s := tracked(); s.Deadline = now; return s }(),
+			state: func() State { s := tracked(); s.deadline = now; return s }(),
 			want:  want{Actions: map[string]Action{}, Events: []string{"DetachTimedOut gone"}, Tracked: 1, Done: true},
 		},
 		{
@@ -567,7 +567,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 			opts:  Options{Volumes: VolumeOptions{WaitForReattach: true}},
 			pods:  []*corev1.Pod{},
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", "node-2")},
-			state: tracked(func(tr *Tracked) { tr.DetachedAt = now.Add(-time.Second) }),
+			state: tracked(func(tr *trackedPod) { tr.DetachedAt = now.Add(-time.Second) }),
 			want:  want{Actions: map[string]Action{}, Events: []string{"VolumesReattached gone"}, Done: true},
 		},
 		{
@@ -600,7 +600,7 @@ func TestDecideVolumeWaits(t *testing.T) {
 			got := Decide(snap, tt.opts)
 			gotW := want{
 				Actions: actions(got), Waits: got.Volumes, Events: eventTypes(got.Events),
-				Tracked: len(got.State.Tracked), Done: got.Done, GroupsLen: len(got.Groups),
+				Tracked: len(got.State.tracked), Done: got.Done, GroupsLen: len(got.Groups),
 			}
 			if diff := cmp.Diff(tt.want, gotW, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("(-want +got):\n%s\nmessage: %s", diff, got.Message)
@@ -651,7 +651,7 @@ func TestDecideSummary(t *testing.T) {
 		{
 			name:        "backoff decides the next check",
 			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
-			state:       State{Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 3, Until: now.Add(4 * time.Second)}}},
+			state:       State{backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 3, Until: now.Add(4 * time.Second)}}},
 			pods:        []*corev1.Pod{newPod("a")},
 			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
 			wantNext:    now.Add(4 * time.Second),
@@ -660,7 +660,7 @@ func TestDecideSummary(t *testing.T) {
 			name:        "force deletion time decides the next check",
 			opts:        Options{Timeout: time.Minute},
 			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
-			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
+			state:       State{start: now, backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
 			pods:        []*corev1.Pod{newPod("a", grace(30))},
 			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
 			wantNext:    now.Add(30 * time.Second),
@@ -678,7 +678,7 @@ func TestDecideSummary(t *testing.T) {
 			name:        "the ForceAfter moment decides the next check",
 			node:        newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
 			pdbs:        []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)},
-			state:       State{Start: now, Backoffs: []Backoff{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
+			state:       State{start: now, backoffs: []backoffEntry{{Key: "pdb/default/web", Attempts: 1, Until: now.Add(time.Hour)}}},
 			pods:        []*corev1.Pod{newPod("a", grace(1))},
 			wantMessage: "1 pod remaining: blocked by PDB default/web (needs 3 healthy, has 2): default/a",
 			wantNext:    now.Add(3*time.Minute - time.Second),
@@ -723,20 +723,20 @@ func TestDecideSummary(t *testing.T) {
 
 func TestDecideStartsState(t *testing.T) {
 	got := Decide(Snapshot{Node: newNode(testNode), Now: epoch}, Options{Timeout: time.Hour})
-	want := State{Start: epoch, Deadline: epoch.Add(time.Hour)}
-	if diff := cmp.Diff(want, got.State, cmpopts.EquateEmpty()); diff != "" {
+	want := State{start: epoch, deadline: epoch.Add(time.Hour)}
+	if diff := cmp.Diff(want, got.State, cmpopts.EquateEmpty(), stateFields); diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
 	}
 	// A deadline set by the caller wins over Options.Timeout.
-	mine := State{Start: epoch.Add(-time.Hour), Deadline: epoch.Add(time.Minute)}
+	mine := State{start: epoch.Add(-time.Hour), deadline: epoch.Add(time.Minute)}
 	got = Decide(Snapshot{Node: newNode(testNode), Now: epoch, State: mine}, Options{Timeout: time.Hour})
-	if diff := cmp.Diff(mine, got.State, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(mine, got.State, cmpopts.EquateEmpty(), stateFields); diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
 	}
 }
 
 func TestDecidePrunesBackoffs(t *testing.T) {
-	state := State{Backoffs: []Backoff{
+	state := State{backoffs: []backoffEntry{
 		{Key: "pdb/default/web", Attempts: 1, Until: epoch},
 		{Key: "pdb/default/deleted", Attempts: 1, Until: epoch},
 		{Key: "pod/uid-a", Attempts: 1, Until: epoch},
@@ -747,7 +747,7 @@ func TestDecidePrunesBackoffs(t *testing.T) {
 		Pods: []*corev1.Pod{newPod("a")}, PDBs: []*policyv1.PodDisruptionBudget{newPDB("web", "other", 1, 1, 1, 1)},
 	}, Options{})
 	var keys []string
-	for _, b := range got.State.Backoffs {
+	for _, b := range got.State.backoffs {
 		keys = append(keys, b.Key)
 	}
 	if diff := cmp.Diff([]string{"pdb/default/web", "pod/uid-a"}, keys); diff != "" {
@@ -827,14 +827,14 @@ func TestDecideForcedDetach(t *testing.T) {
 		Spec: storagev1.VolumeAttachmentSpec{Attacher: "disk.example.com", NodeName: testNode}}
 	vas := []*storagev1.VolumeAttachment{newVA("pv-b", testNode), newVA("pv-a", testNode), newVA("pv-c", "node-2"), inline}
 	down := newNode(testNode, notReadySinceAt(now.Add(-10*time.Minute))) // forced since now-5m
-	forced := ForcedDetach{Since: now}
+	forced := forcedDetach{Since: now}
 	type want struct {
 		Delete      []string
 		Waits       []VolumeWait
 		Events      []string
 		Done        bool
 		ForceReason string
-		State       ForcedDetach
+		State       forcedDetach
 	}
 	waitAll := VolumeWait{Phase: VolumeForceDetach, Volumes: []string{"pv-a", "pv-b"},
 		Attachments: []string{"va-inline", "va-pv-a-node-1", "va-pv-b-node-1"}, Since: now, Until: now.Add(DefaultDetachTimeout)}
@@ -863,7 +863,7 @@ func TestDecideForcedDetach(t *testing.T) {
 			name:  "forced by the deadline on an unreachable node",
 			node:  newNode(testNode, notReadySinceAt(now.Add(-2*time.Minute))),
 			vas:   vas,
-			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			state: State{start: now.Add(-time.Hour), deadline: now.Add(-time.Second)},
 			want: want{
 				Delete:      []string{"va-inline", "va-pv-a-node-1", "va-pv-b-node-1"},
 				Waits:       []VolumeWait{waitAll},
@@ -875,39 +875,39 @@ func TestDecideForcedDetach(t *testing.T) {
 			name:  "attachments being deleted are waited for, not deleted again",
 			node:  down,
 			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode)), newVA("pv-b", testNode)},
-			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-time.Minute)}},
+			state: State{forcedDetach: forcedDetach{Since: now.Add(-time.Minute)}},
 			want: want{
 				Delete: []string{"va-pv-b-node-1"},
 				Waits: []VolumeWait{{Phase: VolumeForceDetach, Volumes: []string{"pv-a", "pv-b"},
 					Attachments: []string{"va-pv-a-node-1", "va-pv-b-node-1"},
 					Since:       now.Add(-time.Minute), Until: now.Add(-time.Minute + DefaultDetachTimeout)}},
 				ForceReason: "node not Ready for more than 5m0s",
-				State:       ForcedDetach{Since: now.Add(-time.Minute)},
+				State:       forcedDetach{Since: now.Add(-time.Minute)},
 			},
 		},
 		{
 			name:  "given up after DetachTimeout",
 			node:  down,
 			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode))},
-			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-DefaultDetachTimeout)}},
+			state: State{forcedDetach: forcedDetach{Since: now.Add(-DefaultDetachTimeout)}},
 			want: want{
 				Events: []string{"DetachTimedOut "},
 				Done:   true,
-				State:  ForcedDetach{Since: now.Add(-DefaultDetachTimeout), GaveUp: true},
+				State:  forcedDetach{Since: now.Add(-DefaultDetachTimeout), GaveUp: true},
 			},
 		},
 		{
 			name:  "once given up, nothing more",
 			node:  down,
 			vas:   []*storagev1.VolumeAttachment{deleting(newVA("pv-a", testNode))},
-			state: State{ForcedDetach: ForcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
-			want:  want{Done: true, State: ForcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
+			state: State{forcedDetach: forcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
+			want:  want{Done: true, State: forcedDetach{Since: now.Add(-time.Hour), GaveUp: true}},
 		},
 		{
 			name:  "all gone: done",
 			node:  down,
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-c", "node-2")},
-			state: State{ForcedDetach: forced},
+			state: State{forcedDetach: forced},
 			want:  want{Done: true, State: forced},
 		},
 		{
@@ -948,7 +948,7 @@ func TestDecideForcedDetach(t *testing.T) {
 			name:  "a Ready node past its deadline: nothing is deleted",
 			node:  newNode(testNode),
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
-			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			state: State{start: now.Add(-time.Hour), deadline: now.Add(-time.Second)},
 			want:  want{Done: true},
 		},
 		{
@@ -957,7 +957,7 @@ func TestDecideForcedDetach(t *testing.T) {
 			name:  "a node NotReady for less than Unreachable.After past its deadline: nothing is deleted",
 			node:  newNode(testNode, notReadySinceAt(now.Add(-30*time.Second))),
 			vas:   []*storagev1.VolumeAttachment{newVA("pv-a", testNode)},
-			state: State{Start: now.Add(-time.Hour), Deadline: now.Add(-time.Second)},
+			state: State{start: now.Add(-time.Hour), deadline: now.Add(-time.Second)},
 			want:  want{Done: true},
 		},
 	}
@@ -972,7 +972,7 @@ func TestDecideForcedDetach(t *testing.T) {
 				}
 			}
 			gotW := want{Delete: del, Waits: got.Volumes, Events: eventTypes(got.Events), Done: got.Done,
-				ForceReason: got.ForceReason, State: got.State.ForcedDetach}
+				ForceReason: got.ForceReason, State: got.State.forcedDetach}
 			if diff := cmp.Diff(tt.want, gotW, cmpopts.EquateEmpty()); diff != "" {
 				t.Errorf("(-want +got):\n%s\nmessage: %s", diff, got.Message)
 			}
@@ -990,15 +990,15 @@ func TestDecideForceReason(t *testing.T) {
 		want  string
 	}{
 		{name: "no deadline", pods: []*corev1.Pod{newPod("a")}},
-		{name: "deadline ahead", state: State{Deadline: now.Add(time.Hour)}, pods: []*corev1.Pod{newPod("a")}},
+		{name: "deadline ahead", state: State{deadline: now.Add(time.Hour)}, pods: []*corev1.Pod{newPod("a")}},
 		{
 			name:  "deadline near: a long grace period is deleted early",
-			state: State{Deadline: now.Add(10 * time.Second)}, pods: []*corev1.Pod{newPod("a", grace(30))},
+			state: State{deadline: now.Add(10 * time.Second)}, pods: []*corev1.Pod{newPod("a", grace(30))},
 			want: "drain deadline 2025-01-01T12:00:10Z is near",
 		},
 		{
 			name:  "deadline passed",
-			state: State{Deadline: now}, pods: []*corev1.Pod{newPod("a")},
+			state: State{deadline: now}, pods: []*corev1.Pod{newPod("a")},
 			want: "drain deadline 2025-01-01T12:00:00Z passed",
 		},
 		{
@@ -1013,7 +1013,7 @@ func TestDecideForceReason(t *testing.T) {
 		},
 		{
 			name:  "terminating within the deadline: nothing is force-deleted",
-			state: State{Deadline: now}, pods: []*corev1.Pod{newPod("a", terminating(now.Add(-time.Second)))},
+			state: State{deadline: now}, pods: []*corev1.Pod{newPod("a", terminating(now.Add(-time.Second)))},
 		},
 	}
 	for _, tt := range tests {
@@ -1051,7 +1051,7 @@ func TestBlockingBudgets(t *testing.T) {
 				newPDB("web", "web", 1, 1, 2, 2), newPDB("db", "db", 0, 3, 2, 3), newPDB("strict", "strict", 0, 2, 2, 2),
 				other(newPDB("x", "x", 1, 0, 1, 1)), other(newPDB("y", "x", 1, 0, 1, 1)),
 			},
-			state: State{Backoffs: []Backoff{{Key: "pdb/default/db", Attempts: 1, Until: now.Add(time.Minute)}}},
+			state: State{backoffs: []backoffEntry{{Key: "pdb/default/db", Attempts: 1, Until: now.Add(time.Minute)}}},
 			pods: []*corev1.Pod{
 				newPod("w1"), newPod("w2"), newPod("d1", app("db")), newPod("s1", app("strict")),
 				newPod("x1", inNamespace("team"), app("x")),

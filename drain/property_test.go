@@ -109,30 +109,30 @@ func genSnapshot(t *rapid.T) (Snapshot, Options) {
 		}
 	}
 	var st State
-	st.Start = now.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "startedAgo")) * time.Second)
+	st.start = now.Add(-time.Duration(rapid.IntRange(0, 600).Draw(t, "startedAgo")) * time.Second)
 	if rapid.Bool().Draw(t, "deadline") {
-		st.Deadline = st.Start.Add(time.Duration(rapid.IntRange(1, 900).Draw(t, "timeout")) * time.Second)
+		st.deadline = st.start.Add(time.Duration(rapid.IntRange(1, 900).Draw(t, "timeout")) * time.Second)
 	}
 	for i := range rapid.IntRange(0, 3).Draw(t, "tracked") {
-		st.Tracked = append(st.Tracked, Tracked{
+		st.tracked = append(st.tracked, trackedPod{
 			Pod:     PodRef{Namespace: "default", Name: fmt.Sprintf("gone%d", i), UID: types.UID(fmt.Sprintf("uid-gone%d", i))},
 			Group:   Group{Order: rapid.IntRange(-1, 3).Draw(t, "trackedOrder")},
 			Volumes: []string{fmt.Sprintf("pv-%d", rapid.IntRange(0, 8).Draw(t, "trackedPV"))},
-			GoneAt:  st.Start.Add(time.Duration(rapid.IntRange(0, int(now.Sub(st.Start)/time.Second)).Draw(t, "goneAfterStart")) * time.Second),
+			GoneAt:  st.start.Add(time.Duration(rapid.IntRange(0, int(now.Sub(st.start)/time.Second)).Draw(t, "goneAfterStart")) * time.Second),
 		})
 	}
-	st.MaxEvictRetries = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "maxEvictRetries")
+	st.maxEvictRetries = rapid.SampledFrom([]int{0, 0, 1, 3}).Draw(t, "maxEvictRetries")
 	for _, p := range pods {
 		// As many as the backoff lets a drain of that age record: Decide
 		// distrusts more (TestDistrust).
-		most := maxAttempts(now.Sub(st.Start), DefaultBackoffInitial, DefaultBackoffMax)
+		most := maxAttempts(now.Sub(st.start), DefaultBackoffInitial, DefaultBackoffMax)
 		if n := rapid.IntRange(0, min(4, most)).Draw(t, "refusals"); n > 0 {
-			st.Refusals = append(st.Refusals, PodRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: n})
+			st.refusals = append(st.refusals, podRefusals{Pod: PodRef{Namespace: p.Namespace, Name: p.Name, UID: p.UID}, Count: n})
 		}
 	}
 	for _, pdb := range pdbs {
 		if rapid.Bool().Draw(t, "backoff") {
-			st.Backoffs = append(st.Backoffs, Backoff{Key: "pdb/" + pdb.Namespace + "/" + pdb.Name, Attempts: 1,
+			st.backoffs = append(st.backoffs, backoffEntry{Key: "pdb/" + pdb.Namespace + "/" + pdb.Name, Attempts: 1,
 				Until: now.Add(time.Duration(rapid.IntRange(-5, 5).Draw(t, "backoffLeft")) * time.Second)})
 		}
 	}
@@ -156,7 +156,7 @@ func TestPropertyDecide(t *testing.T) {
 		p := Decide(snap, opts)
 
 		// The inputs are untouched.
-		if diff := cmp.Diff(before, snap, cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(before, snap, cmpopts.EquateEmpty(), stateFields); diff != "" {
 			t.Fatalf("Decide changed its input (-before +after):\n%s", diff)
 		}
 
@@ -244,10 +244,10 @@ func TestPropertyDecide(t *testing.T) {
 		// the refused pods, its termination, a volume slot, or the backoff
 		// that paces its next attempt.
 		refusals := map[types.UID]int{}
-		for _, r := range snap.State.Refusals {
+		for _, r := range snap.State.refusals {
 			refusals[r.Pod.UID] += r.Count
 		}
-		bound := snap.State.MaxEvictRetries
+		bound := snap.State.maxEvictRetries
 		for _, d := range p.Decisions {
 			exhausted := bound > 0 && refusals[d.Pod.UID] >= bound
 			if d.Cause == CauseEvictRetries {
@@ -279,7 +279,7 @@ func TestPropertyDecide(t *testing.T) {
 		}
 		// The counts are kept for the pods still on the node, and only
 		// for them.
-		for _, r := range p.State.Refusals {
+		for _, r := range p.State.refusals {
 			if onNode[r.Pod.UID] == nil || r.Count != refusals[r.Pod.UID] {
 				t.Fatalf("refusals %+v kept; pod on the node: %v, count before %d", r, onNode[r.Pod.UID] != nil, refusals[r.Pod.UID])
 			}
@@ -351,7 +351,7 @@ func TestPropertyDecide(t *testing.T) {
 		for _, pdb := range snap.PDBs {
 			name := pdb.Namespace + "/" + pdb.Name
 			held := false
-			for _, b := range snap.State.Backoffs {
+			for _, b := range snap.State.backoffs {
 				held = held || (b.Key == "pdb/"+name && p.Now.Before(b.Until))
 			}
 			if !held {
@@ -400,7 +400,7 @@ func TestPropertyDecide(t *testing.T) {
 		// The order of the pods in the snapshot does not matter.
 		shuffled := snap
 		shuffled.Pods = rapid.Permutation(snap.Pods).Draw(t, "shuffled")
-		if diff := cmp.Diff(p, Decide(shuffled, opts), cmpopts.EquateEmpty()); diff != "" {
+		if diff := cmp.Diff(p, Decide(shuffled, opts), cmpopts.EquateEmpty(), stateFields); diff != "" {
 			t.Fatalf("plan depends on the pod order (-want +got):\n%s", diff)
 		}
 	})
@@ -425,7 +425,7 @@ func TestPropertyDrainSimulation(t *testing.T) {
 		now := snap.Now
 		// Budgets in the simulation never change, so only a deadline
 		// guarantees an end.
-		st := State{Start: now, Deadline: now.Add(time.Duration(rapid.IntRange(1, 900).Draw(t, "timeout")) * time.Second)}
+		st := State{start: now, deadline: now.Add(time.Duration(rapid.IntRange(1, 900).Draw(t, "timeout")) * time.Second)}
 		lastGroup := (*Group)(nil)
 		for step := 0; ; step++ {
 			if step > 400 {

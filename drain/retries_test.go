@@ -20,10 +20,10 @@ import (
 )
 
 // refused returns the refusal counts of pods named like newPod names them.
-func refused(counts map[string]int) []PodRefusals {
-	var out []PodRefusals
+func refused(counts map[string]int) []podRefusals {
+	var out []podRefusals
 	for name, n := range counts {
-		out = append(out, PodRefusals{Pod: PodRef{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}, Count: n})
+		out = append(out, podRefusals{Pod: PodRef{Namespace: "default", Name: name, UID: types.UID("uid-" + name)}, Count: n})
 	}
 	return out
 }
@@ -31,7 +31,7 @@ func refused(counts map[string]int) []PodRefusals {
 func TestDecideEvictRetries(t *testing.T) {
 	now := epoch
 	notAllowed := newPDB("web", "web", 0, 3, 2, 3) // one pod down: not misconfigured
-	backoff := Backoff{Key: "pdb/default/web", Attempts: 3, Until: now.Add(4 * time.Second), Cause: CauseDisruptionBudget}
+	backoff := backoffEntry{Key: "pdb/default/web", Attempts: 3, Until: now.Add(4 * time.Second), Cause: CauseDisruptionBudget}
 	tests := []struct {
 		name       string
 		pods       []*corev1.Pod
@@ -44,7 +44,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "below the bound the budget decides",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 3, Refusals: refused(map[string]int{"a": 2, "b": 2})},
+			state: State{maxEvictRetries: 3, refusals: refused(map[string]int{"a": 2, "b": 2})},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionEvict},
@@ -55,7 +55,7 @@ func TestDecideEvictRetries(t *testing.T) {
 			// b still has retries: it is the budget's probe of this plan.
 			name:  "at the bound the next attempt deletes, with the pod's own grace",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 3, Refusals: refused(map[string]int{"a": 3, "b": 1})},
+			state: State{maxEvictRetries: 3, refusals: refused(map[string]int{"a": 3, "b": 1})},
 			pods:  []*corev1.Pod{newPod("a", grace(45)), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 45 * time.Second},
@@ -66,7 +66,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "the backoff after the last refusal still paces the deletion",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 3, Refusals: refused(map[string]int{"a": 3, "b": 3}), Backoffs: []Backoff{backoff}},
+			state: State{maxEvictRetries: 3, refusals: refused(map[string]int{"a": 3, "b": 3}), backoffs: []backoffEntry{backoff}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionBlocked, Cause: CauseDisruptionBudget, RetryAt: backoff.Until},
@@ -76,7 +76,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "an expired backoff: every pod out of retries goes",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 3, Refusals: refused(map[string]int{"a": 3, "b": 4}), Backoffs: []Backoff{{Key: backoff.Key, Attempts: 3, Until: now}}},
+			state: State{maxEvictRetries: 3, refusals: refused(map[string]int{"a": 3, "b": 4}), backoffs: []backoffEntry{{Key: backoff.Key, Attempts: 3, Until: now}}},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 30 * time.Second},
@@ -87,7 +87,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "no bound: refusals are counted, budgets are respected",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{Refusals: refused(map[string]int{"a": 100})},
+			state: State{refusals: refused(map[string]int{"a": 100})},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionEvict},
@@ -98,7 +98,7 @@ func TestDecideEvictRetries(t *testing.T) {
 			name:       "the bound of Options when the state has none",
 			opts:       Options{MaxEvictRetries: 2},
 			pdbs:       []*policyv1.PodDisruptionBudget{notAllowed},
-			state:      State{Refusals: refused(map[string]int{"a": 2})},
+			state:      State{refusals: refused(map[string]int{"a": 2})},
 			pods:       []*corev1.Pod{newPod("a")},
 			want:       []row{{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 30 * time.Second}},
 			wantReason: "eviction refused 2 times by PodDisruptionBudgets (MaxEvictRetries)",
@@ -107,14 +107,14 @@ func TestDecideEvictRetries(t *testing.T) {
 			name:  "the state's bound wins over Options",
 			opts:  Options{MaxEvictRetries: 1},
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 5, Refusals: refused(map[string]int{"a": 2})},
+			state: State{maxEvictRetries: 5, refusals: refused(map[string]int{"a": 2})},
 			pods:  []*corev1.Pod{newPod("a")},
 			want:  []row{{Pod: "a", Action: ActionEvict}},
 		},
 		{
 			name:  "with a deadline ahead: deleted now, ForceAt still the deadline's",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{Deadline: now.Add(time.Hour), MaxEvictRetries: 1, Refusals: refused(map[string]int{"a": 1})},
+			state: State{deadline: now.Add(time.Hour), maxEvictRetries: 1, refusals: refused(map[string]int{"a": 1})},
 			pods:  []*corev1.Pod{newPod("a", grace(30))},
 			want: []row{{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries,
 				ForceAt: now.Add(time.Hour - 30*time.Second), Grace: 30 * time.Second}},
@@ -123,8 +123,8 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name: "the deadline and the bound in one plan: both reasons",
 			pdbs: []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{Deadline: now.Add(10 * time.Second), MaxEvictRetries: 1,
-				Refusals: refused(map[string]int{"b-short": 1})},
+			state: State{deadline: now.Add(10 * time.Second), maxEvictRetries: 1,
+				refusals: refused(map[string]int{"b-short": 1})},
 			pods: []*corev1.Pod{newPod("a-long", grace(30)), newPod("b-short", grace(5))},
 			want: []row{
 				{Pod: "a-long", Action: ActionForceDelete, Cause: CauseDeadline, ForceAt: now.Add(-20 * time.Second), Grace: 10 * time.Second},
@@ -135,7 +135,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "a pod out of retries in a later group waits for its group",
 			pdbs:  []*policyv1.PodDisruptionBudget{notAllowed},
-			state: State{MaxEvictRetries: 1, Refusals: refused(map[string]int{"late": 1})},
+			state: State{maxEvictRetries: 1, refusals: refused(map[string]int{"late": 1})},
 			pods:  []*corev1.Pod{newPod("first", app("other")), newPod("late", order(1))},
 			want: []row{
 				{Pod: "first", Action: ActionEvict},
@@ -144,14 +144,14 @@ func TestDecideEvictRetries(t *testing.T) {
 		},
 		{
 			name:  "a terminating pod out of retries is waited for",
-			state: State{MaxEvictRetries: 1, Refusals: refused(map[string]int{"a": 1})},
+			state: State{maxEvictRetries: 1, refusals: refused(map[string]int{"a": 1})},
 			pods:  []*corev1.Pod{newPod("a", terminating(now.Add(20*time.Second)))},
 			want:  []row{{Pod: "a", Action: ActionWaitTermination}},
 		},
 		{
 			name:  "refused pods hold a pod out of retries too",
 			opts:  Options{RefuseUnmanaged: true},
-			state: State{MaxEvictRetries: 1, Refusals: refused(map[string]int{"a": 1})},
+			state: State{maxEvictRetries: 1, refusals: refused(map[string]int{"a": 1})},
 			pods:  []*corev1.Pod{newPod("a"), newPod("bare", unmanaged())},
 			want: []row{
 				{Pod: "a", Action: ActionBlocked, Cause: CauseRefusedPods},
@@ -163,7 +163,7 @@ func TestDecideEvictRetries(t *testing.T) {
 			// they no longer ask it.
 			name:  "a misconfigured budget no longer holds a pod out of retries",
 			pdbs:  []*policyv1.PodDisruptionBudget{newPDB("strict", "web", 0, 2, 2, 2)},
-			state: State{MaxEvictRetries: 2, Refusals: refused(map[string]int{"a": 2})},
+			state: State{maxEvictRetries: 2, refusals: refused(map[string]int{"a": 2})},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 30 * time.Second},
@@ -174,7 +174,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:  "the deletion takes a disruption the budget still allows",
 			pdbs:  []*policyv1.PodDisruptionBudget{newPDB("web", "web", 1, 2, 3, 3)},
-			state: State{MaxEvictRetries: 2, Refusals: refused(map[string]int{"a": 2})},
+			state: State{maxEvictRetries: 2, refusals: refused(map[string]int{"a": 2})},
 			pods:  []*corev1.Pod{newPod("a"), newPod("b")},
 			want: []row{
 				{Pod: "a", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 30 * time.Second},
@@ -185,7 +185,7 @@ func TestDecideEvictRetries(t *testing.T) {
 		{
 			name:       "an unhealthy pod counts its own refusals",
 			pdbs:       []*policyv1.PodDisruptionBudget{notAllowed},
-			state:      State{MaxEvictRetries: 2, Refusals: refused(map[string]int{"sick": 2})},
+			state:      State{maxEvictRetries: 2, refusals: refused(map[string]int{"sick": 2})},
 			pods:       []*corev1.Pod{newPod("sick", notReady())},
 			want:       []row{{Pod: "sick", Action: ActionForceDelete, Cause: CauseEvictRetries, Grace: 30 * time.Second}},
 			wantReason: "eviction refused 2 times by PodDisruptionBudgets (MaxEvictRetries)",
@@ -214,7 +214,7 @@ func TestDecideEvictRetriesVolumeSlots(t *testing.T) {
 		newPod("c", withClaim("c-pv-c")),
 	}
 	vas := []*storagev1.VolumeAttachment{newVA("pv-a", testNode), newVA("pv-b", testNode), newVA("pv-c", testNode)}
-	state := State{Start: now, MaxEvictRetries: 1, Refusals: refused(map[string]int{"a": 1, "b": 1})}
+	state := State{start: now, maxEvictRetries: 1, refusals: refused(map[string]int{"a": 1, "b": 1})}
 	snap := volumeSnap(now, pods, vas, state)
 	snap.PDBs = []*policyv1.PodDisruptionBudget{newPDB("web", "web", 0, 3, 2, 3)}
 	got := Decide(snap, Options{Volumes: VolumeOptions{Parallelism: 1}})
@@ -229,7 +229,7 @@ func TestDecideEvictRetriesVolumeSlots(t *testing.T) {
 }
 
 func TestDecideKeepsRefusals(t *testing.T) {
-	state := State{Refusals: []PodRefusals{
+	state := State{refusals: []podRefusals{
 		{Pod: PodRef{Namespace: "default", Name: "gone", UID: "uid-gone"}, Count: 4},
 		{Pod: PodRef{Namespace: "default", Name: "b", UID: "uid-b"}, Count: 2},
 		{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a-old"}, Count: 7}, // an earlier pod of that name
@@ -238,14 +238,14 @@ func TestDecideKeepsRefusals(t *testing.T) {
 	got := Decide(Snapshot{Node: newNode(testNode), Now: epoch, State: begun(state, epoch),
 		Pods: []*corev1.Pod{newPod("a"), newPod("b"), newPod("c")}}, Options{MaxEvictRetries: 3})
 	want := State{
-		Start:           epoch.Add(-time.Hour), // begun
-		MaxEvictRetries: 3,
-		Refusals: []PodRefusals{
+		start:           epoch.Add(-time.Hour), // begun
+		maxEvictRetries: 3,
+		refusals: []podRefusals{
 			{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1},
 			{Pod: PodRef{Namespace: "default", Name: "b", UID: "uid-b"}, Count: 2},
 		},
 	}
-	if diff := cmp.Diff(want, got.State, cmpopts.EquateEmpty()); diff != "" {
+	if diff := cmp.Diff(want, got.State, cmpopts.EquateEmpty(), stateFields); diff != "" {
 		t.Errorf("State (-want +got):\n%s", diff)
 	}
 }
@@ -261,7 +261,7 @@ func TestPassEvictRetries(t *testing.T) {
 	var events []Event
 	d := c.drainer(Options{OnEvent: func(e Event) { events = append(events, e) }})
 
-	state := State{MaxEvictRetries: 3}
+	state := State{maxEvictRetries: 3}
 	var res Result
 	for i := 1; i <= 3; i++ {
 		res = c.pass(d, state)
@@ -269,12 +269,12 @@ func TestPassEvictRetries(t *testing.T) {
 		if calls := c.evictionCalls(); len(calls) != i || calls[i-1].Code != 429 {
 			t.Fatalf("pass %d: eviction calls %+v, want %d refused", i, calls, i)
 		}
-		want := []PodRefusals{
+		want := []podRefusals{
 			{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: i},
 			{Pod: PodRef{Namespace: "default", Name: "b", UID: "uid-b"}, Count: i},
 			{Pod: PodRef{Namespace: "default", Name: "c", UID: "uid-c"}, Count: i},
 		}
-		if diff := cmp.Diff(want, state.Refusals); diff != "" {
+		if diff := cmp.Diff(want, state.refusals); diff != "" {
 			t.Fatalf("pass %d: refusals (-want +got):\n%s", i, diff)
 		}
 		if res.ForceDeletions != 0 || len(c.deletionCalls()) != 0 {
@@ -282,8 +282,8 @@ func TestPassEvictRetries(t *testing.T) {
 		}
 		// A pass during the backoff asks nothing and counts nothing.
 		again := c.pass(d, state)
-		if n := len(c.evictionCalls()); n != i || !cmp.Equal(again.State.Refusals, state.Refusals) {
-			t.Fatalf("pass %d repeated during the backoff: %d eviction calls, refusals %+v", i, n, again.State.Refusals)
+		if n := len(c.evictionCalls()); n != i || !cmp.Equal(again.State.refusals, state.refusals) {
+			t.Fatalf("pass %d repeated during the backoff: %d eviction calls, refusals %+v", i, n, again.State.refusals)
 		}
 		c.clock.SetTime(res.NextCheck)
 	}
@@ -324,8 +324,8 @@ func TestPassEvictRetries(t *testing.T) {
 
 	c.kubelet()
 	res = c.pass(d, persist(t, res.State))
-	if !res.Done || len(res.State.Refusals) != 0 {
-		t.Errorf("Done=%v Refusals=%+v after the pods are gone: %s", res.Done, res.State.Refusals, res.Message)
+	if !res.Done || len(res.State.refusals) != 0 {
+		t.Errorf("Done=%v Refusals=%+v after the pods are gone: %s", res.Done, res.State.refusals, res.Message)
 	}
 }
 
@@ -346,28 +346,28 @@ func TestPassCountsOnlyBudgetRefusals(t *testing.T) {
 		return nil // the simulated budget answers
 	}
 	d := c.drainer(Options{})
-	res, err := d.Pass(t.Context(), testNode, State{MaxEvictRetries: 2})
+	res, err := d.Pass(t.Context(), testNode, State{maxEvictRetries: 2})
 	if err == nil {
 		t.Fatal("the 500 was not reported")
 	}
-	want := []PodRefusals{
+	want := []podRefusals{
 		{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1},
 		{Pod: PodRef{Namespace: "default", Name: "b", UID: "uid-b"}, Count: 1},
 	}
-	if diff := cmp.Diff(want, res.State.Refusals); diff != "" {
+	if diff := cmp.Diff(want, res.State.refusals); diff != "" {
 		t.Fatalf("refusals (-want +got):\n%s", diff)
 	}
 
 	// The budget's next probe fails with 500, the throttled pod is
 	// throttled again: nothing more is counted, nothing deleted.
 	fail = true
-	c.clock.SetTime(res.State.Backoffs[0].Until.Add(time.Hour))
+	c.clock.SetTime(res.State.backoffs[0].Until.Add(time.Hour))
 	calls := len(c.evictionCalls())
 	res, _ = d.Pass(t.Context(), testNode, res.State)
 	if n := len(c.evictionCalls()) - calls; n != 3 {
 		t.Errorf("%d eviction calls in the second pass, want 3 (the budget's probe, throttled, broken)", n)
 	}
-	if diff := cmp.Diff(want, res.State.Refusals); diff != "" {
+	if diff := cmp.Diff(want, res.State.refusals); diff != "" {
 		t.Errorf("refusals after errors (-want +got):\n%s", diff)
 	}
 	if n := len(c.deletionCalls()); n != 0 {
@@ -378,7 +378,7 @@ func TestPassCountsOnlyBudgetRefusals(t *testing.T) {
 func TestPassRejectsNegativeMaxEvictRetries(t *testing.T) {
 	c := newCluster(t, newNode(testNode), newPod("a"))
 	d := c.drainer(Options{})
-	if _, err := d.Pass(t.Context(), testNode, State{MaxEvictRetries: -1}); err == nil || !strings.Contains(err.Error(), "MaxEvictRetries") {
+	if _, err := d.Pass(t.Context(), testNode, State{maxEvictRetries: -1}); err == nil || !strings.Contains(err.Error(), "MaxEvictRetries") {
 		t.Errorf("Pass with MaxEvictRetries -1: error %v, want one naming MaxEvictRetries", err)
 	}
 	if len(c.evictionCalls()) != 0 {
@@ -399,25 +399,25 @@ func TestStateWithoutBoundDecodes(t *testing.T) {
 	if err := json.Unmarshal([]byte(stored), &state); err != nil {
 		t.Fatal(err)
 	}
-	if state.MaxEvictRetries != 0 || state.Refusals != nil {
+	if state.maxEvictRetries != 0 || state.refusals != nil {
 		t.Fatalf("decoded %+v, want no bound and no refusals", state)
 	}
 	c := newCluster(t, newNode(testNode), newPDB("web", "web", 0, 3, 2, 3), newPod("a"))
 	res := c.pass(c.drainer(Options{}), state)
-	want := []PodRefusals{{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1}}
-	if diff := cmp.Diff(want, res.State.Refusals); diff != "" {
+	want := []podRefusals{{Pod: PodRef{Namespace: "default", Name: "a", UID: "uid-a"}, Count: 1}}
+	if diff := cmp.Diff(want, res.State.refusals); diff != "" {
 		t.Errorf("refusals (-want +got):\n%s", diff)
 	}
-	if res.State.Backoffs[0].Attempts != 3 {
-		t.Errorf("backoff %+v, want the stored one continued", res.State.Backoffs[0])
+	if res.State.backoffs[0].Attempts != 3 {
+		t.Errorf("backoff %+v, want the stored one continued", res.State.backoffs[0])
 	}
 
 	// The new fields survive JSON, and a state without them writes none.
-	res.State.MaxEvictRetries = 4
-	if got := persist(t, res.State); !cmp.Equal(got, res.State) {
-		t.Errorf("round trip changed the state (-want +got):\n%s", cmp.Diff(res.State, got))
+	res.State.maxEvictRetries = 4
+	if got := persist(t, res.State); !cmp.Equal(got, res.State, stateFields) {
+		t.Errorf("round trip changed the state (-want +got):\n%s", cmp.Diff(res.State, got, stateFields))
 	}
-	data, err := json.Marshal(State{Start: epoch})
+	data, err := json.Marshal(State{start: epoch})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -493,7 +493,7 @@ func TestPropertyEvictRetriesEndDrain(t *testing.T) {
 			pods[p.UID] = p.DeepCopy()
 		}
 		now := snap.Now
-		st := State{MaxEvictRetries: bound}
+		st := State{maxEvictRetries: bound}
 		for step := 0; ; step++ {
 			if step > 400 {
 				t.Fatalf("drain did not finish")
@@ -503,7 +503,7 @@ func TestPropertyEvictRetriesEndDrain(t *testing.T) {
 				cur = append(cur, p)
 			}
 			before := map[types.UID]int{}
-			for _, r := range st.Refusals {
+			for _, r := range st.refusals {
 				before[r.Pod.UID] = r.Count
 			}
 			res := Result{Plan: Decide(Snapshot{Node: newNode(testNode), Pods: cur, PDBs: pdbs,
@@ -532,7 +532,7 @@ func TestPropertyEvictRetriesEndDrain(t *testing.T) {
 				track(&res.State, dec)
 			}
 			countRefusals(&res, refusedKeys)
-			for _, r := range res.State.Refusals {
+			for _, r := range res.State.refusals {
 				if r.Count > before[r.Pod.UID]+1 {
 					t.Fatalf("step %d: %v counted %d refusals in one pass", step, r.Pod, r.Count-before[r.Pod.UID])
 				}

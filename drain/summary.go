@@ -13,7 +13,7 @@ const maxNamed = 3
 
 // finish computes the summary fields of p from its decisions and volume
 // waits: Remaining, Done, NextCheck, Message, and the budgets that block it
-// (State.BlockedBy).
+// (State.BlockingBudgets).
 func finish(p *Plan, opts Options) {
 	opts = opts.withDefaults()
 	now := p.Now
@@ -73,88 +73,37 @@ func finish(p *Plan, opts Options) {
 		p.NextCheck = next
 	}
 	p.Message = message(p)
-	p.State.BlockedBy = blockingBudgets(p.Decisions)
+	p.State.blockedBy = blockingBudgets(p.Decisions)
 }
 
 // message renders the short human summary of a plan. It names pods and
 // budgets but no times, so that it is stable while nothing changes.
 func message(p *Plan) string {
 	if p.Done {
-		skipped := 0
-		for _, d := range p.Decisions {
-			if d.Action == ActionSkip {
-				skipped++
-			}
-		}
-		if skipped == 0 {
-			return fmt.Sprintf("node %s is drained", p.Node)
-		}
-		return fmt.Sprintf("node %s is drained (%s left on it by policy)", p.Node, plural(skipped, "pod"))
+		return doneMessage(p)
 	}
-
 	type bucket struct {
 		title string
 		pods  []string
 	}
 	var order []string
 	buckets := map[string]*bucket{}
-	add := func(key, title, pod string) {
-		b, ok := buckets[key]
+	for _, d := range p.Decisions {
+		key, title, entry, ok := bucketOf(p, d)
 		if !ok {
+			continue
+		}
+		b, seen := buckets[key]
+		if !seen {
 			b = &bucket{title: title}
 			buckets[key] = b
 			order = append(order, key)
 		}
-		b.pods = append(b.pods, pod)
-	}
-	// The rank prefix of a key fixes the order of the parts.
-	for _, d := range p.Decisions {
-		pod := d.Pod.String()
-		switch d.Action {
-		case ActionRefuse:
-			add("0", "refused", pod+" ("+d.Reason+")")
-		case ActionBlocked:
-			switch {
-			case d.Cause == CauseRefusedPods:
-				add("9held", "held back by the refused pods", pod)
-			case d.Cause == CauseMultiplePDBs:
-				add("1multi", "selected by several PDBs, which the eviction API refuses", pod+" ("+pdbNames(d.PDBs)+")")
-			case len(d.PDBs) == 1 && (d.Cause == CauseDisruptionBudget || d.Cause == CauseMisconfiguredPDB):
-				add("1pdb "+d.PDBs[0].Name, "blocked by PDB "+d.PDBs[0].String(), pod)
-			case d.Cause == CauseNamespaceTerminating:
-				add("2ns", "in a terminating namespace", pod)
-			default:
-				add("2tmr", "eviction refused with 429, retrying", pod)
-			}
-		case ActionForceDelete:
-			if d.Error != "" {
-				add("3fail", "deletion failed", pod+": "+d.Error)
-			} else {
-				add("3force", "to force-delete", pod)
-			}
-		case ActionEvict:
-			if d.Error != "" {
-				add("4fail", "eviction failed", pod+": "+d.Error)
-			} else {
-				add("4evict", "to evict", pod)
-			}
-		case ActionWaitTermination:
-			add("5term", "terminating", pod)
-		case ActionWaitCompletion:
-			add("6compl", "waiting to complete", pod)
-		case ActionWaitVolumeSlot:
-			add("7slot", "waiting for a volume slot", pod)
-		case ActionWaitGroup:
-			current := ""
-			if len(p.Groups) > 0 {
-				current = " " + p.Groups[0].String()
-			}
-			add("8group", "in later groups, waiting for"+current, pod)
-		}
+		b.pods = append(b.pods, entry)
 	}
 	slices.Sort(order)
 
-	parts := make([]string, 0, len(order)+1)
+	parts := make([]string, 0, len(order)+3)
 	for _, key := range order {
 		b := buckets[key]
 		if key == "8group" || key == "9held" {
@@ -163,37 +112,104 @@ func message(p *Plan) string {
 		}
 		parts = append(parts, b.title+": "+nameList(b.pods))
 	}
-	if len(p.Volumes) > 0 {
-		var detach, reattach, deleted []string
-		for _, v := range p.Volumes {
-			owner := ""
-			if !v.Pod.IsZero() {
-				owner = " (" + v.Pod.String() + ")"
-			}
-			if v.Phase == VolumeForceDetach {
-				deleted = append(deleted, v.Attachments...)
-				continue
-			}
-			for _, pv := range v.Volumes {
-				if v.Phase == VolumeReattach {
-					reattach = append(reattach, pv+owner)
-				} else {
-					detach = append(detach, pv+owner)
-				}
-			}
-		}
-		if len(detach) > 0 {
-			parts = append(parts, "volumes to detach: "+nameList(detach))
-		}
-		if len(reattach) > 0 {
-			parts = append(parts, "volumes to re-attach elsewhere: "+nameList(reattach))
-		}
-		if len(deleted) > 0 {
-			parts = append(parts, "VolumeAttachments of the unreachable node deleted, waiting for them to go: "+nameList(deleted))
-		}
-	}
+	parts = append(parts, volumeParts(p.Volumes)...)
 	n := p.RemainingPods()
 	return fmt.Sprintf("%s remaining: %s", plural(n, "pod"), strings.Join(parts, "; "))
+}
+
+// doneMessage is the message of a drained node.
+func doneMessage(p *Plan) string {
+	skipped := 0
+	for _, d := range p.Decisions {
+		if d.Action == ActionSkip {
+			skipped++
+		}
+	}
+	if skipped == 0 {
+		return fmt.Sprintf("node %s is drained", p.Node)
+	}
+	return fmt.Sprintf("node %s is drained (%s left on it by policy)", p.Node, plural(skipped, "pod"))
+}
+
+// bucketOf returns the part of the message that names a pod's decision:
+// its key, whose rank prefix fixes the order of the parts, its title, and
+// how the pod is named in it. ok is false for decisions the message does
+// not name.
+func bucketOf(p *Plan, d Decision) (key, title, entry string, ok bool) {
+	pod := d.Pod.String()
+	switch d.Action {
+	case ActionRefuse:
+		return "0", "refused", pod + " (" + d.Reason + ")", true
+	case ActionBlocked:
+		switch {
+		case d.Cause == CauseRefusedPods:
+			return "9held", "held back by the refused pods", pod, true
+		case d.Cause == CauseMultiplePDBs:
+			return "1multi", "selected by several PDBs, which the eviction API refuses", pod + " (" + pdbNames(d.PDBs) + ")", true
+		case len(d.PDBs) == 1 && (d.Cause == CauseDisruptionBudget || d.Cause == CauseMisconfiguredPDB):
+			return "1pdb " + d.PDBs[0].Name, "blocked by PDB " + d.PDBs[0].String(), pod, true
+		case d.Cause == CauseNamespaceTerminating:
+			return "2ns", "in a terminating namespace", pod, true
+		default:
+			return "2tmr", "eviction refused with 429, retrying", pod, true
+		}
+	case ActionForceDelete:
+		if d.Error != "" {
+			return "3fail", "deletion failed", pod + ": " + d.Error, true
+		}
+		return "3force", "to force-delete", pod, true
+	case ActionEvict:
+		if d.Error != "" {
+			return "4fail", "eviction failed", pod + ": " + d.Error, true
+		}
+		return "4evict", "to evict", pod, true
+	case ActionWaitTermination:
+		return "5term", "terminating", pod, true
+	case ActionWaitCompletion:
+		return "6compl", "waiting to complete", pod, true
+	case ActionWaitVolumeSlot:
+		return "7slot", "waiting for a volume slot", pod, true
+	case ActionWaitGroup:
+		current := ""
+		if len(p.Groups) > 0 {
+			current = " " + p.Groups[0].String()
+		}
+		return "8group", "in later groups, waiting for" + current, pod, true
+	}
+	return "", "", "", false
+}
+
+// volumeParts are the parts of the message about volume waits.
+func volumeParts(waits []VolumeWait) []string {
+	var detach, reattach, deleted []string
+	for _, v := range waits {
+		owner := ""
+		if !v.Pod.IsZero() {
+			owner = " (" + v.Pod.String() + ")"
+		}
+		if v.Phase == VolumeForceDetach {
+			deleted = append(deleted, v.Attachments...)
+			continue
+		}
+		for _, pv := range v.Volumes {
+			if v.Phase == VolumeReattach {
+				reattach = append(reattach, pv+owner)
+			} else {
+				detach = append(detach, pv+owner)
+			}
+		}
+	}
+	var parts []string
+	if len(detach) > 0 {
+		parts = append(parts, "volumes to detach: "+nameList(detach))
+	}
+	if len(reattach) > 0 {
+		parts = append(parts, "volumes to re-attach elsewhere: "+nameList(reattach))
+	}
+	if len(deleted) > 0 {
+		parts = append(parts, "VolumeAttachments of the unreachable node deleted, waiting for them to go: "+nameList(deleted))
+	}
+	return parts
 }
 
 func nameList(names []string) string {

@@ -136,7 +136,7 @@ func (pl *planner) sweepOrphanVolumes() {
 	}
 	slices.Sort(orphans)
 	for _, pv := range orphans {
-		pl.tracked = append(pl.tracked, Tracked{Volumes: []string{pv}})
+		pl.tracked = append(pl.tracked, trackedPod{Volumes: []string{pv}})
 	}
 }
 
@@ -145,19 +145,19 @@ func (pl *planner) sweepOrphanVolumes() {
 // followed, adds the volume waits to the plan, marks the groups that
 // volumes still hold up, and counts the pods with volumes in flight.
 func (pl *planner) followTracked() {
-	var keep []Tracked
+	var keep []trackedPod
 	for _, t := range pl.tracked {
 		if pl.follow(&t) {
 			keep = append(keep, t)
 		}
 	}
 	if len(keep) > 0 {
-		pl.st.Tracked = keep
+		pl.st.tracked = keep
 	}
 }
 
 // follow advances one tracked entry and reports whether to keep it.
-func (pl *planner) follow(t *Tracked) bool {
+func (pl *planner) follow(t *trackedPod) bool {
 	now, opts := pl.now, pl.opts
 	ev := func(typ EventType, vols []string, msg string) {
 		pl.p.Events = append(pl.p.Events, Event{Type: typ, Node: pl.p.Node, Pod: t.Pod, Time: now, Volumes: vols, Message: msg})
@@ -267,7 +267,7 @@ func (pl *planner) forceDetach() {
 		}
 		return
 	}
-	fd := pl.st.ForcedDetach
+	fd := pl.st.forcedDetach
 	if fd.GaveUp {
 		return
 	}
@@ -277,12 +277,12 @@ func (pl *planner) forceDetach() {
 	until := fd.Since.Add(opts.Volumes.DetachTimeout)
 	if !now.Before(until) {
 		fd.GaveUp = true
-		pl.st.ForcedDetach = fd
+		pl.st.forcedDetach = fd
 		pl.p.Events = append(pl.p.Events, Event{Type: EventDetachTimedOut, Node: pl.p.Node, Time: now, Volumes: pvs,
 			Message: fmt.Sprintf("volume attachments %s still present %v after their deletion", strings.Join(names, ", "), opts.Volumes.DetachTimeout)})
 		return
 	}
-	pl.st.ForcedDetach = fd
+	pl.st.forcedDetach = fd
 	for _, va := range pl.att.nodeVAs {
 		if va.DeletionTimestamp == nil {
 			ref := AttachmentRef{Name: va.Name, UID: va.UID}

@@ -31,10 +31,15 @@ func deletingMachine(step DeletionStep) *v1alpha1.Machine {
 }
 
 func TestPlanDeletionWrite(t *testing.T) {
-	state := drain.State{Start: t0.Add(-time.Minute)}
+	// The state of a pass that budgets held back.
+	var state drain.State
+	if err := json.Unmarshal([]byte(`{"start":"`+formatTime(t0.Add(-time.Minute))+`","blockedBy":["ns/db","ns/web"]}`), &state); err != nil {
+		t.Fatal(err)
+	}
 	rawState, _ := json.Marshal(state)
 	type result struct {
 		Step, Since, DrainState string
+		BlockedBy               string // the budgets the drain waits on, for the index
 		Phase                   v1alpha1.MachinePhase
 		Op                      v1alpha1.LastOperation
 		LastKnownState          string
@@ -54,7 +59,7 @@ func TestPlanDeletionWrite(t *testing.T) {
 				Op: v1alpha1.LastOperation{Description: "Waiting for pre-drain hooks: x", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
 		{name: "a waiting step keeps its start", stored: StepDrain, d: deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
 			out: stepOutcome{Description: "Draining node: 2 pods remaining", DrainState: &state},
-			want: result{Step: string(StepDrain), Since: earlier, DrainState: string(rawState), Phase: v1alpha1.MachineTerminating,
+			want: result{Step: string(StepDrain), Since: earlier, DrainState: string(rawState), BlockedBy: "ns/db,ns/web", Phase: v1alpha1.MachineTerminating,
 				Op: v1alpha1.LastOperation{Description: "Draining node: 2 pods remaining", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
 		{name: "a finished drain moves on and drops its state", stored: StepDrain, drain: string(rawState),
 			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
@@ -80,13 +85,15 @@ func TestPlanDeletionWrite(t *testing.T) {
 			}
 			if tc.drain != "" {
 				cur.Annotations[DrainStateAnnotation] = tc.drain
+				cur.Annotations[drainBlockedByAnnotation] = "ns/web"
 			}
 			before := cur.DeepCopy()
 			m := planDeletionWrite(cur, t0, tc.d, tc.out)
 			op := m.Status.LastOperation
 			op.LastUpdateTime = metav1.Time{}
 			got := result{Step: m.Annotations[DeletionStepAnnotation], Since: m.Annotations[DeletionStepSinceAnnotation],
-				DrainState: m.Annotations[DrainStateAnnotation], Phase: m.Status.CurrentStatus.Phase, Op: op, LastKnownState: m.Status.LastKnownState}
+				DrainState: m.Annotations[DrainStateAnnotation], BlockedBy: m.Annotations[drainBlockedByAnnotation],
+				Phase: m.Status.CurrentStatus.Phase, Op: op, LastKnownState: m.Status.LastKnownState}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("written machine (-want +got):\n%s", diff)
 			}
@@ -186,8 +193,8 @@ func TestDrainStep(t *testing.T) {
 			if (err != nil) != tc.wantErr {
 				t.Fatalf("error %v, want error %v", err, tc.wantErr)
 			}
-			if !dr.state.Deadline.Equal(deadline) {
-				t.Errorf("pass got deadline %v, want %v", dr.state.Deadline, deadline)
+			if !dr.state.Deadline().Equal(deadline) {
+				t.Errorf("pass got deadline %v, want %v", dr.state.Deadline(), deadline)
 			}
 			if tc.wantState != (got.DrainState != nil) {
 				t.Errorf("drain state stored: %v, want %v", got.DrainState != nil, tc.wantState)

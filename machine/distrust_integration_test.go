@@ -16,7 +16,6 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/drain"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
@@ -77,23 +76,28 @@ func TestIntegrationForgedDrainStateDoesNotSkipTheDrain(t *testing.T) {
 	if err := machines.Delete(ctx, m.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	var stored drain.State
+	// The stored state as anyone who may patch the machine sees it: JSON.
+	var stored map[string]any
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		cur, err := machines.Get(ctx, m.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()
 		}
 		raw := cur.Annotations[machine.DrainStateAnnotation]
-		if err := json.Unmarshal([]byte(raw), &stored); err != nil || len(stored.Refusals) == 0 {
+		stored = nil
+		if err := json.Unmarshal([]byte(raw), &stored); err != nil {
+			return false, "drain state " + raw
+		}
+		if refusals, _ := stored["refusals"].([]any); len(refusals) == 0 {
 			return false, "drain state " + raw
 		}
 		return true, ""
 	})
 	forged := stored
-	forged.Deadline = time.Unix(0, 0).UTC()
-	forged.MaxEvictRetries = -5
-	for i := range forged.Refusals {
-		forged.Refusals[i].Count = 1000
+	forged["deadline"] = time.Unix(0, 0).UTC()
+	forged["maxEvictRetries"] = -5
+	for _, r := range forged["refusals"].([]any) {
+		r.(map[string]any)["count"] = 1000
 	}
 	raw, err := json.Marshal(forged)
 	if err != nil {

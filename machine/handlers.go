@@ -1,7 +1,6 @@
 package machine
 
 import (
-	"encoding/json"
 	"maps"
 	"slices"
 
@@ -32,6 +31,15 @@ func objectKey(namespace, name string) string { return cache.NewObjectName(names
 // classKeyOf is the key of the machine's class.
 func classKeyOf(m *v1alpha1.Machine) string { return objectKey(m.Namespace, m.Spec.Class.Name) }
 
+// machinesByClass indexes machines by the key of their class.
+func machinesByClass(obj any) ([]string, error) {
+	m, ok := obj.(*v1alpha1.Machine)
+	if !ok || m.Spec.Class.Name == "" {
+		return nil, nil
+	}
+	return []string{classKeyOf(m)}, nil
+}
+
 // register adds transforms, indexes and event handlers to the informers.
 func (c *Controller) register(inf Informers) error {
 	informers := []cache.SharedIndexInformer{inf.Machines.Informer(), inf.Classes.Informer(), inf.Secrets.Informer()}
@@ -50,26 +58,10 @@ func (c *Controller) register(inf Informers) error {
 		name string
 		fn   cache.IndexFunc
 	}{
-		{indexMachineByClass, func(obj any) ([]string, error) {
-			m, ok := obj.(*v1alpha1.Machine)
-			if !ok || m.Spec.Class.Name == "" {
-				return nil, nil
-			}
-			return []string{classKeyOf(m)}, nil
-		}},
+		{indexMachineByClass, machinesByClass},
 		{machinestate.ByNodeIndex, machinestate.IndexByNode},
 		{machinestate.ByProviderIDIndex, machinestate.IndexByProviderID},
-		{indexMachineByBlockingBudget, func(obj any) ([]string, error) {
-			m, ok := obj.(*v1alpha1.Machine)
-			if !ok || m.DeletionTimestamp == nil || m.Annotations[DrainStateAnnotation] == "" {
-				return nil, nil
-			}
-			// Only to requeue the machine on its budgets' events: a
-			// forged list costs a sync, nothing else.
-			var st drain.State
-			_ = json.Unmarshal([]byte(m.Annotations[DrainStateAnnotation]), &st)
-			return st.BlockingBudgets(), nil
-		}},
+		{indexMachineByBlockingBudget, machinesByBlockingBudget},
 	} {
 		if err := machinestate.EnsureIndex(machines, index.name, index.fn); err != nil {
 			return err

@@ -326,8 +326,8 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 	// the stored state, which anyone who may patch the machine can write.
 	// MCM also caps the retries at drainTimeout / 20s; the deadline does
 	// that here.
-	state.Deadline = d.DrainDeadline
-	state.MaxEvictRetries = d.MaxEvictRetries
+	state.SetDeadline(d.DrainDeadline)
+	state.SetMaxEvictRetries(d.MaxEvictRetries)
 	res, err := c.drainer.Pass(ctx, node, state)
 	if errors.Is(err, drain.ErrNodeNotFound) {
 		return stepOutcome{Done: true, Description: "Node is gone; nothing to drain. Initiate VM deletion"}, nil
@@ -356,8 +356,8 @@ func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d delet
 		}
 		return out, nil
 	}
-	if !res.State.Start.IsZero() {
-		c.metrics.drain.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start).Seconds())
+	if !res.State.Start().IsZero() {
+		c.metrics.drain.WithLabelValues(c.metricLabels(m)...).Observe(c.opts.Clock.Since(res.State.Start()).Seconds())
 	}
 	desc := "Drain successful. Initiate VM deletion"
 	if d.Force || res.ForceReason != "" {
