@@ -49,32 +49,15 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 		}
 	}()
 
-	if d.external {
-		if !set["target-kubeconfig"] {
-			d.cfg.TargetKubeconfig = manager.NoTarget
-			d.printf("No --target-kubeconfig: running without a target cluster, so machines become Available, not Running.\n")
-			d.printf("Pass --target-kubeconfig (the same path is fine) to let simulated Nodes join that cluster.\n")
-		}
-		d.kubectl = "kubectl"
-		if bin, err := controlplane.BinDir(); err == nil {
-			d.kubectl = filepath.Join(bin, "kubectl")
-		}
-	} else {
-		env, err := d.startControlPlane(ctx)
-		if err != nil {
-			return err
-		}
-		defer func() {
-			d.printf("Stopping the control plane...\n")
-			if stopErr := env.Stop(); stopErr != nil && err == nil {
-				err = stopErr
-			}
-		}()
-		d.cfg.ControlKubeconfig = env.Kubeconfig()
-		if !set["target-kubeconfig"] {
-			d.cfg.TargetKubeconfig = env.Kubeconfig()
-		}
+	stopCluster, err := d.useCluster(ctx, set)
+	if err != nil {
+		return err
 	}
+	defer func() {
+		if stopErr := stopCluster(); stopErr != nil && err == nil {
+			err = stopErr
+		}
+	}()
 	if !set["port"] {
 		if d.cfg.Port, err = freePort(); err != nil {
 			return err
@@ -108,6 +91,42 @@ func (d *demo) run(ctx context.Context, set map[string]bool) (err error) {
 		defer d.deleteDemoObjects()
 	}
 
+	return d.runManager(ctx, m, logPath)
+}
+
+// useCluster points the manager at the cluster given by the flags, or
+// starts a local control plane; stop stops that one.
+func (d *demo) useCluster(ctx context.Context, set map[string]bool) (stop func() error, err error) {
+	if d.external {
+		if !set["target-kubeconfig"] {
+			d.cfg.TargetKubeconfig = manager.NoTarget
+			d.printf("No --target-kubeconfig: running without a target cluster, so machines become Available, not Running.\n")
+			d.printf("Pass --target-kubeconfig (the same path is fine) to let simulated Nodes join that cluster.\n")
+		}
+		d.kubectl = "kubectl"
+		if bin, err := controlplane.BinDir(); err == nil {
+			d.kubectl = filepath.Join(bin, "kubectl")
+		}
+		return func() error { return nil }, nil
+	}
+	env, err := d.startControlPlane(ctx)
+	if err != nil {
+		return nil, err
+	}
+	d.cfg.ControlKubeconfig = env.Kubeconfig()
+	if !set["target-kubeconfig"] {
+		d.cfg.TargetKubeconfig = env.Kubeconfig()
+	}
+	return func() error {
+		d.printf("Stopping the control plane...\n")
+		return env.Stop()
+	}, nil
+}
+
+// runManager runs m until the live table ends, then stops it: after the
+// demo objects are gone when they live in the user's cluster, since
+// deleting machines needs the manager.
+func (d *demo) runManager(ctx context.Context, m *manager.Manager, logPath string) error {
 	mctx, stopManager := context.WithCancel(context.WithoutCancel(ctx))
 	managerDone := make(chan error, 1)
 	go func() { managerDone <- m.Run(mctx) }()
