@@ -5,10 +5,17 @@
 //
 // # What a sync does
 //
-// Each sync observes (informer caches), plans with pure functions (planStep
-// on top of planRolling, planRecreate and planScale; planRollback;
-// planTriggerDeletion; calculateStatus), applies the plan and
-// writes the status only when it changed:
+// Each sync has four phases, as Cluster API's reconcilers (scope and
+// phases) and kube-controller-manager's Deployment controller: observe
+// reads the informer caches (and, before an adoption, the deployment once
+// uncached, to confirm it) into a scope and writes nothing; plan decides
+// every write of the sync from the scope alone, with pure functions
+// (planStep on top of planRolling, planRecreate and planScale;
+// planRollback; planTriggerDeletion; setsToDelete); apply makes the
+// writes in the plan's order: the finalizer, adoptions and releases, then
+// one of deleting the sets, a rollback, the autoscaler's marks or the
+// step; last the status, computed from the scope and what apply did
+// (calculateStatus), is written when it changed. What the syncs do:
 //
 //   - Sets are claimed by the deployment's selector with a controllerRef,
 //     orphans adopted after an uncached read confirms the deployment; a

@@ -14,44 +14,31 @@ import (
 	"github.com/mcmkit/mcm/workqueue"
 )
 
-// markForAutoscaler carries out the cluster-autoscaler's request in the
-// trigger-deletion-by-mcm annotation (planTriggerDeletion): the machines it
-// names get priority 1 and their marked-for-deletion-time, and the
-// annotation is pruned, in the same patch as the scaler's time when the
-// plan records one. It returns the deployment as written and whether
-// machines were marked now: then the sync must not scale in the same pass,
-// or a MachineSet could see the lower replicas before the marks and remove
-// other machines than the named ones.
-func (c *Controller) markForAutoscaler(ctx context.Context, d *v1alpha1.MachineDeployment, obs observed, now time.Time) (*v1alpha1.MachineDeployment, bool, error) {
-	if _, asked := d.Annotations[v1alpha1.TriggerDeletionByMCMAnnotation]; !asked {
-		return d, false, nil // the usual case: no need to index every machine by name
-	}
-	machines := map[string]*v1alpha1.Machine{}
-	for _, ms := range obs.machines {
-		for _, m := range ms {
-			machines[m.Name] = m
-		}
-	}
-	plan := planTriggerDeletion(d, machines, now)
+// applyMarks gives the machines the autoscaler named priority 1 and their
+// marked-for-deletion-time, then writes the deployment's pruned request
+// and the scaler's time.
+func (c *Controller) applyMarks(ctx context.Context, done *applied, p syncPlan) error {
 	var errs []error
-	for _, mk := range plan.Mark {
-		errs = append(errs, c.markMachine(ctx, machines[mk.Machine], mk.At))
+	for _, mk := range p.marks {
+		errs = append(errs, c.markMachine(ctx, mk.Machine, mk.At))
 	}
-	if want := triggerAnnotations(d.Annotations, plan); want != nil {
-		data, err := patch.Diff(triggerFields, d.Annotations, want, d.ResourceVersion)
-		if err == nil && data != nil {
-			var updated *v1alpha1.MachineDeployment
-			updated, err = patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
-			if err == nil {
-				c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
-				d = updated
-			}
-		}
-		if err != nil {
-			errs = append(errs, fmt.Errorf("writing %s and %s of machine deployment %s: %w", v1alpha1.TriggerDeletionByMCMAnnotation, v1alpha1.LastReplicaChangeByScalerAnnotation, d.Name, err))
+	if p.annotations == nil {
+		return errors.Join(errs...)
+	}
+	d := done.d
+	data, err := patch.Diff(triggerFields, d.Annotations, p.annotations, d.ResourceVersion)
+	if err == nil && data != nil {
+		var updated *v1alpha1.MachineDeployment
+		updated, err = patch.Send(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d.Name, data, c.opts.FieldManager)
+		if err == nil {
+			c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
+			done.d = updated
 		}
 	}
-	return d, len(plan.Mark) > 0, errors.Join(errs...)
+	if err != nil {
+		errs = append(errs, fmt.Errorf("writing %s and %s of machine deployment %s: %w", v1alpha1.TriggerDeletionByMCMAnnotation, v1alpha1.LastReplicaChangeByScalerAnnotation, d.Name, err))
+	}
+	return errors.Join(errs...)
 }
 
 // markMachine gives a machine the autoscaler named priority 1 and its

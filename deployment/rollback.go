@@ -72,17 +72,25 @@ func planRollback(d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet, re
 	return rollbackPlan{Reason: ReasonRollbackRevisionNotFound, Message: fmt.Sprintf("Unable to find revision %d.", rev)}
 }
 
-// rollback brings back the template of revision rev and clears the
-// request in one write, then tells the outcome by an event.
-func (c *Controller) rollback(ctx context.Context, d *v1alpha1.MachineDeployment, sets []*v1alpha1.MachineSet, rev int64) error {
-	plan := planRollback(d, sets, rev)
+// rolledBack is d with the rollback request cleared and, when the plan
+// brings one back, the template of the revision asked for.
+func rolledBack(d *v1alpha1.MachineDeployment, r rollbackPlan) *v1alpha1.MachineDeployment {
 	want := d.DeepCopy()
 	want.Spec.RollbackTo = nil
 	delete(want.Annotations, RollbackAnnotation)
-	if plan.Template != nil {
-		want.Spec.Template = *plan.Template
+	if r.Template != nil {
+		want.Spec.Template = *r.Template
 	}
-	data, err := rollbackPatch(d, want)
+	return want
+}
+
+// applyRollback writes the rollback: the template brought back and the
+// request cleared, in one write; then it tells the outcome by an event.
+// The write's update event syncs the deployment again, on the template it
+// brought back.
+func (c *Controller) applyRollback(ctx context.Context, done *applied, p syncPlan) error {
+	d := done.d
+	data, err := rollbackPatch(d, p.rolledBack)
 	if err != nil {
 		return err
 	}
@@ -91,11 +99,12 @@ func (c *Controller) rollback(ctx context.Context, d *v1alpha1.MachineDeployment
 		return fmt.Errorf("rolling back machine deployment %s: %w", d.Name, err)
 	}
 	c.writes.Wrote(workqueue.KeyOf(updated), updated.ResourceVersion)
+	done.d = updated
 	typ := corev1.EventTypeNormal
-	if plan.Template == nil {
+	if p.rollback.Template == nil {
 		typ = corev1.EventTypeWarning
 	}
-	c.event(d, typ, plan.Reason, plan.Message)
+	c.event(d, typ, p.rollback.Reason, p.rollback.Message)
 	return nil
 }
 

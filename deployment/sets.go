@@ -2,9 +2,15 @@ package deployment
 
 import (
 	"cmp"
+	"maps"
 	"slices"
 
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
+	"github.com/mcmkit/mcm/internal/ownership"
+	"github.com/mcmkit/mcm/internal/patch"
 )
 
 // byAge returns sets ordered oldest first: by creation time, then by name so
@@ -121,4 +127,94 @@ func isSaturated(d *v1alpha1.MachineDeployment, set *v1alpha1.MachineSet, counts
 	}
 	desired, ok := desiredReplicasOf(set)
 	return ok && desired == d.Spec.Replicas && counts[set.Name].Available >= d.Spec.Replicas
+}
+
+// wantedSet is the set s as the deployment wants it after this step: size
+// replicas; the deployment's replica annotations when it was sized now; its
+// policy annotations (withSetPolicy), on every set; and, for the new set,
+// the deployment's annotations, its revision, its minReadySeconds and the
+// in-place parts of its template (node template, machine configuration,
+// class kind), which change without a rollout. It is pure; the set is not
+// modified.
+func wantedSet(d *v1alpha1.MachineDeployment, s *v1alpha1.MachineSet, isNew bool, replicas int32, sized bool, revision int64) (*v1alpha1.MachineSet, error) {
+	want := s.DeepCopy()
+	want.Spec.Replicas = replicas
+	if sized {
+		ann, err := replicaAnnotations(d)
+		if err != nil {
+			return nil, err
+		}
+		want.Annotations = withEntries(want.Annotations, ann)
+	}
+	want.Annotations = withSetPolicy(d, want.Annotations)
+	if !isNew {
+		return want, nil
+	}
+	ann, err := newSetAnnotations(d, want.Annotations, revision, false)
+	if err != nil {
+		return nil, err
+	}
+	want.Annotations = ann
+	want.Spec.MinReadySeconds = d.Spec.MinReadySeconds
+	t := &want.Spec.Template.Spec
+	t.NodeTemplateSpec = *d.Spec.Template.Spec.NodeTemplateSpec.DeepCopy()
+	t.MachineConfiguration = d.Spec.Template.Spec.MachineConfiguration.DeepCopy()
+	t.Class.Kind = d.Spec.Template.Spec.Class.Kind
+	return want, nil
+}
+
+// withEntries returns a copy of have with add's entries set.
+func withEntries(have, add map[string]string) map[string]string {
+	out := maps.Clone(have)
+	if out == nil {
+		out = make(map[string]string, len(add))
+	}
+	maps.Copy(out, add)
+	return out
+}
+
+// setFields are the fields of a set the controller writes.
+func setFields(s *v1alpha1.MachineSet) patch.Fields {
+	f := machinestate.InPlaceFields(&s.Spec.Template.Spec, "spec", "template", "spec")
+	spec := f["spec"].(patch.Fields)
+	spec["replicas"] = s.Spec.Replicas
+	spec["minReadySeconds"] = s.Spec.MinReadySeconds
+	f["metadata"] = patch.Fields{"annotations": s.Annotations}
+	return f
+}
+
+// controllerRef is the owner reference a deployment puts on its sets.
+func controllerRef(d *v1alpha1.MachineDeployment) metav1.OwnerReference {
+	return ownership.ControllerRef(d, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment"))
+}
+
+// newSetOf is the new set of a deployment for its current template: named
+// <deployment>-<hash>, labelled and selected by machine-template-hash on
+// top of the deployment's selector, with the deployment's annotations and
+// revision and the given replicas.
+func newSetOf(d *v1alpha1.MachineDeployment, replicas int32, revision int64) (*v1alpha1.MachineSet, error) {
+	hash := templateHash(&d.Spec.Template, d.Status.CollisionCount)
+	template := d.Spec.Template.DeepCopy()
+	template.Labels = withEntries(template.Labels, map[string]string{v1alpha1.MachineTemplateHashLabelKey: hash})
+	selector := d.Spec.Selector.DeepCopy()
+	selector.MatchLabels = withEntries(selector.MatchLabels, map[string]string{v1alpha1.MachineTemplateHashLabelKey: hash})
+	ann, err := newSetAnnotations(d, nil, revision, true)
+	if err != nil {
+		return nil, err
+	}
+	return &v1alpha1.MachineSet{
+		ObjectMeta: metav1.ObjectMeta{
+			Name:            d.Name + "-" + hash,
+			Namespace:       d.Namespace,
+			Labels:          maps.Clone(template.Labels),
+			Annotations:     ann,
+			OwnerReferences: []metav1.OwnerReference{controllerRef(d)},
+		},
+		Spec: v1alpha1.MachineSetSpec{
+			Replicas:        replicas,
+			Selector:        selector,
+			Template:        *template,
+			MinReadySeconds: d.Spec.MinReadySeconds,
+		},
+	}, nil
 }

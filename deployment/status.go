@@ -2,12 +2,16 @@ package deployment
 
 import (
 	"cmp"
+	"context"
+	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
+	"github.com/mcmkit/mcm/internal/patch"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // statusInput is what a deployment's status is computed from.
@@ -209,4 +213,64 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupport
 func reported(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentConditionType, message string) bool {
 	c, ok := conditionOf(d.Status.Conditions, typ)
 	return ok && c.Message == message
+}
+
+// updateStatus writes the status of statusOf when it changed.
+func (c *Controller) updateStatus(ctx context.Context, s scope, p syncPlan, done applied) (v1alpha1.MachineDeploymentStatus, error) {
+	st, err := statusOf(s, p, done)
+	if err != nil {
+		return st, err
+	}
+	_, err = c.writeStatus(ctx, done.d, st)
+	return st, err
+}
+
+// statusOf is the deployment's status after a sync's step: nextStatus of
+// what the sync observed, with the set apply created and observedGeneration
+// moved only when the step's writes succeeded, and the ceiling's
+// condition. It is pure.
+func statusOf(s scope, p syncPlan, done applied) (v1alpha1.MachineDeploymentStatus, error) {
+	obs := s.observed
+	if done.newSet != nil {
+		obs.newSet = done.newSet
+	}
+	st, err := nextStatus(p.d, obs, s.selector, p.step.Unsupported, s.now, done.stepErr == nil)
+	if err != nil {
+		return st, err
+	}
+	st.Conditions = withCapped(st.Conditions, p.capped, s.now)
+	return st, nil
+}
+
+// reportInvalid tells once, by the ReplicaFailure condition and an event,
+// why the deployment cannot work, and returns the error that retries it
+// with backoff.
+func (c *Controller) reportInvalid(ctx context.Context, d *v1alpha1.MachineDeployment, problem string, now time.Time) error {
+	if !reported(d, v1alpha1.MachineDeploymentReplicaFailure, problem) {
+		c.warn(d, ReasonInvalid, problem)
+	}
+	st := *d.Status.DeepCopy()
+	st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentReplicaFailure, v1alpha1.ConditionTrue,
+		ReasonInvalid, problem, now))
+	_, err := c.writeStatus(ctx, d, st)
+	return errors.Join(fmt.Errorf("machine deployment %s/%s is invalid: %s", d.Namespace, d.Name, problem), err)
+}
+
+// deploymentConditions is the conditions list of a deployment's status,
+// which patch.WriteStatus guards.
+func deploymentConditions(st v1alpha1.MachineDeploymentStatus) any { return st.Conditions }
+
+// writeStatus writes st when it differs from the stored status
+// (patch.WriteStatus says when the write is guarded, and why), and returns
+// the deployment as written.
+func (c *Controller) writeStatus(ctx context.Context, d *v1alpha1.MachineDeployment, st v1alpha1.MachineDeploymentStatus) (*v1alpha1.MachineDeployment, error) {
+	updated, err := patch.WriteStatus(ctx, c.client.MachineV1alpha1().MachineDeployments(d.Namespace).Patch, d,
+		d.Status, st, deploymentConditions, c.opts.FieldManager)
+	if err != nil {
+		return d, fmt.Errorf("writing status of machine deployment %s: %w", d.Name, err)
+	}
+	if updated != d {
+		c.writes.Wrote(workqueue.KeyOf(d), updated.ResourceVersion)
+	}
+	return updated, nil
 }
