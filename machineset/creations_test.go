@@ -163,7 +163,7 @@ func TestScaleDownCancelsCreationsNotSent(t *testing.T) {
 	// before it.)
 	applyCtx, stop := context.WithCancel(ctx)
 	defer time.AfterFunc(20*time.Second, stop).Stop()
-	done := c.apply(applyCtx, "ns/pool", set, replicaPlan{Create: planned})
+	done := c.applyReplicas(applyCtx, "ns/pool", set, replicaPlan{Create: planned})
 	if n := creates.Load(); n != 1 || done.Created != 1 {
 		t.Errorf("%d creation requests reached the API server, %d created; want the 1 in flight", n, done.Created)
 	}

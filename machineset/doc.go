@@ -4,9 +4,17 @@
 //
 // # What a sync does
 //
-// Each sync observes (informer caches), plans with pure functions
-// (ownership, planReplicas, rankForDeletion, calculateStatus), applies
-// the plan and writes the status only when it changed.
+// Each sync runs four phases (sync): observe reads the informer caches,
+// and the set once more from the API server before an adoption, and writes
+// nothing; plan decides, purely, every write but the status (the set's
+// finalizer, adoptions and releases, the template's in-place parts, the
+// foreign-machines annotation, creations and deletions, with
+// ownership.Decide, planReplicas and rankForDeletion); apply makes those
+// writes; status computes the status from what the sync saw and did
+// (calculateStatus, pure) and writes it only when it changed. An adoption
+// that fails leaves the machine out: the set's machines are planned again
+// without it, so that the set never counts or deletes a machine it does
+// not control.
 //
 //   - Ownership: machines matching the selector without a controller are
 //     adopted (controllerRef with blockOwnerDeletion) after an uncached

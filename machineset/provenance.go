@@ -1,22 +1,17 @@
 package machineset
 
 import (
-	"context"
 	"fmt"
-	"maps"
 	"slices"
 	"strings"
 	"sync"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
-	"github.com/mcmkit/mcm/internal/patch"
-	"github.com/mcmkit/mcm/workqueue"
 )
 
 // How a set knows which of its machines it created.
@@ -220,45 +215,4 @@ func uidSet(machines []*v1alpha1.Machine) map[types.UID]bool {
 		out[m.UID] = true
 	}
 	return out
-}
-
-// foreignFields: of the set's annotations, the controller owns
-// v1alpha1.ForeignMachinesAnnotation.
-func foreignFields(a map[string]string) patch.Fields {
-	return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(a, v1alpha1.ForeignMachinesAnnotation)}}
-}
-
-// recordForeign tells of each foreign machine the set has not listed yet
-// by a Warning event, and brings the set's
-// v1alpha1.ForeignMachinesAnnotation in line with foreign. It returns the
-// set as written.
-func (c *Controller) recordForeign(ctx context.Context, set *v1alpha1.MachineSet, foreign []*v1alpha1.Machine) (*v1alpha1.MachineSet, error) {
-	listed := persistedForeign(set)
-	for _, m := range foreign {
-		if !listed[m.UID] {
-			c.event(set, corev1.EventTypeWarning, ReasonForeignMachine, fmt.Sprintf(
-				"Machine %s carries this set's controller reference but was not created by it (adopted, or made by someone else); it is deleted before the set's own machines", m.Name))
-		}
-	}
-	want := maps.Clone(set.Annotations)
-	if v := foreignAnnotation(foreign); v != "" {
-		if want == nil {
-			want = map[string]string{}
-		}
-		want[v1alpha1.ForeignMachinesAnnotation] = v
-	} else {
-		delete(want, v1alpha1.ForeignMachinesAnnotation)
-	}
-	// Unguarded: the annotation is this controller's alone, and a sync
-	// starts only once the cache shows its last write (Reconcile).
-	data, err := patch.Diff(foreignFields, set.Annotations, want, "")
-	if err != nil || data == nil {
-		return set, err
-	}
-	updated, err := patch.Send(ctx, c.client.MachineV1alpha1().MachineSets(set.Namespace).Patch, set.Name, data, c.opts.FieldManager)
-	if err != nil {
-		return set, fmt.Errorf("listing the foreign machines of machine set %s: %w", set.Name, err)
-	}
-	c.writes.Wrote(workqueue.KeyOf(set), updated.ResourceVersion)
-	return updated, nil
 }

@@ -1,10 +1,20 @@
 package machineset
 
 import (
+	"context"
 	"fmt"
+	"slices"
+	"strings"
+	"sync/atomic"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
+	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -91,4 +101,99 @@ func (c *Controller) limitCreations(obj any) {
 	if run := c.creating.get(workqueue.KeyOf(set)); run != nil {
 		run.lower(c.stillWanted(run, set))
 	}
+}
+
+// applied is what applyReplicas did.
+type applied struct {
+	Created, Deleted int
+	// CreateFailure and DeleteFailure describe the creations and the
+	// deletions that failed; "" when none did.
+	CreateFailure, DeleteFailure string
+}
+
+func (a applied) failed() string { return joinNonEmpty(a.DeleteFailure, a.CreateFailure) }
+
+// applyReplicas issues the replica plan: deletions first, all at once,
+// then creations in slow-start batches. Expectations are recorded before
+// the requests, so that events that beat the answers are counted.
+func (c *Controller) applyReplicas(ctx context.Context, key string, set *v1alpha1.MachineSet, plan replicaPlan) applied {
+	uids := make([]types.UID, 0, len(plan.Delete))
+	for _, m := range plan.Delete {
+		uids = append(uids, m.UID)
+	}
+	c.exp.Set(key, plan.Create, uids...)
+	var done applied
+	done.Deleted, done.DeleteFailure = c.deleteMachines(ctx, key, set, plan.Delete)
+	if plan.Create > 0 {
+		run := newCreationRun(set, plan.Active, plan.Create)
+		c.creating.start(key, run)
+		// An update the cache got since this sync read the set has no
+		// run to lower yet: look once more.
+		if current, err := c.sets.MachineSets(set.Namespace).Get(set.Name); err == nil {
+			run.lower(c.stillWanted(run, current))
+		}
+		t := c.slowStart(ctx, run, func(ctx context.Context) error { return c.createMachine(ctx, set) })
+		c.creating.end(key, run)
+		done.Created = t.Created
+		// The failed, canceled and skipped creations will never be seen;
+		// those canceled after they may have been sent may be.
+		if unseen := plan.Create - t.Created - t.Unknown; unseen > 0 {
+			c.exp.LowerExpectations(key, unseen)
+		}
+		if t.Canceled > 0 {
+			c.event(set, corev1.EventTypeNormal, ReasonCreateCanceled,
+				fmt.Sprintf("Canceled %d machine creation(s) not yet sent: %v", t.Canceled, errScaledDown))
+		}
+		if t.Err != nil {
+			done.CreateFailure = fmt.Sprintf("created %d of %d machines: %v", t.Created, plan.Create, t.Err)
+			c.event(set, corev1.EventTypeWarning, ReasonCreateFailed, done.CreateFailure)
+		}
+	}
+	return done
+}
+
+// deleteMachines deletes the machines in parallel, one request each, as
+// the ReplicaSet controller does: a deletion is not a bet on a template
+// that may be broken, so it needs no slow start, and the plan holds at
+// most BurstReplicas machines, which bounds the requests in flight as the
+// creations' largest batch is bounded. Issued one after the other, a
+// rolling update's scale-down of a hundred machines took seconds, and the
+// rollout waited for it. It returns how many were deleted, and the
+// failures other than a machine that is gone or was replaced already, in
+// the order of the machines' names ("" if none): the plan's order follows
+// the deletion ladder, which may change between syncs, and a message that
+// changed only its order would be a status write.
+func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (deleted int, failure string) {
+	var done atomic.Int32
+	work := make([]func(context.Context) error, 0, len(machines))
+	for _, m := range machines {
+		work = append(work, func(ctx context.Context) error {
+			uid := m.UID
+			err := c.client.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name, metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil {
+				c.exp.DeletionFailed(key, uid)
+			}
+			switch {
+			case err == nil:
+				done.Add(1)
+				c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
+				if isStale(m) {
+					c.metrics.staleMachines.Inc()
+				}
+			case apierrors.IsNotFound(err) || apierrors.IsConflict(err):
+				return nil // gone (or replaced) already
+			default:
+				err = fmt.Errorf("deleting machine %s: %w", m.Name, err)
+				c.event(set, corev1.EventTypeWarning, ReasonDeleteFailed, err.Error())
+				return err
+			}
+			return nil
+		})
+	}
+	var failures []string
+	for _, err := range parallel.Run(ctx, len(work), work) {
+		failures = append(failures, err.Error())
+	}
+	slices.Sort(failures)
+	return int(done.Load()), strings.Join(failures, "; ")
 }

@@ -25,6 +25,10 @@
 //     them.
 //   - Indexes (index.go): the informer indexes of machines that several
 //     controllers read, added once per informer by EnsureIndex.
+//   - Freeze (frozen.go): why a MachineSet or MachineDeployment adds no
+//     machines now (FrozenReason): its freeze label, or the safety gate;
+//     both controllers hold creations back for the same reasons, told in
+//     the same words.
 //
 // # Usage
 //
@@ -32,6 +36,7 @@
 //	if machinestate.Available(m, minReady, now) { ... }
 //	if machinestate.BeingDeleted(m) { ... }
 //	if at, ok := machinestate.MarkedForDeletionAt(m); ok { ... }
+//	if why := machinestate.FrozenReason(ctx, "set", set.Labels, gate); why != "" { ... }
 //
 //	if !machinestate.SameInPlace(&have.Spec, &want.Spec) {
 //		data, err := patch.Diff(machinestate.MachineInPlaceFields, &have.Spec, &want.Spec, rv)
