@@ -4,15 +4,9 @@ import (
 	"slices"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
-
-// metaTime is now as the API stores it: whole seconds in UTC. Conditions
-// built with finer times would never compare equal to what was read back,
-// and every sync would write the status again.
-func metaTime(now time.Time) metav1.Time { return metav1.NewTime(now.UTC().Truncate(time.Second)) }
 
 // newCondition returns a condition that changed at now.
 func newCondition(typ v1alpha1.MachineDeploymentConditionType, status v1alpha1.ConditionStatus, reason, message string, now time.Time) v1alpha1.MachineDeploymentCondition {
@@ -21,8 +15,8 @@ func newCondition(typ v1alpha1.MachineDeploymentConditionType, status v1alpha1.C
 		Status:             status,
 		Reason:             reason,
 		Message:            message,
-		LastUpdateTime:     metaTime(now),
-		LastTransitionTime: metaTime(now),
+		LastUpdateTime:     apitime.Of(now),
+		LastTransitionTime: apitime.Of(now),
 	}
 }
 

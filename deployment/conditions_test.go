@@ -7,6 +7,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 func TestWithCondition(t *testing.T) {
@@ -38,7 +39,7 @@ func TestWithCondition(t *testing.T) {
 			c:          avail(v1alpha1.ConditionTrue, "S", "new", t1),
 			want: []v1alpha1.MachineDeploymentCondition{other, {
 				Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionTrue, Reason: "S", Message: "new",
-				LastUpdateTime: metaTime(t1), LastTransitionTime: metaTime(t0),
+				LastUpdateTime: apitime.Of(t1), LastTransitionTime: apitime.Of(t0),
 			}},
 		},
 		{
@@ -76,12 +77,5 @@ func TestWithoutCondition(t *testing.T) {
 	}
 	if _, ok := conditionOf(conditions, v1alpha1.MachineDeploymentProgressing); ok {
 		t.Error("conditionOf found a missing condition")
-	}
-}
-
-func TestMetaTimeDropsSubseconds(t *testing.T) {
-	got := metaTime(epoch.Add(1500 * time.Millisecond).In(time.FixedZone("x", 3600)))
-	if !got.Time.Equal(epoch.Add(time.Second)) || got.Location() != time.UTC {
-		t.Errorf("metaTime = %v", got)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 // progressing is a Progressing condition last updated and changed minutes
@@ -43,7 +44,7 @@ func counts(d *v1alpha1.MachineDeployment, updated, replicas, available int32) v
 
 func TestWithProgress(t *testing.T) {
 	at := func(minutes int) time.Time { return epoch.Add(time.Duration(minutes) * time.Minute) }
-	stamp := func(minutes int) metav1.Time { return metaTime(at(minutes)) }
+	stamp := func(minutes int) metav1.Time { return apitime.Of(at(minutes)) }
 	tests := []struct {
 		name     string
 		d        *v1alpha1.MachineDeployment
@@ -236,7 +237,7 @@ func TestPausedCondition(t *testing.T) {
 			name: "paused",
 			d:    newDeployment(1, storedStatus(0, 0, 0, progressing(v1alpha1.ConditionTrue, v1alpha1.MachineSetUpdatedReason, 0, 0)), paused),
 			wantCond: &v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentProgressing, Status: v1alpha1.ConditionUnknown,
-				Reason: v1alpha1.DeploymentPausedReason, Message: "MachineDeployment is paused.", LastUpdateTime: metaTime(now), LastTransitionTime: metaTime(now)},
+				Reason: v1alpha1.DeploymentPausedReason, Message: "MachineDeployment is paused.", LastUpdateTime: apitime.Of(now), LastTransitionTime: apitime.Of(now)},
 			wantOK: true,
 		},
 		{
@@ -248,7 +249,7 @@ func TestPausedCondition(t *testing.T) {
 			name: "resumed: the update time restarts the deadline",
 			d:    newDeployment(1, storedStatus(0, 0, 0, progressing(v1alpha1.ConditionUnknown, v1alpha1.DeploymentPausedReason, 0, 0))),
 			wantCond: &v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentProgressing, Status: v1alpha1.ConditionUnknown,
-				Reason: v1alpha1.DeploymentResumedReason, Message: "MachineDeployment is resumed.", LastUpdateTime: metaTime(now),
+				Reason: v1alpha1.DeploymentResumedReason, Message: "MachineDeployment is resumed.", LastUpdateTime: apitime.Of(now),
 				LastTransitionTime: metav1.NewTime(epoch)},
 			wantOK: true,
 		},

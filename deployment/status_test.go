@@ -8,12 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 func TestCalculateStatus(t *testing.T) {
 	now := epoch.Add(time.Hour)
 	earlier := metav1.NewTime(epoch)
-	stamp := metaTime(now)
+	stamp := apitime.Of(now)
 	availableTrue := v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionTrue,
 		Reason: v1alpha1.MinimumReplicasAvailableReason, Message: "MachineDeployment has minimum availability.",
 		LastUpdateTime: stamp, LastTransitionTime: stamp}

@@ -6,6 +6,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 // The status a plan computes: phase, last operation, and the event that
@@ -61,7 +62,7 @@ func setPhase(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, now time.Time) {
 		return
 	}
 	m.Status.CurrentStatus.Phase = phase
-	m.Status.CurrentStatus.LastUpdateTime = metav1Time(now)
+	m.Status.CurrentStatus.LastUpdateTime = apitime.Of(now)
 }
 
 // setLastOperation sets op, stamped with now, unless the last operation
@@ -71,7 +72,7 @@ func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.T
 	if cur.Description == op.Description && cur.State == op.State && cur.Type == op.Type && cur.ErrorCode == op.ErrorCode {
 		return false
 	}
-	op.LastUpdateTime = metav1Time(now)
+	op.LastUpdateTime = apitime.Of(now)
 	m.Status.LastOperation = op
 	return true
 }

@@ -1,14 +1,10 @@
 package machine
 
-import (
-	"time"
-
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-)
+import "time"
 
 // The controller's own timestamps (CreationStartedAnnotation and the like)
-// are RFC 3339 with nanoseconds, in UTC; API times have one-second
-// precision.
+// are RFC 3339 with nanoseconds, in UTC; API times (apitime.Of) have
+// one-second precision.
 
 func formatTime(t time.Time) string { return t.UTC().Format(time.RFC3339Nano) }
 
@@ -19,5 +15,3 @@ func parseTime(s string) (time.Time, bool) {
 	t, err := time.Parse(time.RFC3339Nano, s)
 	return t, err == nil
 }
-
-func metav1Time(t time.Time) metav1.Time { return metav1.NewTime(t.UTC().Truncate(time.Second)) }

@@ -4,10 +4,10 @@ import (
 	"fmt"
 	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
@@ -100,7 +100,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	setCondition(&st, ConditionReplicasCapped, in.Capped, ReasonTooManyReplicas, in.Now)
 	setCondition(&st, ConditionForeignMachines, in.Foreign, ReasonNotCreatedBySet, in.Now)
 	if op := lastOperation(in.ReplicaFailure, in.Done); op != nil && !sameOperation(*op, st.LastOperation) {
-		op.LastUpdateTime = metaTime(in.Now)
+		op.LastUpdateTime = apitime.Of(in.Now)
 		st.LastOperation = *op
 	}
 	if in.Synced {
@@ -208,9 +208,6 @@ func setCondition(st *v1alpha1.MachineSetStatus, typ v1alpha1.MachineSetConditio
 	}
 	if message != "" {
 		st.Conditions = append(st.Conditions, v1alpha1.MachineSetCondition{Type: typ, Status: v1alpha1.ConditionTrue,
-			Reason: reason, Message: message, LastTransitionTime: metaTime(now)})
+			Reason: reason, Message: message, LastTransitionTime: apitime.Of(now)})
 	}
 }
-
-// metaTime is now as an API time, which has one-second precision.
-func metaTime(now time.Time) metav1.Time { return metav1.NewTime(now.UTC().Truncate(time.Second)) }

@@ -8,6 +8,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 func TestCalculateStatus(t *testing.T) {
@@ -37,7 +38,7 @@ func TestCalculateStatus(t *testing.T) {
 	}
 	// The safety controller's Frozen condition is kept as it is.
 	frozen := v1alpha1.MachineSetCondition{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
-		Reason: "OverShootingReplicaCount", Message: "9 machines", LastTransitionTime: metaTime(now.Add(-time.Hour))}
+		Reason: "OverShootingReplicaCount", Message: "9 machines", LastTransitionTime: apitime.Of(now.Add(-time.Hour))}
 	set.Status.Conditions = []v1alpha1.MachineSetCondition{frozen}
 	got := calculateStatus(statusInput{Now: now, Set: set, Machines: machines, Selector: "pool=a", Synced: true})
 	want := v1alpha1.MachineSetStatus{
@@ -66,7 +67,7 @@ func TestCalculateStatus(t *testing.T) {
 // in a condition and counts as MCM's behaviour.
 func TestCalculateStatusMinReadySeconds(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
-	earlier := metaTime(now.Add(-time.Hour))
+	earlier := apitime.Of(now.Add(-time.Hour))
 	machine := func(name string, phase v1alpha1.MachinePhase, since time.Duration) *v1alpha1.Machine {
 		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Labels: map[string]string{"pool": "a"}}}
 		m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: phase, LastUpdateTime: metav1.NewTime(now.Add(-since))}
@@ -83,7 +84,7 @@ func TestCalculateStatusMinReadySeconds(t *testing.T) {
 		return v1alpha1.MachineSetCondition{Type: ConditionInvalidAnnotation, Status: v1alpha1.ConditionTrue, Reason: ReasonInvalidMinReadySeconds,
 			Message: `annotation mcmkit.io/min-ready-seconds: unknown value "` + value + `" (want apply or ignore); ` +
 				"minReadySeconds is not applied: machines count as available once Running, as in MCM",
-			LastTransitionTime: metaTime(now)}
+			LastTransitionTime: apitime.Of(now)}
 	}
 	tests := []struct {
 		name       string

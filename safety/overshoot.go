@@ -13,6 +13,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1/validation"
+	"github.com/mcmkit/mcm/internal/apitime"
 	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
@@ -259,7 +260,7 @@ func setFrozenCondition(conds []v1alpha1.MachineSetCondition, ch freezeChange, n
 	out := slices.DeleteFunc(slices.Clone(conds), func(c v1alpha1.MachineSetCondition) bool { return c.Type == v1alpha1.MachineSetFrozen })
 	if ch.Freeze {
 		out = append(out, v1alpha1.MachineSetCondition{Type: v1alpha1.MachineSetFrozen, Status: v1alpha1.ConditionTrue,
-			Reason: ch.Reason, Message: ch.Message, LastTransitionTime: metav1.NewTime(now.UTC().Truncate(time.Second))})
+			Reason: ch.Reason, Message: ch.Message, LastTransitionTime: apitime.Of(now)})
 	}
 	return out
 }
@@ -270,7 +271,7 @@ func setFrozenDeploymentCondition(conds []v1alpha1.MachineDeploymentCondition, c
 		return c.Type == v1alpha1.MachineDeploymentFrozen
 	})
 	if ch.Freeze {
-		at := metav1.NewTime(now.UTC().Truncate(time.Second))
+		at := apitime.Of(now)
 		out = append(out, v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentFrozen, Status: v1alpha1.ConditionTrue,
 			Reason: ch.Reason, Message: ch.Message, LastUpdateTime: at, LastTransitionTime: at})
 	}
