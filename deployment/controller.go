@@ -100,7 +100,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	if inf.Nodes != nil {
 		c.nodes = inf.Nodes.Lister()
 	}
-	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
+	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger}
 	if err := registerMetrics(o.Registerer, c); err != nil {
 		return nil, fmt.Errorf("deployment: %w", err)
 	}

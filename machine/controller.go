@@ -206,7 +206,7 @@ func (c *Controller) drainOptions(target informers.SharedInformerFactory) (drain
 
 // buildQueues builds the work queues; they start nothing until used.
 func (c *Controller) buildQueues() error {
-	qopts := workqueue.Options{Registerer: c.opts.Registerer, Clock: c.opts.Clock, Logger: c.opts.Logger, MaxRetries: -1}
+	qopts := workqueue.Options{Registerer: c.opts.Registerer, Clock: c.opts.Clock, Logger: c.opts.Logger}
 	var err error
 	if c.machineQueue, err = workqueue.New("machine", workqueue.ReconcilerFunc[string](c.ReconcileMachine), qopts); err != nil {
 		return err

@@ -86,7 +86,7 @@ func NewController(client versioned.Interface, inf Informers, opts Options) (*Co
 		return nil, fmt.Errorf("machineset: %w", err)
 	}
 	c.queue, err = workqueue.New("machineset", workqueue.ReconcilerFunc[string](c.Reconcile),
-		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1})
+		workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger})
 	if err != nil {
 		return nil, fmt.Errorf("machineset: %w", err)
 	}

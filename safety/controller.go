@@ -292,7 +292,7 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	if c.budget, err = NewBudget(inf.Machines, BudgetOptions{Max: o.MaxReplacements, MaxUnhealthy: o.MaxUnhealthy, MachineSets: inf.MachineSets, Clock: o.Clock}); err != nil {
 		return nil, err
 	}
-	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger, MaxRetries: -1}
+	qopts := workqueue.Options{Registerer: o.Registerer, Clock: o.Clock, Logger: o.Logger}
 	overshoot, machineChecks := o.Checks&CheckOvershoot != 0, o.Checks&CheckMachines != 0
 	if overshoot {
 		if c.overshoot, err = workqueue.New("safety-overshoot", workqueue.ReconcilerFunc[string](c.checkOvershoot), qopts); err != nil {

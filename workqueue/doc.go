@@ -12,8 +12,9 @@
 //     backoff reset (polling, not failing);
 //   - Result.Requeue: the key comes back after its backoff;
 //   - an error: the worker logs it and retries the key with exponential
-//     backoff, until Options.MaxRetries retries have failed; then it logs the
-//     give-up and drops the key until it is added again;
+//     backoff for as long as it fails; with a positive Options.MaxRetries,
+//     only until that many retries have failed: then it logs the give-up
+//     and drops the key until it is added again;
 //   - an error with Result.RequeueAfter > 0: the worker logs and counts the
 //     error, and the key comes back after RequeueAfter, the reconciler's own
 //     retry policy, instead of the backoff; it is never given up;
@@ -26,7 +27,7 @@
 //     resourceVersion that another writer changed in between): retried like
 //     any error, but logged at V(1), not at error level, and counted as
 //     result "conflict": the next sync reads the object again and resolves
-//     it. Given up after MaxRetries, it is logged as an error;
+//     it. Given up after a positive MaxRetries, it is logged as an error;
 //   - a panic: recovered and handled like an error, with the panic value in
 //     the error and the stack trace in the log. The worker survives.
 //

@@ -17,11 +17,6 @@ import (
 
 // Defaults for the zero values of Options.
 const (
-	// DefaultMaxRetries is how often a failing key is retried before it is
-	// dropped. With the default backoff the last retry happens about 164
-	// seconds after the first failure, which rides out API server restarts
-	// and short cloud-provider outages without retrying a broken key forever.
-	DefaultMaxRetries = 15
 	// DefaultBaseDelay is the backoff after a key's first failure.
 	DefaultBaseDelay = 5 * time.Millisecond
 	// DefaultMaxDelay caps the per-key backoff.
@@ -88,13 +83,16 @@ type Result struct {
 
 // Options configures a Queue. The zero value is ready to use.
 type Options struct {
-	// MaxRetries is how many times a key whose Reconcile fails is retried
-	// with backoff before the worker gives up: it logs the last error,
-	// forgets the key and counts it in mcm_workqueue_give_ups_total. The key
-	// is processed again when it is next added. Retries are counted by the
-	// rate limiter (client-go's NumRequeues) and reset whenever the key
-	// succeeds or asks for RequeueAfter. Zero means DefaultMaxRetries;
-	// negative means retry forever.
+	// MaxRetries, if positive, is how many times a key whose Reconcile
+	// fails is retried with backoff before the worker gives up: it logs the
+	// last error, forgets the key and counts it in
+	// mcm_workqueue_give_ups_total. The key is processed again when it is
+	// next added. Retries are counted by the rate limiter (client-go's
+	// NumRequeues) and reset whenever the key succeeds or asks for
+	// RequeueAfter. Zero (or a negative value) means no limit: a failing
+	// key is retried for as long as it fails, at most MaxDelay apart, which
+	// is what a controller wants, since no informer event may come to bring
+	// a dropped key back.
 	MaxRetries int
 
 	// BaseDelay and MaxDelay shape the per-key exponential backoff: a key's
@@ -180,9 +178,6 @@ func New[K comparable](name string, r Reconciler[K], opts Options) (*Queue[K], e
 		reconciler: r,
 		maxRetries: opts.MaxRetries,
 		logger:     opts.Logger,
-	}
-	if q.maxRetries == 0 {
-		q.maxRetries = DefaultMaxRetries
 	}
 	baseDelay, maxDelay := opts.BaseDelay, opts.MaxDelay
 	if baseDelay <= 0 {
@@ -343,8 +338,8 @@ func (q *Queue[K]) reconcile(ctx context.Context, key K) {
 }
 
 // handleError retries key with backoff (or after the reconciler's own
-// delay, when it gave one), or gives up once it has been retried MaxRetries
-// times. Every failure is logged exactly once, here: reconcilers return
+// delay, when it gave one), or, with a positive MaxRetries, gives up once
+// it has been retried that many times. Every failure is logged exactly once, here: reconcilers return
 // errors instead of logging them. A failure that is nothing but conflicts
 // (onlyConflicts) is retried the same way, but logged at V(1) and counted
 // as result "conflict"; given up, it is an error.
@@ -387,7 +382,7 @@ func (q *Queue[K]) handleError(ctx context.Context, logger logr.Logger, key K, e
 		q.queue().AddAfter(key, after)
 		return
 	}
-	if q.maxRetries < 0 || retries < q.maxRetries {
+	if q.maxRetries <= 0 || retries < q.maxRetries {
 		retrying("; requeuing with backoff", kvs...)
 		q.queue().AddRateLimited(key)
 		return
