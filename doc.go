@@ -45,7 +45,10 @@
 //   - expectations: bookkeeping that keeps controllers from acting twice while
 //     their caches lag: creation and deletion expectations (Store), and
 //     read-your-writes for each object a controller patched (Writes).
-//   - reference: a thin binary wiring the controllers together.
+//   - reference: the reference manager, a drop-in for MCM's
+//     machine-controller-manager (MCM's flags, leader election, metrics and
+//     health endpoints) that composes every controller; a provider's main
+//     calls manager.Main with its driver added to the driver table.
 //
 // Every controller writes the fields it owns with guarded JSON merge
 // patches, only when they changed (the module's internal patch package).

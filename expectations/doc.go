@@ -1,8 +1,9 @@
 // Package expectations tracks the writes a controller has issued but not yet
-// seen through its informer. It has two stores that every controller of
-// this module uses side by side: Store, creation and deletion expectations
-// in the sense of kube-controller-manager's ControllerExpectations, and
-// Writes, which makes a controller read its own writes (see below).
+// seen through its informer. It has two stores: Store, creation and
+// deletion expectations in the sense of kube-controller-manager's
+// ControllerExpectations, and Writes, which makes a controller read its own
+// writes (see below). The machine and MachineSet controllers use both side
+// by side, the MachineDeployment controller Writes only.
 //
 // A MachineSet controller decides how many machines to create or delete by
 // comparing spec.replicas with the machines in its informer cache. The cache
