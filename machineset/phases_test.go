@@ -235,3 +235,72 @@ func waitForCache(t *testing.T, h *harness, n int) {
 	}
 	t.Fatalf("the cache never showed %d machines", n)
 }
+
+// TestFailedAdoptionIsPlannedAgain: an orphan whose adoption fails is
+// neither counted nor deleted by the sync that tried: the set's machines
+// are planned again without it.
+func TestFailedAdoptionIsPlannedAgain(t *testing.T) {
+	pool := map[string]string{"pool": "a"}
+	orphan := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "orphan", Namespace: "ns", UID: "uid-orphan", Labels: pool,
+		CreationTimestamp: metav1.NewTime(time.Unix(600, 0))}}
+	set := testSet(1)
+	set.Finalizers = []string{Finalizer}
+	own := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "pool-own", Namespace: "ns", UID: "uid-own", Labels: pool,
+		CreationTimestamp: metav1.NewTime(time.Unix(60, 0)), OwnerReferences: []metav1.OwnerReference{controllerRef(set)}}}
+	orphan.Spec, own.Spec = set.Spec.Template.Spec, set.Spec.Template.Spec
+	tests := []struct {
+		name  string
+		objs  []runtime.Object
+		plan  []write // assuming the adoption succeeds
+		after []write // what the sync does once it failed
+	}{
+		{name: "the orphan would have been the set's one machine", objs: []runtime.Object{orphan},
+			plan: []write{
+				{Verb: "patch", Resource: "machines", Name: "orphan", Fields: "metadata.ownerReferences"},
+				{Verb: "patch", Resource: "machinesets", Name: "pool", Fields: "metadata.annotations"},
+			},
+			after: []write{
+				{Verb: "patch", Resource: "machines", Name: "orphan", Fields: "metadata.ownerReferences"}, // refused
+				{Verb: "create", Resource: "machines"},
+			}},
+		{name: "the foreign orphan would have been deleted first", objs: []runtime.Object{own, orphan},
+			plan: []write{
+				{Verb: "patch", Resource: "machines", Name: "orphan", Fields: "metadata.ownerReferences"},
+				{Verb: "patch", Resource: "machinesets", Name: "pool", Fields: "metadata.annotations"},
+				{Verb: "delete", Resource: "machines", Name: "orphan"},
+			},
+			after: []write{{Verb: "patch", Resource: "machines", Name: "orphan", Fields: "metadata.ownerReferences"}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			h := newHarness(t, Options{}, append(tt.objs, set.DeepCopy())...)
+			h.client.PrependReactor("patch", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.(k8stesting.PatchAction).GetName() == "orphan" {
+					return true, nil, fmt.Errorf("refused")
+				}
+				return false, nil, nil
+			})
+			waitForCache(t, h, len(tt.objs))
+			cached, err := h.c.sets.MachineSets("ns").Get("pool")
+			if err != nil {
+				t.Fatal(err)
+			}
+			ctx := context.Background()
+			s, err := h.c.observe(ctx, "ns/pool", cached)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if diff := cmp.Diff(tt.plan, planWrites(cached, plan(s, h.c.opts.BurstReplicas))); diff != "" {
+				t.Errorf("the plan's writes (-want +got):\n%s", diff)
+			}
+			h.client.ClearActions()
+			if _, err := h.c.sync(ctx, "ns/pool", cached); err == nil || !strings.Contains(err.Error(), "refused") {
+				t.Errorf("sync: %v, want the refused adoption", err)
+			}
+			writes, _ := recordedWrites(t, h.client.Actions())
+			if diff := cmp.Diff(tt.after, writes); diff != "" {
+				t.Errorf("the sync's writes but the status (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

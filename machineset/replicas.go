@@ -111,8 +111,6 @@ type applied struct {
 	CreateFailure, DeleteFailure string
 }
 
-func (a applied) failed() string { return joinNonEmpty(a.DeleteFailure, a.CreateFailure) }
-
 // applyReplicas issues the replica plan: deletions first, all at once,
 // then creations in slow-start batches. Expectations are recorded before
 // the requests, so that events that beat the answers are counted.
