@@ -1,0 +1,182 @@
+// The rules MachineSets and MachineDeployments share (selector and
+// template) and a deployment's own (strategy, update configuration).
+
+package validation
+
+import (
+	"maps"
+	"slices"
+	"strconv"
+	"strings"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	metav1validation "k8s.io/apimachinery/pkg/apis/meta/v1/validation"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/validation/field"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+)
+
+// validateSelectorAndTemplate checks the part MachineSets and
+// MachineDeployments share: the template, the selector, and that the
+// selector selects the machines created from the template.
+func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *v1alpha1.MachineTemplateSpec, spec *field.Path) field.ErrorList {
+	templatePath := spec.Child("template")
+	metadata := templatePath.Child("metadata")
+	// The CRD accepts any strings here; the API server would only reject
+	// them when a controller creates a Machine from the template.
+	errs := validateLabels(template.Labels, metadata.Child("labels"))
+	errs = append(errs, validateAnnotations(template.Annotations, metadata.Child("annotations"))...)
+	errs = append(errs, validateMachineSpec(&template.Spec, templatePath.Child("spec"))...)
+	errs = append(errs, validateSelector(selector, template.Labels, spec.Child("selector"))...)
+	return errs
+}
+
+func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]string, path *field.Path) field.ErrorList {
+	if selector == nil {
+		return field.ErrorList{field.Required(path, msgSelectorRequired)}
+	}
+	// Unlike the CEL rule, which only asks whether the fields are present,
+	// this also catches "matchLabels: {}".
+	if len(selector.MatchLabels) == 0 && len(selector.MatchExpressions) == 0 {
+		return field.ErrorList{field.Invalid(path, metav1.FormatLabelSelector(selector), msgSelectorEmpty)}
+	}
+	if errs := metav1validation.ValidateLabelSelector(selector, metav1validation.LabelSelectorValidationOptions{}, path); len(errs) > 0 {
+		// A selector that does not parse cannot be matched against the template.
+		return errs
+	}
+
+	var errs field.ErrorList
+	if !PositiveSelector(selector) {
+		errs = append(errs, field.Invalid(path, metav1.FormatLabelSelector(selector), msgSelectorNotPositive))
+	}
+	matchLabels := path.Child("matchLabels")
+	for _, key := range slices.Sorted(maps.Keys(selector.MatchLabels)) {
+		want := selector.MatchLabels[key]
+		if got, ok := templateLabels[key]; !ok || got != want {
+			errs = append(errs, field.Invalid(matchLabels.Key(key), want, msgSelectorMatchLabels))
+		}
+	}
+	matchExpressions := path.Child("matchExpressions")
+	templateSet := labels.Set(templateLabels)
+	for i, requirement := range selector.MatchExpressions {
+		// One requirement at a time, so the error names the one that fails.
+		single := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{requirement}}
+		parsed, err := metav1.LabelSelectorAsSelector(single)
+		if err != nil {
+			errs = append(errs, field.Invalid(matchExpressions.Index(i), requirement.Key, err.Error()))
+			continue
+		}
+		if !parsed.Matches(templateSet) {
+			errs = append(errs, field.Invalid(matchExpressions.Index(i), parsed.String(), msgSelectorMatchExprs))
+		}
+	}
+	return errs
+}
+
+// PositiveSelector reports whether selector has a requirement that a
+// machine meets only by carrying a label: a matchLabels entry, or an In or
+// Exists expression. NotIn and DoesNotExist alone are met by every machine
+// without the label, standalone machines and other sets' orphans included,
+// so a MachineSet or MachineDeployment with such a selector would adopt
+// them. A nil selector has none.
+func PositiveSelector(selector *metav1.LabelSelector) bool {
+	if selector == nil {
+		return false
+	}
+	if len(selector.MatchLabels) > 0 {
+		return true
+	}
+	for _, e := range selector.MatchExpressions {
+		if e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists {
+			return true
+		}
+	}
+	return false
+}
+
+func validateStrategy(strategy *v1alpha1.MachineDeploymentStrategy, path *field.Path) field.ErrorList {
+	var errs field.ErrorList
+	// An empty type is an unset one (it defaults to RollingUpdate).
+	if strategy.Type != "" && !slices.Contains(strategyTypes, strategy.Type) {
+		errs = append(errs, field.NotSupported(path.Child("type"), strategy.Type, strategyTypes))
+	}
+
+	if rolling := strategy.RollingUpdate; rolling != nil {
+		rollingPath := path.Child("rollingUpdate")
+		if strategy.Type != "" && strategy.Type != v1alpha1.RollingUpdateMachineDeploymentStrategyType {
+			errs = append(errs, field.Forbidden(rollingPath, msgRollingUpdateForbidden))
+		}
+		errs = append(errs, validateUpdateConfiguration(&rolling.UpdateConfiguration, rollingPath)...)
+		if isZero(rolling.MaxSurge) && (rolling.MaxUnavailable == nil || isZero(rolling.MaxUnavailable)) {
+			// Reported on maxSurge: the rule only applies once maxSurge is
+			// set, while maxUnavailable may well be unset.
+			errs = append(errs, field.Invalid(rollingPath.Child("maxSurge"), rolling.MaxSurge.String(), msgSurgeAndUnavailable))
+		}
+	}
+
+	inPlacePath := path.Child("inPlaceUpdate")
+	switch inPlace := strategy.InPlaceUpdate; {
+	case inPlace != nil:
+		if strategy.Type != v1alpha1.InPlaceUpdateMachineDeploymentStrategyType {
+			errs = append(errs, field.Forbidden(inPlacePath, msgInPlaceUpdateForbidden))
+		}
+		errs = append(errs, validateUpdateConfiguration(&inPlace.UpdateConfiguration, inPlacePath)...)
+		if kind := inPlace.OrchestrationType; kind != "" && !slices.Contains(orchestrationTypes, kind) {
+			errs = append(errs, field.NotSupported(inPlacePath.Child("orchestrationType"), kind, orchestrationTypes))
+		}
+	case strategy.Type == v1alpha1.InPlaceUpdateMachineDeploymentStrategyType:
+		errs = append(errs, field.Required(inPlacePath, msgInPlaceUpdateRequired))
+	}
+	return errs
+}
+
+func validateUpdateConfiguration(config *v1alpha1.UpdateConfiguration, path *field.Path) field.ErrorList {
+	values := []struct {
+		name  string
+		value *intstr.IntOrString
+	}{
+		{"maxSurge", config.MaxSurge},
+		{"maxUnavailable", config.MaxUnavailable},
+	}
+	var errs field.ErrorList
+	for _, v := range values {
+		if v.value == nil {
+			continue
+		}
+		if _, ok := nonNegativeIntOrPercent(*v.value); !ok {
+			errs = append(errs, field.Invalid(path.Child(v.name), v.value.String(), msgIntOrPercent(v.name)))
+		}
+	}
+	return errs
+}
+
+// nonNegativeIntOrPercent returns the number in value ("5", 5 or "5%" give
+// 5) and whether value is a non-negative number or percentage the
+// controllers can compute with.
+func nonNegativeIntOrPercent(value intstr.IntOrString) (int, bool) {
+	switch value.Type {
+	case intstr.Int:
+		return int(value.IntVal), value.IntVal >= 0
+	case intstr.String:
+		digits := strings.TrimSuffix(value.StrVal, "%")
+		if digits == "" || strings.TrimLeft(digits, "0123456789") != "" {
+			return 0, false
+		}
+		// Rejects numbers too large to compute with, which the CEL pattern lets through.
+		n, err := strconv.Atoi(digits)
+		return n, err == nil
+	}
+	return 0, false
+}
+
+// isZero reports whether value is set to a well-formed 0 or 0%. The CEL rule
+// compares the strings with "0" and "0%"; this also catches "00".
+func isZero(value *intstr.IntOrString) bool {
+	if value == nil {
+		return false
+	}
+	n, ok := nonNegativeIntOrPercent(*value)
+	return ok && n == 0
+}
