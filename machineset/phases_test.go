@@ -172,56 +172,61 @@ func TestSyncWritesAreThePlans(t *testing.T) {
 		{name: "deletion done", set: deleting.DeepCopy(),
 			want: []write{{Verb: "patch", Resource: "machinesets", Name: "pool", Fields: "metadata.finalizers"}}},
 	}
-	sortWrites := cmpopts.SortSlices(func(a, b write) bool { return fmt.Sprint(a) < fmt.Sprint(b) })
 	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			h := newHarness(t, Options{}, append(tt.objs, tt.set)...)
-			var observing atomic.Bool
-			h.client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
-				if observing.Load() && isWrite(a) {
-					return true, nil, fmt.Errorf("a %s of %s while observing", a.GetVerb(), a.GetResource().Resource)
-				}
-				return false, nil, nil
-			})
-			waitForCache(t, h, len(tt.objs))
-			cached, err := h.c.sets.MachineSets("ns").Get("pool")
-			if err != nil {
-				t.Fatal(err)
-			}
-			ctx := context.Background()
+		t.Run(tt.name, func(t *testing.T) { checkSyncWrites(t, tt.set, tt.objs, tt.want) })
+	}
+}
 
-			h.client.ClearActions()
-			observing.Store(true)
-			s, err := h.c.observe(ctx, "ns/pool", cached)
-			observing.Store(false)
-			if err != nil {
-				t.Fatalf("observe: %v", err)
-			}
-			if writes, status := recordedWrites(t, h.client.Actions()); len(writes)+len(status) > 0 {
-				t.Errorf("observe wrote: %v", slices.Concat(writes, status))
-			}
-			p := plan(s, h.c.opts.BurstReplicas)
-			if diff := cmp.Diff(tt.want, planWrites(cached, p), cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("the plan's writes (-want +got):\n%s", diff)
-			}
+// checkSyncWrites observes set in a world of objs with a reactor that
+// fails any write meanwhile, checks that its plan's writes are want, then
+// syncs it and compares the writes recorded with the plan's.
+func checkSyncWrites(t *testing.T, set *v1alpha1.MachineSet, objs []runtime.Object, want []write) {
+	h := newHarness(t, Options{}, append(objs, set)...)
+	var observing atomic.Bool
+	h.client.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		if observing.Load() && isWrite(a) {
+			return true, nil, fmt.Errorf("a %s of %s while observing", a.GetVerb(), a.GetResource().Resource)
+		}
+		return false, nil, nil
+	})
+	waitForCache(t, h, len(objs))
+	cached, err := h.c.sets.MachineSets("ns").Get("pool")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
 
-			// The sync observes and plans again, from the same caches.
-			h.client.ClearActions()
-			if _, err := h.c.sync(ctx, "ns/pool", cached); err != nil {
-				t.Fatalf("sync: %v", err)
-			}
-			writes, status := recordedWrites(t, h.client.Actions())
-			if diff := cmp.Diff(planWrites(cached, p), writes, sortWrites, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("the sync's writes but the status, against its plan's (-plan +sync):\n%s", diff)
-			}
-			wantStatus := []write{{Verb: "patch", Resource: "machinesets", Subresource: "status", Name: "pool", Fields: "status"}}
-			if p.Finish {
-				wantStatus = nil
-			}
-			if diff := cmp.Diff(wantStatus, status, cmpopts.EquateEmpty()); diff != "" {
-				t.Errorf("status writes (-want +got):\n%s", diff)
-			}
-		})
+	h.client.ClearActions()
+	observing.Store(true)
+	s, err := h.c.observe(ctx, "ns/pool", cached)
+	observing.Store(false)
+	if err != nil {
+		t.Fatalf("observe: %v", err)
+	}
+	if writes, status := recordedWrites(t, h.client.Actions()); len(writes)+len(status) > 0 {
+		t.Errorf("observe wrote: %v", slices.Concat(writes, status))
+	}
+	p := plan(s, h.c.opts.BurstReplicas)
+	if diff := cmp.Diff(want, planWrites(cached, p), cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the plan's writes (-want +got):\n%s", diff)
+	}
+
+	// The sync observes and plans again, from the same caches.
+	h.client.ClearActions()
+	if _, err := h.c.sync(ctx, "ns/pool", cached); err != nil {
+		t.Fatalf("sync: %v", err)
+	}
+	writes, status := recordedWrites(t, h.client.Actions())
+	sortWrites := cmpopts.SortSlices(func(a, b write) bool { return fmt.Sprint(a) < fmt.Sprint(b) })
+	if diff := cmp.Diff(planWrites(cached, p), writes, sortWrites, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("the sync's writes but the status, against its plan's (-plan +sync):\n%s", diff)
+	}
+	wantStatus := []write{{Verb: "patch", Resource: "machinesets", Subresource: "status", Name: "pool", Fields: "status"}}
+	if p.Finish {
+		wantStatus = nil
+	}
+	if diff := cmp.Diff(wantStatus, status, cmpopts.EquateEmpty()); diff != "" {
+		t.Errorf("status writes (-want +got):\n%s", diff)
 	}
 }
 
