@@ -8,26 +8,36 @@ import (
 	"time"
 
 	"github.com/go-logr/logr"
+	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/discovery"
+	"k8s.io/client-go/kubernetes"
+	kscheme "k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
+	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/reference/internal/flags"
+	"github.com/mcmkit/mcm/reference/internal/listwatch"
+	"github.com/mcmkit/mcm/reference/internal/restmetrics"
 )
 
 // restConfig builds the client configuration of one cluster from a
 // kubeconfig path or InCluster, with the manager's QPS, burst and user
 // agent. There is no fallback: InCluster means rest.InClusterConfig, a
 // path means that file.
-func (c Config) restConfig(flagName, value string) (*rest.Config, error) {
+func restConfig(c Config, flagName, value string) (*rest.Config, error) {
 	var (
 		cfg *rest.Config
 		err error
 	)
 	switch value {
-	case InCluster, mcmInCluster:
+	case InCluster, flags.MCMInCluster:
 		cfg, err = rest.InClusterConfig()
 	default:
 		var raw *clientcmdapi.Config
@@ -43,6 +53,74 @@ func (c Config) restConfig(flagName, value string) (*rest.Config, error) {
 	cfg.Burst = c.KubeAPIBurst
 	cfg.UserAgent = "mcm-reference"
 	return cfg, nil
+}
+
+// clients builds the clients and the event recorder; cleanup stops the
+// event broadcaster.
+func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
+	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log, Gates: m.gates}
+	restMetrics, err := restmetrics.New(m.reg)
+	if err != nil {
+		return cc, nil, fmt.Errorf("REST client metrics: %w", err)
+	}
+	// Measured inside the list-watch retries, so that each attempt counts.
+	controlCfg = listwatch.Transport(restMetrics.Instrument(controlCfg), m.listWatch, "control")
+	if targetCfg != nil {
+		targetCfg = listwatch.Transport(restMetrics.Instrument(targetCfg), m.listWatch, "target")
+	}
+	cc.controlCfg, cc.targetCfg = controlCfg, targetCfg
+	if cc, err = cc.withOwnClients(); err != nil {
+		return cc, nil, err
+	}
+	scheme := runtime.NewScheme()
+	if err := kscheme.AddToScheme(scheme); err != nil {
+		return cc, nil, err
+	}
+	if err := v1alpha1.AddToScheme(scheme); err != nil {
+		return cc, nil, err
+	}
+	// The broadcaster outlives ctx: the lease release at shutdown records an
+	// event. cleanup stops it.
+	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
+	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.ControlCore.CoreV1().Events("")})
+	cc.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: eventSource})
+	return cc, broadcaster.Shutdown, nil
+}
+
+// withOwnClients returns cc with clients of its own: each client of
+// client-go has its own rate limiter, so the controllers given these
+// clients get a budget of --kube-api-qps and --kube-api-burst per cluster
+// and API of their own (see runControllers).
+func (cc ControllerContext) withOwnClients() (ControllerContext, error) {
+	if cc.controlCfg == nil {
+		return cc, nil // clients given as they are (tests with fakes)
+	}
+	var err error
+	if cc.Machines, err = versioned.NewForConfig(withContentType(cc.controlCfg, runtime.ContentTypeJSON)); err != nil {
+		return cc, fmt.Errorf("control cluster client: %w", err)
+	}
+	if cc.ControlCore, err = kubernetes.NewForConfig(withContentType(cc.controlCfg, cc.Config.KubeAPIContentType)); err != nil {
+		return cc, fmt.Errorf("control cluster client: %w", err)
+	}
+	if cc.targetCfg != nil {
+		if cc.TargetCore, err = kubernetes.NewForConfig(withContentType(cc.targetCfg, cc.Config.KubeAPIContentType)); err != nil {
+			return cc, fmt.Errorf("target cluster client: %w", err)
+		}
+	}
+	return cc, nil
+}
+
+// withContentType returns a copy of cfg whose requests carry contentType
+// and which accepts it, and JSON, in answers: the API server answers in
+// JSON what it has no protobuf for (custom resources, some errors).
+func withContentType(cfg *rest.Config, contentType string) *rest.Config {
+	cfg = rest.CopyConfig(cfg)
+	cfg.ContentType = contentType
+	cfg.AcceptContentTypes = contentType
+	if contentType != runtime.ContentTypeJSON {
+		cfg.AcceptContentTypes += "," + runtime.ContentTypeJSON
+	}
+	return cfg
 }
 
 // waitForAPIServer polls the API server's /readyz until it answers ok,
@@ -127,8 +205,4 @@ func retry(ctx context.Context, try func(context.Context) (bool, string), log lo
 		}
 		delay = min(2*delay, 10*time.Second)
 	}
-}
-
-func oneLine(s string) string {
-	return strings.Join(strings.Fields(s), " ")
 }

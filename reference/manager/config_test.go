@@ -2,12 +2,9 @@ package manager
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"io"
 	"os"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -16,6 +13,7 @@ import (
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
+	certutil "k8s.io/client-go/util/cert"
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 )
@@ -29,10 +27,25 @@ func kubeconfigFile(t *testing.T) string {
 	return path
 }
 
+// writeCertPair writes a self-signed certificate and its key as PEM files.
+func writeCertPair(t *testing.T, certFile, keyFile string) {
+	t.Helper()
+	certPEM, keyPEM, err := certutil.GenerateSelfSignedCertKey("localhost", nil, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(certFile, certPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(keyFile, keyPEM, 0o600); err != nil {
+		t.Fatal(err)
+	}
+}
+
 func TestParseFlagsAccepts(t *testing.T) {
 	kc := kubeconfigFile(t)
 	certFile, keyFile := filepath.Join(t.TempDir(), "tls.crt"), filepath.Join(t.TempDir(), "tls.key")
-	writeCertPair(t, certFile, keyFile, time.Now())
+	writeCertPair(t, certFile, keyFile)
 	base := []string{"--control-kubeconfig", kc, "--target-kubeconfig", kc, "--driver", "sim"}
 	withDefaults := func(f func(*Config)) Config {
 		c := DefaultConfig()
@@ -222,101 +235,6 @@ func TestParseFlagsRejects(t *testing.T) {
 	}
 }
 
-func TestParseFlagsHelp(t *testing.T) {
-	var out strings.Builder
-	_, err := ParseFlags("mcm", []string{"-h"}, DefaultControllers(), BuiltinDrivers(), &out)
-	if !errors.Is(err, flag.ErrHelp) {
-		t.Fatalf("err = %v, want flag.ErrHelp", err)
-	}
-	used, ignored, ok := strings.Cut(out.String(), "Flags of machine-controller-manager accepted for compatibility and ignored")
-	if !ok {
-		t.Fatalf("usage has no group of ignored flags:\n%s", out.String())
-	}
-	lists := func(usage, name string) bool {
-		return regexp.MustCompile(`(?m)^  -` + name + `( |$)`).MatchString(usage)
-	}
-	for _, f := range []string{"control-kubeconfig", "target-kubeconfig", "leader-elect-lease-duration", "machine-drain-timeout", "driver",
-		"bootstrap-token-auth-extra-groups", "kube-api-content-type", "contention-profiling", "leader-elect-resource-lock"} {
-		if !lists(used, f) {
-			t.Errorf("usage lacks -%s before the ignored flags:\n%s", f, out.String())
-		}
-	}
-	for _, f := range ignoredFlags {
-		if !lists(ignored, f.name) || lists(used, f.name) {
-			t.Errorf("usage does not list -%s among the ignored flags only:\n%s", f.name, out.String())
-		}
-	}
-	if !strings.Contains(ignored, "(default 12h0m0s)") {
-		t.Errorf("usage lacks MCM's default of --min-resync-period:\n%s", ignored)
-	}
-}
-
-// mcmFlags are the flags the two binaries of MCM v0.62.1 register (their
-// options' AddFlags, component-base's logs.AddFlags and MCM's leader
-// election flags, as `machine-controller-manager --help` and a provider's
-// `machine-controller --help` list them), each with a value: every one is
-// accepted, with its type.
-var mcmFlags = map[string]string{
-	// Both processes.
-	"address": "0.0.0.0", "cloud-provider": "aws", "concurrent-syncs": "10", "contention-profiling": "true",
-	"control-kubeconfig": "", "controller-start-interval": "0s", "kube-api-burst": "30",
-	"kube-api-content-type": "application/vnd.kubernetes.protobuf", "kube-api-qps": "20", "leader-elect": "true",
-	"leader-elect-lease-duration": "15s", "leader-elect-renew-deadline": "10s", "leader-elect-resource-lock": "leases",
-	"leader-elect-retry-period": "2s", "log-flush-frequency": "5s", "min-resync-period": "12h", "namespace": "shoot--a--b",
-	"port": "10258", "profiling": "true", "target-kubeconfig": "", "v": "3", "vmodule": "",
-	// machine-controller-manager.
-	"autoscaler-scaledown-annotation-during-rollout": "true", "machine-safety-overshooting-period": "1m", "safety-down": "1", "safety-up": "2",
-	// machine-controller.
-	"bootstrap-token-auth-extra-groups": "system:bootstrappers:worker", "machine-creation-timeout": "20m", "machine-drain-timeout": "2h",
-	"machine-health-timeout": "10m", "machine-inplace-update-timeout": "20m", "machine-max-evict-retries": "360",
-	"machine-preserve-timeout": "96h", "machine-pv-detach-timeout": "2m", "machine-pv-reattach-timeout": "90s",
-	"machine-safety-apiserver-statuscheck-period": "1m", "machine-safety-apiserver-statuscheck-timeout": "30s",
-	"machine-safety-orphan-vms-period": "15m",
-	"node-conditions":                  "KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable", "resource-exhausted-retry": "10m",
-}
-
-// Every flag of MCM is accepted, with the value types MCM gives them, and
-// exactly the ones that mean nothing here are named as ignored.
-func TestParseFlagsAcceptsEveryMCMFlag(t *testing.T) {
-	kc := kubeconfigFile(t)
-	var args []string
-	for _, name := range sortedKeys(mcmFlags) {
-		value := mcmFlags[name]
-		if name == "control-kubeconfig" || name == "target-kubeconfig" {
-			value = kc
-		}
-		args = append(args, "--"+name+"="+value)
-	}
-	c, err := ParseFlags("mcm", append(args, "--driver=sim"), DefaultControllers(), BuiltinDrivers(), io.Discard)
-	if err != nil {
-		t.Fatalf("ParseFlags: %v", err)
-	}
-	var want []string
-	for _, f := range ignoredFlags {
-		want = append(want, f.name)
-	}
-	if diff := cmp.Diff(want, c.IgnoredFlags, cmpopts.SortSlices(func(a, b string) bool { return a < b })); diff != "" {
-		t.Errorf("ignored flags (-want +got):\n%s", diff)
-	}
-	// Every ignored flag is one of MCM's: none is ignored that MCM lacks.
-	for _, f := range ignoredFlags {
-		if _, ok := mcmFlags[f.name]; !ok {
-			t.Errorf("--%s is ignored but is not a flag of MCM", f.name)
-		}
-	}
-	if c.Namespace != "shoot--a--b" || c.Verbosity != 3 || c.ConcurrentSyncs != 10 || !c.ContentionProfiling {
-		t.Errorf("values not taken: %+v", c)
-	}
-}
-
-func TestMCMSpellings(t *testing.T) {
-	got := mcmSpellings([]string{"--machine_drain_timeout=1h_x", "-v3", "-v", "2", "--a_b", "x_y", "-vmodule=a_b=1", "-", "--", "--c_d", "-v5"})
-	want := []string{"--machine-drain-timeout=1h_x", "-v=3", "-v", "2", "--a-b", "x_y", "-vmodule=a_b=1", "-", "--", "--c_d", "-v5"}
-	if diff := cmp.Diff(want, got); diff != "" {
-		t.Errorf("mcmSpellings (-want +got):\n%s", diff)
-	}
-}
-
 // A controller table with one more entry is all another controller needs.
 func TestControllerTableExtends(t *testing.T) {
 	kc := kubeconfigFile(t)
@@ -327,7 +245,7 @@ func TestControllerTableExtends(t *testing.T) {
 	if err != nil {
 		t.Fatalf("ParseFlags: %v", err)
 	}
-	got, err := c.selectedControllers(controllers)
+	got, err := selectedControllers(c, controllers)
 	if err != nil || !cmp.Equal(got, []string{"machineset"}) {
 		t.Errorf("selected = %v, %v; want [machineset]", got, err)
 	}

@@ -122,7 +122,7 @@
 // A lease is released (emptied, as client-go's ReleaseOnCancel does) only
 // after every controller of the manager has stopped. Losing a lease stops
 // that group's controllers at once, then the others; their leases are
-// released and Run returns ErrLeadershipLost naming the lease: the process
+// released and Run returns an error naming the lease: the process
 // exits and its restart campaigns afresh, with fresh caches.
 //
 // # Health
@@ -197,8 +197,8 @@
 // bearer token the control cluster authenticates (a TokenReview) and whose
 // user it authorizes to get that path (a SubjectAccessReview on the
 // non-resource URL); an outcome is reused for a minute, a refusal for 10s.
-// /healthz and /readyz stay open for the kubelet's probes. Handler is
-// never behind it, and --metrics-secure with --port=0 is refused.
+// /healthz and /readyz stay open for the kubelet's probes.
+// --metrics-secure with --port=0 is refused: nothing would be secured.
 //
 // # Shutdown
 //
@@ -223,6 +223,11 @@
 //	m, err := manager.New(cfg, manager.Options{Controllers: manager.DefaultControllers(), Drivers: manager.BuiltinDrivers()})
 //	err = m.Run(ctx) // until ctx ends or leadership is lost
 //
+// Run sets nothing that belongs to the whole process: Main installs the
+// signal handlers, sets the garbage collector's target and, with
+// --contention-profiling, the block profile rate; such a program sets what
+// it wants of these itself.
+//
 // # Extending
 //
 // A controller is one line in DefaultControllers: its group, its
@@ -237,4 +242,14 @@
 //	os.Exit(manager.Main("mycloud-mcm", os.Args[1:], manager.DefaultControllers(), drivers))
 //
 // examples/provider is such a program.
+//
+// # Layout
+//
+// This package is the composition root: the tables, the startup, the
+// groups and their informers, the readiness and the HTTP server. What it
+// composes lives in internal packages of reference: flags (Config, MCM's
+// flags, spellings and ignored flags, validation), leases (the groups'
+// leases), listwatch (the informers' list and watch health and retries),
+// restmetrics (MCM's rest_client_* metrics) and metricsauth
+// (--metrics-secure's certificate and access reviews).
 package manager

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/reference/internal/flags"
 )
 
 // DriverEnv is what a DriverFactory may use.
@@ -68,6 +69,21 @@ const (
 	simBootDelay   = 2 * time.Second
 	simBootJitter  = 3 * time.Second
 	simDeleteDelay = 2 * time.Second
+)
+
+// Defaults of the sim driver's simulated kubelet (SimDriverOptions, and
+// the --sim-* flags). The kubelet renews every lease every 10 s, as the
+// kubelet does, which suits a cluster whose kube-controller-manager waits
+// the default 50 s (the test environment's 20 s) before it marks a node
+// Unknown; its client's rate limit covers that for about 2 500 nodes.
+// Thousands more need a longer renew period and grace period (driver/sim's
+// documentation has the measured figures).
+const (
+	DefaultSimKubeletQPS             = flags.DefaultSimKubeletQPS
+	DefaultSimKubeletBurst           = flags.DefaultSimKubeletBurst
+	DefaultSimNodeLeaseDuration      = flags.DefaultSimNodeLeaseDuration
+	DefaultSimNodeLeaseRenewPeriod   = flags.DefaultSimNodeLeaseRenewPeriod // a quarter of the lease duration: 10 s
+	DefaultSimNodeStatusReportPeriod = flags.DefaultSimNodeStatusReportPeriod
 )
 
 // SimKubeletUserAgent is the user agent of the sim driver's simulated

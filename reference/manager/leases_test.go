@@ -23,6 +23,7 @@ import (
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
+	"github.com/mcmkit/mcm/reference/internal/leases"
 )
 
 const leaseNamespace = "shoot"
@@ -223,7 +224,7 @@ func TestGroupsRunUnderTheirLeases(t *testing.T) {
 			waitRuns(t, p, "ours", tt.first)
 			// Long enough for any second campaign to have won, had it
 			// been allowed: the delay plus a few retries.
-			time.Sleep((secondaryDelay + 5) * m.cfg.RetryPeriod)
+			time.Sleep((leases.SecondaryDelay + 5) * m.cfg.RetryPeriod)
 			if got := p.runs("ours"); !cmp.Equal(got, []string{tt.first}) {
 				t.Fatalf("runs %v while MCM's process holds %s, want only %s", got, tt.mcmProcess, tt.first)
 			}
@@ -235,7 +236,7 @@ func TestGroupsRunUnderTheirLeases(t *testing.T) {
 					t.Errorf("mcm_manager_group_running{group=%q} = %v, want %v", g, got, want)
 				}
 			}
-			if ready, why := m.Ready(); !ready || !strings.Contains(why, "lease held by mcm-process") {
+			if ready, why := m.ready(); !ready || !strings.Contains(why, "lease held by mcm-process") {
 				t.Errorf("Ready() = %v, %q; want ready, naming MCM's process as the holder of the other lease", ready, why)
 			}
 
@@ -279,7 +280,7 @@ func TestTwoManagersDoNotSplitGroups(t *testing.T) {
 				}
 				return true, ""
 			})
-			time.Sleep((secondaryDelay + 5) * 100 * time.Millisecond)
+			time.Sleep((leases.SecondaryDelay + 5) * 100 * time.Millisecond)
 			if got := p.runs(standby); len(got) != 0 {
 				t.Fatalf("standby %s runs %v", standby, got)
 			}
@@ -319,7 +320,7 @@ func TestLostLeaseStopsEveryGroupBeforeReleasing(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("Run still runs 10s after its lease was taken")
 	}
-	if !errors.Is(err, ErrLeadershipLost) || !strings.Contains(err.Error(), "lease shoot/machine-controller of the machine-controller controllers") {
+	if !errors.Is(err, leases.ErrLeadershipLost) || !strings.Contains(err.Error(), "lease shoot/machine-controller of the machine-controller controllers") {
 		t.Fatalf("Run = %v, want ErrLeadershipLost naming the machine-controller lease", err)
 	}
 	if p.anyRunning() {

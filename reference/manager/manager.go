@@ -2,51 +2,29 @@ package manager
 
 import (
 	"context"
-	"crypto/tls"
 	"errors"
-	"flag"
 	"fmt"
-	"io"
-	"net"
+	"maps"
 	"net/http"
 	"os"
-	"os/signal"
-	goruntime "runtime"
 	"slices"
-	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"time"
 
 	"github.com/go-logr/logr"
-	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
-	corev1 "k8s.io/api/core/v1"
-	"k8s.io/apimachinery/pkg/runtime"
-	"k8s.io/client-go/kubernetes"
-	kscheme "k8s.io/client-go/kubernetes/scheme"
-	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
-	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/leaderelection"
-	"k8s.io/client-go/tools/record"
 
-	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/reference/internal/listwatch"
 	"github.com/mcmkit/mcm/tolerant"
 )
 
-// ErrLeadershipLost is returned (wrapped, naming the lease) by Run when a
-// lease could not be renewed in time. Every controller has stopped by
-// then and the other leases are released; exit and let the restart
-// campaign afresh (controllers and their caches are built per term).
-var ErrLeadershipLost = errors.New("leadership lost: the lease was not renewed within --leader-elect-renew-deadline")
-
-// EventSource is the component name on the events the manager records.
-const EventSource = "machine-controller-manager"
+// eventSource is the component name on the events the manager records:
+// MCM's.
+const eventSource = "machine-controller-manager"
 
 // Options are the parts of a Manager that are code, not flags.
 type Options struct {
@@ -79,7 +57,7 @@ type Manager struct {
 	watchdogs map[Group]*leaderelection.HealthzAdaptor
 	ran       atomic.Bool
 	// listWatch observes the controllers' clients for /readyz.
-	listWatch *listWatchHealth
+	listWatch *listwatch.Health
 	// gates are shared by the groups' controllers.
 	gates *Gates
 	// informers are shared by the groups that run at a time.
@@ -95,7 +73,7 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	if opts.Drivers == nil {
 		opts.Drivers = BuiltinDrivers()
 	}
-	if err := cfg.Validate(opts.Controllers, opts.Drivers); err != nil {
+	if err := validate(cfg, opts.Controllers, opts.Drivers); err != nil {
 		return nil, err
 	}
 	if opts.Logger.GetSink() == nil {
@@ -120,7 +98,7 @@ func New(cfg Config, opts Options) (*Manager, error) {
 			return nil, fmt.Errorf("registering metrics: %w", err)
 		}
 	}
-	health := newListWatchHealth()
+	health := listwatch.NewHealth()
 	gates := &Gates{}
 	m := &Manager{
 		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, groupRunning: groupRunning, listWatch: health, gates: gates,
@@ -135,17 +113,13 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// Registry is the registry /metrics serves.
-func (m *Manager) Registry() *prometheus.Registry { return m.reg }
-
-// Ready reports what /readyz reports: whether the manager is ready, and
+// ready reports what /readyz reports: whether the manager is ready, and
 // why, in one line. See the package documentation for what ready means.
-func (m *Manager) Ready() (bool, string) { return m.state.readiness() }
+func (m *Manager) ready() (bool, string) { return m.state.readiness() }
 
-// Handler is the HTTP handler of /metrics, /healthz, /readyz and, with
-// --profiling, /debug/pprof/, for callers that serve it themselves (with
-// --port=0).
-func (m *Manager) Handler() http.Handler {
+// handler is the HTTP handler of /metrics, /healthz, /readyz and, with
+// --profiling, /debug/pprof/.
+func (m *Manager) handler() http.Handler {
 	watchdogs := make([]*leaderelection.HealthzAdaptor, 0, len(m.watchdogs))
 	for _, g := range groups {
 		if w := m.watchdogs[g]; w != nil {
@@ -161,9 +135,11 @@ func (m *Manager) Handler() http.Handler {
 // election. It returns nil once ctx ends and everything has stopped: the
 // controllers' workqueues drained (in-flight reconciles finished),
 // informers stopped, the leases released, the driver's background work
-// ended, the HTTP server closed. It returns ErrLeadershipLost if a lease
-// was lost, and other errors for configuration that does not work (a
-// kubeconfig that does not load, the port in use).
+// ended, the HTTP server closed. It returns an error naming the lease if a
+// lease was lost (exit, and let the restart campaign afresh: controllers
+// and their caches are built per term), and other errors for configuration
+// that does not work (a kubeconfig that does not load, the port in use).
+// It sets no process-wide state: Main does (see Main).
 func (m *Manager) Run(ctx context.Context) (err error) {
 	if !m.ran.CompareAndSwap(false, true) {
 		return errors.New("manager: Run called twice")
@@ -179,20 +155,7 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 			err = nil // stopped while waiting: a clean shutdown
 		}
 	}()
-
-	if len(m.cfg.IgnoredFlags) > 0 {
-		names := make([]string, len(m.cfg.IgnoredFlags))
-		for i, f := range m.cfg.IgnoredFlags {
-			names[i] = "--" + f
-		}
-		log.Info("Flags accepted for compatibility with machine-controller-manager and ignored: " + strings.Join(names, ", "))
-	}
-	if m.cfg.Profiling && m.cfg.ContentionProfiling {
-		// As MCM: every blocking event, for /debug/pprof/block.
-		goruntime.SetBlockProfileRate(1)
-		defer goruntime.SetBlockProfileRate(0)
-	}
-
+	m.logIgnoredFlags()
 	if m.cfg.Port != 0 {
 		stop, err := m.serve(log)
 		if err != nil {
@@ -200,309 +163,46 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		}
 		defer stop()
 	}
-
-	m.state.setWaiting("loading kubeconfigs")
-	controlCfg, err := m.cfg.restConfig("control-kubeconfig", m.cfg.ControlKubeconfig)
+	controlCfg, targetCfg, err := m.loadKubeconfigs()
 	if err != nil {
 		return err
 	}
-	var targetCfg *rest.Config
-	switch m.cfg.TargetKubeconfig {
-	case NoTarget:
-	case m.cfg.ControlKubeconfig:
-		targetCfg = rest.CopyConfig(controlCfg)
-	default:
-		if targetCfg, err = m.cfg.restConfig("target-kubeconfig", m.cfg.TargetKubeconfig); err != nil {
-			return err
-		}
-	}
-
-	if err := waitForAPIServer(ctx, log, "control", controlCfg, m.state.setWaiting); err != nil {
-		return err
-	}
-	if targetCfg != nil && m.cfg.TargetKubeconfig != m.cfg.ControlKubeconfig {
-		if err := waitForAPIServer(ctx, log, "target", targetCfg, m.state.setWaiting); err != nil {
-			return err
-		}
-	}
-	served, err := servedMachineResources(ctx, log, controlCfg, m.state.setWaiting)
+	runnable, skipped, err := m.waitForClusters(ctx, controlCfg, targetCfg)
 	if err != nil {
 		return err
 	}
-	runnable, skipped := m.runnableControllers(served)
-	for name, missing := range skipped {
-		log.Info("Skipping controller: the CRDs it needs are not served; install them and restart to run it",
-			"controller", name, "missing", missing)
-	}
-	if len(runnable) == 0 {
-		return fmt.Errorf("none of the selected controllers can run: their CRDs are not served (%v)", skipped)
-	}
-
 	cc, cleanup, err := m.clients(ctx, controlCfg, targetCfg)
 	if err != nil {
 		return err
 	}
 	defer cleanup()
-
 	if m.cfg.Driver != "" {
-		var background Runnable
-		// The driver's own clients (the sim's kubelet) recover from an
-		// outage as fast as the controllers' do, but /readyz is about the
-		// controllers' informers only.
-		driverTarget := targetCfg
-		if driverTarget != nil {
-			driverTarget = retryRefusedListWatch(driverTarget)
-		}
-		cc.Driver, background, err = m.opts.Drivers[m.cfg.Driver](ctx, DriverEnv{
-			Config: m.cfg, Target: cc.TargetCore, TargetConfig: driverTarget, Logger: log.WithName("driver"), Registerer: m.reg,
-		})
+		stopDriver, err := m.startDriver(ctx, &cc, targetCfg)
 		if err != nil {
-			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
+			return err
 		}
-		// One set of deadlines for every controller that calls the
-		// driver, so that no machine gets a call while another
-		// controller's call for it is stuck, and /readyz sees them all.
-		deadlines, err := driver.WithDeadlines(cc.Driver, m.cfg.DriverTimeouts)
-		if err != nil {
-			return fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)
-		}
-		cc.Driver = deadlines
-		m.state.update(func(s *state) { s.driverCalls = deadlines })
-		if background != nil {
-			// The background work outlives the controllers: it stops last.
-			bgCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-			done := make(chan error, 1)
-			go func() { done <- background(bgCtx) }()
-			defer func() {
-				cancel()
-				if err := <-done; err != nil {
-					log.Error(err, "Driver background work failed")
-				}
-			}()
-		}
+		defer stopDriver()
 	}
-
 	m.state.update(func(s *state) {
 		s.waiting = ""
-		s.skipped = sortedKeys(skipped)
+		s.skipped = slices.Sorted(maps.Keys(skipped))
 	})
 	log.Info("Startup checks passed", "controllers", runnable, "driver", m.cfg.Driver,
 		"namespace", m.cfg.Namespace, "targetCluster", targetCfg != nil)
 	return m.runGroups(ctx, cc, runnable)
 }
 
-// runGroups runs the controllers names, each group under its lease (see
-// runLeaderElection), or all at once without leader election.
-func (m *Manager) runGroups(ctx context.Context, cc ControllerContext, names []string) error {
-	plan := m.groupPlan(names)
-	m.state.update(func(s *state) {
-		s.groups = make([]*groupState, len(plan))
-		for i, p := range plan {
-			s.groups[i] = &groupState{group: p.group, lease: p.lease}
-		}
-	})
-	for _, p := range plan {
-		m.groupRunning.WithLabelValues(string(p.group)).Set(0) // a standby's groups are 0, not absent
+// logIgnoredFlags names, in one warning line, the flags of MCM that were
+// given and mean nothing here.
+func (m *Manager) logIgnoredFlags() {
+	if len(m.cfg.IgnoredFlags) == 0 {
+		return
 	}
-	if !m.cfg.LeaderElect {
-		return m.runWithoutLeaderElection(ctx, cc, plan)
+	names := make([]string, len(m.cfg.IgnoredFlags))
+	for i, f := range m.cfg.IgnoredFlags {
+		names[i] = "--" + f
 	}
-	return m.runLeaderElection(ctx, cc, plan)
-}
-
-// runWithoutLeaderElection runs every group until ctx ends or one fails,
-// which stops the others.
-func (m *Manager) runWithoutLeaderElection(ctx context.Context, cc ControllerContext, plan []groupPlan) error {
-	runCtx, stop := context.WithCancel(ctx)
-	defer stop()
-	failed := make(chan error, len(plan))
-	for _, p := range plan {
-		m.setGroupRunning(p.group, true)
-		go func() {
-			err := m.runControllers(runCtx, cc, p)
-			m.setGroupRunning(p.group, false)
-			failed <- err
-		}()
-	}
-	var first error
-	for range plan {
-		if err := <-failed; err != nil && first == nil {
-			first = err
-			stop()
-		}
-	}
-	return first
-}
-
-// serve starts the HTTP server and returns the function that stops it.
-func (m *Manager) serve(log logr.Logger) (func(), error) {
-	handler, tlsConfig, secure, err := m.secureServing(m.Handler())
-	if err != nil {
-		return nil, err
-	}
-	addr := net.JoinHostPort(m.cfg.Address, strconv.Itoa(m.cfg.Port))
-	ln, err := net.Listen("tcp", addr)
-	if err != nil {
-		return nil, fmt.Errorf("--address/--port: %w", err)
-	}
-	if tlsConfig != nil {
-		ln = tls.NewListener(ln, tlsConfig)
-	}
-	// ReadHeaderTimeout also bounds a TLS handshake.
-	srv := &http.Server{Handler: handler, ReadHeaderTimeout: 5 * time.Second}
-	served := make(chan error, 1)
-	go func() { served <- srv.Serve(ln) }()
-	log.Info("Serving /metrics, /healthz and /readyz", append([]any{"address", ln.Addr().String(), "profiling", m.cfg.Profiling}, secure...)...)
-	return func() {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_ = srv.Shutdown(ctx)
-		if err := <-served; err != nil && !errors.Is(err, http.ErrServerClosed) {
-			log.Error(err, "HTTP server failed")
-		}
-	}, nil
-}
-
-// runnableControllers splits the selected controllers into those whose
-// resources are served and those (with the missing resources) that are not.
-func (m *Manager) runnableControllers(served []string) (runnable []string, skipped map[string][]string) {
-	selected, _ := m.cfg.selectedControllers(m.opts.Controllers) // validated in New
-	skipped = map[string][]string{}
-	for _, name := range selected {
-		var missing []string
-		for _, r := range m.opts.Controllers[name].Resources {
-			if !slices.Contains(served, r) {
-				missing = append(missing, r)
-			}
-		}
-		if len(missing) > 0 {
-			skipped[name] = missing
-		} else {
-			runnable = append(runnable, name)
-		}
-	}
-	return runnable, skipped
-}
-
-// clients builds the clients and the event recorder; cleanup stops the
-// event broadcaster.
-func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
-	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log, Gates: m.gates}
-	restMetrics, err := newRESTClientMetrics(m.reg)
-	if err != nil {
-		return cc, nil, fmt.Errorf("REST client metrics: %w", err)
-	}
-	// Measured inside the list-watch retries, so that each attempt counts.
-	controlCfg = listWatchTransport(instrumentREST(controlCfg, restMetrics), m.listWatch, "control")
-	if targetCfg != nil {
-		targetCfg = listWatchTransport(instrumentREST(targetCfg, restMetrics), m.listWatch, "target")
-	}
-	cc.controlCfg, cc.targetCfg = controlCfg, targetCfg
-	if cc, err = cc.withOwnClients(); err != nil {
-		return cc, nil, err
-	}
-	scheme := runtime.NewScheme()
-	if err := kscheme.AddToScheme(scheme); err != nil {
-		return cc, nil, err
-	}
-	if err := v1alpha1.AddToScheme(scheme); err != nil {
-		return cc, nil, err
-	}
-	// The broadcaster outlives ctx: the lease release at shutdown records an
-	// event. cleanup stops it.
-	broadcaster := record.NewBroadcaster(record.WithContext(context.WithoutCancel(ctx)))
-	broadcaster.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: cc.ControlCore.CoreV1().Events("")})
-	cc.Recorder = broadcaster.NewRecorder(scheme, corev1.EventSource{Component: EventSource})
-	return cc, broadcaster.Shutdown, nil
-}
-
-// withOwnClients returns cc with clients of its own: each client of
-// client-go has its own rate limiter, so the controllers given these
-// clients get a budget of --kube-api-qps and --kube-api-burst per cluster
-// and API of their own (see runControllers).
-func (cc ControllerContext) withOwnClients() (ControllerContext, error) {
-	if cc.controlCfg == nil {
-		return cc, nil // clients given as they are (tests with fakes)
-	}
-	var err error
-	if cc.Machines, err = versioned.NewForConfig(withContentType(cc.controlCfg, runtime.ContentTypeJSON)); err != nil {
-		return cc, fmt.Errorf("control cluster client: %w", err)
-	}
-	if cc.ControlCore, err = kubernetes.NewForConfig(withContentType(cc.controlCfg, cc.Config.KubeAPIContentType)); err != nil {
-		return cc, fmt.Errorf("control cluster client: %w", err)
-	}
-	if cc.targetCfg != nil {
-		if cc.TargetCore, err = kubernetes.NewForConfig(withContentType(cc.targetCfg, cc.Config.KubeAPIContentType)); err != nil {
-			return cc, fmt.Errorf("target cluster client: %w", err)
-		}
-	}
-	return cc, nil
-}
-
-// withContentType returns a copy of cfg whose requests carry contentType
-// and which accepts it, and JSON, in answers: the API server answers in
-// JSON what it has no protobuf for (custom resources, some errors).
-func withContentType(cfg *rest.Config, contentType string) *rest.Config {
-	cfg = rest.CopyConfig(cfg)
-	cfg.ContentType = contentType
-	cfg.AcceptContentTypes = contentType
-	if contentType != runtime.ContentTypeJSON {
-		cfg.AcceptContentTypes += "," + runtime.ContentTypeJSON
-	}
-	return cfg
-}
-
-// setGroupRunning records whether a group's controllers run, for /readyz
-// and the metrics.
-func (m *Manager) setGroupRunning(g Group, running bool) {
-	anyRunning := false
-	m.state.update(func(s *state) {
-		for _, gs := range s.groups {
-			if gs.group == g {
-				gs.running = running
-				if !running {
-					gs.synced = false
-				}
-			}
-			anyRunning = anyRunning || gs.running
-		}
-		s.syncGroups()
-	})
-	m.groupRunning.WithLabelValues(string(g)).Set(boolGauge(running))
-	m.leader.Set(boolGauge(anyRunning))
-}
-
-func boolGauge(b bool) float64 {
-	if b {
-		return 1
-	}
-	return 0
-}
-
-// groupPlan is one group of the controllers to run: its lease (with
-// leader election) and its controllers.
-type groupPlan struct {
-	group Group
-	lease string
-	names []string
-}
-
-// groupPlan splits the controllers to run into their groups, in the order
-// of groups; a group with none is left out.
-func (m *Manager) groupPlan(names []string) []groupPlan {
-	var plan []groupPlan
-	for _, g := range groups {
-		p := groupPlan{group: g, lease: m.cfg.leaseName(g)}
-		for _, n := range names {
-			if m.opts.Controllers[n].Group == g {
-				p.names = append(p.names, n)
-			}
-		}
-		if len(p.names) > 0 {
-			plan = append(plan, p)
-		}
-	}
-	return plan
+	m.log.Info("Flags accepted for compatibility with machine-controller-manager and ignored: " + strings.Join(names, ", "))
 }
 
 // runControllers builds the controllers of one group on the informers
@@ -603,49 +303,4 @@ func (m *Manager) buildControllers(ctx context.Context, cc ControllerContext, se
 	}
 	set.start()
 	return runs, nil
-}
-
-// NewLogger returns a logr.Logger writing one text line per entry to w, at
-// verbosity v and below.
-func NewLogger(w io.Writer, v int) logr.Logger {
-	var mu sync.Mutex
-	return funcr.New(func(prefix, args string) {
-		mu.Lock()
-		defer mu.Unlock()
-		if prefix != "" {
-			fmt.Fprintf(w, "%s: %s\n", prefix, args)
-		} else {
-			fmt.Fprintln(w, args)
-		}
-	}, funcr.Options{LogTimestamp: true, TimestampFormat: time.RFC3339Nano, Verbosity: v})
-}
-
-// Main is the whole program of a manager binary: it parses args, runs
-// until SIGINT or SIGTERM (a second signal kills at once), and returns the
-// exit code: 0 after a clean shutdown, 2 for bad flags, 1 for any other
-// failure. Errors are one line on stderr. Unless the environment sets
-// GOGC, it sets the garbage collector's target to 40 (defaultGCPercent).
-func Main(name string, args []string, controllers Controllers, drivers Drivers) int {
-	cfg, err := ParseFlags(name, args, controllers, drivers, os.Stdout)
-	if errors.Is(err, flag.ErrHelp) {
-		return 0
-	}
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s (see %s -h)\n", name, oneLine(err.Error()), name)
-		return 2
-	}
-	setGCPercent()
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
-	defer stop()
-	context.AfterFunc(ctx, stop) // after the first signal, the next one kills
-	m, err := New(cfg, Options{Controllers: controllers, Drivers: drivers})
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s\n", name, oneLine(err.Error()))
-		return 2
-	}
-	if err := m.Run(ctx); err != nil {
-		fmt.Fprintf(os.Stderr, "%s: %s\n", name, oneLine(err.Error()))
-		return 1
-	}
-	return 0
 }

@@ -52,7 +52,7 @@ func runManager(t *testing.T, m *Manager) (cancel func() error) {
 func waitReady(t *testing.T, m *Manager, timeout time.Duration, want bool, contains string) {
 	t.Helper()
 	testenv.Eventually(t, timeout, func(context.Context) (bool, string) {
-		ready, why := m.Ready()
+		ready, why := m.ready()
 		return ready == want && strings.Contains(why, contains), fmt.Sprintf("Ready() = %v, %q; want %v and %q", ready, why, want, contains)
 	})
 }
@@ -85,11 +85,11 @@ current-context: c
 	stop := runManager(t, m)
 	waitReady(t, m, 10*time.Second, false, "starting: control API server http://"+addr+" is not ready")
 
-	rec := httpGet(t, m.Handler(), "/readyz")
+	rec := httpGet(t, m.handler(), "/readyz")
 	if rec.code != http.StatusServiceUnavailable || !strings.Contains(rec.body, "is not ready") {
 		t.Errorf("/readyz = %d %q, want 503 naming the API server", rec.code, rec.body)
 	}
-	if rec := httpGet(t, m.Handler(), "/healthz"); rec.code != http.StatusOK {
+	if rec := httpGet(t, m.handler(), "/healthz"); rec.code != http.StatusOK {
 		t.Errorf("/healthz = %d %q, want 200 while waiting", rec.code, rec.body)
 	}
 	if err := stop(); err != nil {
@@ -118,7 +118,7 @@ func TestWaitsForCRDs(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitReady(t, m, 30*time.Second, true, "running without leader election; caches synced")
-	rec := httpGet(t, m.Handler(), "/metrics")
+	rec := httpGet(t, m.handler(), "/metrics")
 	for _, metric := range []string{"mcm_manager_leader 1", "mcm_workqueue_depth", "go_goroutines", "process_start_time_seconds"} {
 		if !strings.Contains(rec.body, metric) {
 			t.Errorf("/metrics lacks %s", metric)

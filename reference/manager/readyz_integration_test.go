@@ -76,11 +76,11 @@ func TestReadyzNamesStuckDriverCalls(t *testing.T) {
 
 	named := "CreateMachine of machine " + ns + "/m1 running since "
 	waitReady(t, m, time.Minute, false, named)
-	rec := httpGet(t, m.Handler(), "/readyz")
+	rec := httpGet(t, m.handler(), "/readyz")
 	if rec.code != http.StatusServiceUnavailable || !strings.Contains(rec.body, named) || !strings.Contains(rec.body, "(deadline 2s)") {
 		t.Errorf("/readyz = %d %q, want 503 naming the stuck CreateMachine and its deadline", rec.code, rec.body)
 	}
-	if rec := httpGet(t, m.Handler(), "/healthz"); rec.code != http.StatusOK {
+	if rec := httpGet(t, m.handler(), "/healthz"); rec.code != http.StatusOK {
 		t.Errorf("/healthz = %d %q: a restart would not help a hung cloud", rec.code, rec.body)
 	}
 

@@ -110,3 +110,26 @@ func TestDriverTimeoutAndCreationFlags(t *testing.T) {
 		})
 	}
 }
+
+// failingList is a fixed list of failing lists and watches.
+type failingList []string
+
+func (l failingList) Failures() []string { return l }
+
+// An informer that cannot list or watch makes the manager unready, named
+// with its error; once none fails, it is ready again.
+func TestReadinessNamesFailingListWatches(t *testing.T) {
+	st := &state{leaderElect: false, synced: true, listWatch: failingList{
+		"machines (control): dial tcp 127.0.0.1:6443: connect: connection refused since 12:00:00",
+		"nodes (target): 403 Forbidden since 12:00:10",
+	}}
+	want := "running without leader election; informers cannot list or watch: " +
+		"machines (control): dial tcp 127.0.0.1:6443: connect: connection refused since 12:00:00; nodes (target): 403 Forbidden since 12:00:10"
+	if ok, why := st.readiness(); ok || why != want {
+		t.Errorf("readiness() = %v, %q; want false, %q", ok, why, want)
+	}
+	st.listWatch = failingList{}
+	if ok, why := st.readiness(); !ok || why != "running without leader election; caches synced" {
+		t.Errorf("readiness() = %v, %q after recovery; want ready", ok, why)
+	}
+}

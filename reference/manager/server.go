@@ -55,10 +55,15 @@ type state struct {
 	gates *Gates
 	// listWatch tells which informers cannot list or watch; nil in tests
 	// of the state alone.
-	listWatch *listWatchHealth
+	listWatch failingListWatches
 	// driverCalls tells which driver calls outlived their deadline and
 	// have not returned; nil until the driver is built, and without one.
 	driverCalls stuckCalls
+}
+
+// failingListWatches is what /readyz needs of *listwatch.Health.
+type failingListWatches interface {
+	Failures() []string
 }
 
 // stuckCalls is what /readyz needs of *driver.Deadlines.
@@ -222,7 +227,7 @@ func (s *state) listWatchFailures() string {
 	if s.listWatch == nil {
 		return ""
 	}
-	if failing := s.listWatch.failures(); len(failing) > 0 {
+	if failing := s.listWatch.Failures(); len(failing) > 0 {
 		return "; informers cannot list or watch: " + strings.Join(failing, "; ")
 	}
 	return ""
