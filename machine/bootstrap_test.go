@@ -2,10 +2,10 @@ package machine
 
 import (
 	"context"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"net/url"
 	"regexp"
 	"slices"
 	"strings"
@@ -37,91 +37,26 @@ import (
 	"github.com/mcmkit/mcm/driver/sim"
 )
 
-var tokenIDPattern = regexp.MustCompile(`\A[a-z0-9]{6}\z`)
-
-// mcmFormula is MCM's token ID of a machine name of five bytes or more,
-// written as MCM writes it, to check that ours agrees.
-func mcmFormula(name string) string {
-	return hex.EncodeToString([]byte(name)[len(name)-5:])[:6]
-}
-
 func tokenMachine(ns, name string) *v1alpha1.Machine {
 	return &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}}
 }
 
-func TestBootstrapTokenIDs(t *testing.T) {
-	tests := []struct {
-		name      string
-		wantFirst string
-	}{
-		// MCM's formula, by hand: the hex of the 5th-, 4th- and 3rd-last bytes.
-		{"pool-abc12", "616263"},
-		{"pool-abc99", "616263"}, // the last two bytes do not count: same ID as above
-		{"pool-xbc12", "786263"},
-		{"shoot--dev--worker-z1-5d8f7-bqx2k", mcmFormula("shoot--dev--worker-z1-5d8f7-bqx2k")},
-		{"abcde", mcmFormula("abcde")},
-		{strings.Repeat("m", 58) + "-9zz4q", mcmFormula(strings.Repeat("m", 58) + "-9zz4q")},
-		// Shorter than five bytes, where MCM's formula panics.
-		{"abcd", "616263"},
-		{"abc", "616263"},
-		{"ab", "616200"},
-		{"a", "610000"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			ids := bootstrapTokenIDs(tokenMachine("ns", tc.name))
-			if len(ids) != 2 || ids[0] != tc.wantFirst {
-				t.Fatalf("IDs %v, want %q first", ids, tc.wantFirst)
-			}
-			if ids[0] == ids[1] {
-				t.Errorf("both IDs are %q", ids[0])
-			}
-			for _, id := range ids {
-				if !tokenIDPattern.MatchString(id) {
-					t.Errorf("ID %q is not a valid bootstrap token ID", id)
-				}
-			}
-			if again := bootstrapTokenIDs(tokenMachine("ns", tc.name)); !slices.Equal(again, ids) {
-				t.Errorf("IDs not stable: %v then %v", ids, again)
-			}
-		})
-	}
-	// Machines whose first IDs collide have different second IDs, and the
-	// second depends on the namespace too.
-	a, b := bootstrapTokenIDs(tokenMachine("ns", "pool-abc12")), bootstrapTokenIDs(tokenMachine("ns", "pool-abc99"))
-	if a[0] != b[0] || a[1] == b[1] {
-		t.Errorf("IDs %v and %v: want the same first, different second", a, b)
-	}
-	if c := bootstrapTokenIDs(tokenMachine("other", "pool-abc12")); c[1] == a[1] {
-		t.Errorf("second ID %q does not depend on the namespace", c[1])
-	}
+// tokenMachineAnnotation names the machine a token Secret was issued for.
+const tokenMachineAnnotation = "mcmkit.io/machine"
+
+// tokenIDs are the IDs a machine's token may have, as package
+// bootstraptoken computes them: MCM's (the hex of the 5th-, 4th- and
+// 3rd-last bytes of the name), then one from a hash of namespace and name
+// (unless that equals the first, which it does not for the names here).
+func tokenIDs(m *v1alpha1.Machine) (first, second string) {
+	sum := sha256.Sum256([]byte(m.Namespace + "/" + m.Name))
+	return mcmFormula(m.Name), hex.EncodeToString(sum[:3])
 }
 
-func TestSubstituteBootstrapToken(t *testing.T) {
-	if urlEncodedBootstrapTokenPlaceholder != url.QueryEscape(v1alpha1.BootstrapTokenPlaceholder) {
-		t.Fatalf("URL-encoded placeholder %q, want %q", urlEncodedBootstrapTokenPlaceholder, url.QueryEscape(v1alpha1.BootstrapTokenPlaceholder))
-	}
-	const token = "616263.0123456789abcdef"
-	tests := []struct {
-		name, in, want string
-		asks           bool
-	}{
-		{"plain", "kubeadm join --token <<BOOTSTRAP_TOKEN>>\n", "kubeadm join --token 616263.0123456789abcdef\n", true},
-		{"URL-encoded", `{"source":"data:,%3C%3CBOOTSTRAP_TOKEN%3E%3E"}`, `{"source":"data:,616263.0123456789abcdef"}`, true},
-		{"both, twice", "<<BOOTSTRAP_TOKEN>> %3C%3CBOOTSTRAP_TOKEN%3E%3E <<BOOTSTRAP_TOKEN>>", token + " " + token + " " + token, true},
-		{"absent", "#!/bin/sh\necho <<MACHINE_NAME>>\n", "#!/bin/sh\necho <<MACHINE_NAME>>\n", false},
-		{"lowercase escapes are not the placeholder", "%3c%3cBOOTSTRAP_TOKEN%3e%3e", "%3c%3cBOOTSTRAP_TOKEN%3e%3e", false},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := hasBootstrapTokenPlaceholder([]byte(tc.in)); got != tc.asks {
-				t.Errorf("asks for a token: %v, want %v", got, tc.asks)
-			}
-			if got := string(substituteBootstrapToken([]byte(tc.in), token)); got != tc.want {
-				t.Errorf("got %q, want %q", got, tc.want)
-			}
-		})
-	}
+// mcmFormula is MCM's token ID of a machine name of five bytes or more,
+// written as MCM writes it.
+func mcmFormula(name string) string {
+	return hex.EncodeToString([]byte(name)[len(name)-5:])[:6]
 }
 
 func TestValidateBootstrapGroup(t *testing.T) {
@@ -160,11 +95,11 @@ func TestValidateBootstrapGroup(t *testing.T) {
 func tokenSecret(id, owner string, data map[string]string) *corev1.Secret {
 	s := &corev1.Secret{
 		ObjectMeta: metav1.ObjectMeta{Name: "bootstrap-token-" + id, Namespace: "kube-system", UID: types.UID("uid-" + id), ResourceVersion: "1"},
-		Type:       bootstrapTokenSecretType,
+		Type:       corev1.SecretTypeBootstrapToken,
 		Data:       map[string][]byte{},
 	}
 	if owner != "" {
-		s.Annotations = map[string]string{bootstrapTokenMachineAnnotation: owner}
+		s.Annotations = map[string]string{tokenMachineAnnotation: owner}
 	}
 	for k, v := range data {
 		s.Data[k] = []byte(v)
@@ -199,15 +134,14 @@ func TestIssueBootstrapToken(t *testing.T) {
 	// The creation deadline is t0+19m and half a second; expirations have
 	// whole seconds.
 	m.Annotations = map[string]string{CreationStartedAnnotation: formatTime(t0.Add(-time.Minute + 500*time.Millisecond))}
-	ids := bootstrapTokenIDs(m)
-	first, second := ids[0], ids[1]
+	first, second := tokenIDs(m)
 	fresh := t0.Add(20 * time.Minute) // the default creation timeout from now
 	// What a Secret says, in short; Secret is "" for a newly generated one.
 	type token struct {
 		Name, Owner, Secret, Expiration, Groups string
 	}
 	summary := func(s *corev1.Secret) token {
-		return token{s.Name, s.Annotations[bootstrapTokenMachineAnnotation], string(s.Data["token-secret"]),
+		return token{s.Name, s.Annotations[tokenMachineAnnotation], string(s.Data["token-secret"]),
 			string(s.Data["expiration"]), string(s.Data["auth-extra-groups"])}
 	}
 	const own = "ns/pool-abc12"
@@ -278,7 +212,7 @@ func TestIssueBootstrapToken(t *testing.T) {
 			// the rest.
 			for i := range got {
 				if i < len(tc.want) && tc.want[i].Secret == "" && got[i].Secret != "" {
-					if !validTokenSecret(got[i].Secret) {
+					if !regexp.MustCompile(`\A[0-9a-z]{16}\z`).MatchString(got[i].Secret) {
 						t.Errorf("generated secret %q is not 16 of [0-9a-z]", got[i].Secret)
 					}
 					got[i].Secret = ""
@@ -344,7 +278,7 @@ func TestIssuedBootstrapTokenFields(t *testing.T) {
 	if diff := cmp.Diff(maps, got); diff != "" {
 		t.Errorf("token data (-want +got):\n%s", diff)
 	}
-	if s.Annotations[bootstrapTokenMachineAnnotation] != "ns/pool-abc12" {
+	if s.Annotations[tokenMachineAnnotation] != "ns/pool-abc12" {
 		t.Errorf("annotations %v", s.Annotations)
 	}
 }
@@ -387,7 +321,7 @@ func TestWithBootstrapTokenOnlyWhenAsked(t *testing.T) {
 func TestDeleteBootstrapTokens(t *testing.T) {
 	m := tokenMachine("ns", "pool-abc12")
 	m.Spec.Class.Name = "c"
-	first, second := bootstrapTokenIDs(m)[0], bootstrapTokenIDs(m)[1]
+	first, second := tokenIDs(m)
 	later := t0.Add(time.Hour)
 	tests := []struct {
 		name     string
@@ -584,7 +518,7 @@ func TestBootstrapTokenLifecycle(t *testing.T) {
 	m := w.createUnjoined(t, "pool-abc12")
 	tokens := w.tokens(t)
 	if len(tokens) != 1 || tokens[0].Name != "bootstrap-token-"+mcmFormula(m.Name) ||
-		tokens[0].Annotations[bootstrapTokenMachineAnnotation] != "ns/pool-abc12" ||
+		tokens[0].Annotations[tokenMachineAnnotation] != "ns/pool-abc12" ||
 		string(tokens[0].Data["auth-extra-groups"]) != "system:bootstrappers:pool" {
 		t.Fatalf("tokens in kube-system: %+v", tokens)
 	}
