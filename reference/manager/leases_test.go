@@ -236,7 +236,7 @@ func TestGroupsRunUnderTheirLeases(t *testing.T) {
 					t.Errorf("mcm_manager_group_running{group=%q} = %v, want %v", g, got, want)
 				}
 			}
-			if ready, why := m.ready(); !ready || !strings.Contains(why, "lease held by mcm-process") {
+			if ready, why := m.state.readiness(); !ready || !strings.Contains(why, "lease held by mcm-process") {
 				t.Errorf("Ready() = %v, %q; want ready, naming MCM's process as the holder of the other lease", ready, why)
 			}
 

@@ -113,10 +113,6 @@ func New(cfg Config, opts Options) (*Manager, error) {
 	return m, nil
 }
 
-// ready reports what /readyz reports: whether the manager is ready, and
-// why, in one line. See the package documentation for what ready means.
-func (m *Manager) ready() (bool, string) { return m.state.readiness() }
-
 // handler is the HTTP handler of /metrics, /healthz, /readyz and, with
 // --profiling, /debug/pprof/.
 func (m *Manager) handler() http.Handler {

@@ -52,7 +52,7 @@ func runManager(t *testing.T, m *Manager) (cancel func() error) {
 func waitReady(t *testing.T, m *Manager, timeout time.Duration, want bool, contains string) {
 	t.Helper()
 	testenv.Eventually(t, timeout, func(context.Context) (bool, string) {
-		ready, why := m.ready()
+		ready, why := m.state.readiness()
 		return ready == want && strings.Contains(why, contains), fmt.Sprintf("Ready() = %v, %q; want %v and %q", ready, why, want, contains)
 	})
 }
