@@ -122,7 +122,9 @@
 //     pods to detach and, on an unreachable node, deletes its
 //     VolumeAttachments. A machine whose drain waits on a
 //     PodDisruptionBudget is synced again as soon as the budget allows a
-//     disruption (with Informers.Target). No worker waits for a drain.
+//     disruption (with Informers.Target; the budgets are listed in
+//     mcmkit.io/drain-blocked-by, written with the state). No worker waits
+//     for a drain.
 //   - Frozen (Options.SafetyGate): no creation and no health transition;
 //     deletions go on. A gate that is also an OutageReporter (the
 //     API-server outage gate of package safety/outage) ends an outage by
