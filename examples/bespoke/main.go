@@ -78,29 +78,9 @@ func run(ctx context.Context, args []string, stderr io.Writer, d driver.Driver) 
 		return exitFailed
 	}
 
-	// Clients: the machine API and core (Secrets) on the control cluster,
-	// core (Nodes, Pods) on the target cluster, if there is one.
-	controlCfg, err := restConfig(*controlKubeconfig)
+	machineClient, controlClient, targetClient, err := clients(*controlKubeconfig, *targetKubeconfig)
 	if err != nil {
 		return fail(err)
-	}
-	machineClient, err := versioned.NewForConfig(controlCfg)
-	if err != nil {
-		return fail(err)
-	}
-	controlClient, err := kubernetes.NewForConfig(controlCfg)
-	if err != nil {
-		return fail(err)
-	}
-	var targetClient kubernetes.Interface // nil: no target cluster
-	if *targetKubeconfig != none {
-		targetCfg, err := restConfig(*targetKubeconfig)
-		if err != nil {
-			return fail(err)
-		}
-		if targetClient, err = kubernetes.NewForConfig(targetCfg); err != nil {
-			return fail(err)
-		}
 	}
 
 	// Informers: Machines, MachineClasses and Secrets of one namespace;
@@ -141,6 +121,35 @@ func run(ctx context.Context, args []string, stderr io.Writer, d driver.Driver) 
 	}
 	logger.Info("Stopped")
 	return exitOK
+}
+
+// clients are the machine API and core (Secrets) on the control cluster,
+// and core (Nodes, Pods) on the target cluster, nil without one.
+func clients(controlKubeconfig, targetKubeconfig string) (versioned.Interface, kubernetes.Interface, kubernetes.Interface, error) {
+	controlCfg, err := restConfig(controlKubeconfig)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	machineClient, err := versioned.NewForConfig(controlCfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	controlClient, err := kubernetes.NewForConfig(controlCfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	if targetKubeconfig == none {
+		return machineClient, controlClient, nil, nil
+	}
+	targetCfg, err := restConfig(targetKubeconfig)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	targetClient, err := kubernetes.NewForConfig(targetCfg)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	return machineClient, controlClient, targetClient, nil
 }
 
 // restConfig loads a kubeconfig file, or with an empty path $KUBECONFIG,

@@ -130,6 +130,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer,
 		defer cancel()
 	}
 	res, err := drainNode(ctx, d, nodeName, out)
+	return report(ctx, stdout, stderr, out, nodeName, *timeout, res, err)
+}
+
+// report prints how the drain of nodeName ended and returns the exit
+// code: drained, or what still blocks it after an error, an interrupt or
+// the timeout.
+func report(ctx context.Context, stdout, stderr io.Writer, out *printer, nodeName string, timeout time.Duration, res drain.Result, err error) int {
 	switch {
 	case err == nil:
 		out.line("%s", res.Message)
@@ -137,7 +144,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer,
 	case ctx.Err() != nil:
 		why := "interrupted"
 		if errors.Is(ctx.Err(), context.DeadlineExceeded) {
-			why = fmt.Sprintf("timed out after %v", *timeout)
+			why = fmt.Sprintf("timed out after %v", timeout)
 		}
 		fmt.Fprintf(stdout, "\nnode %s not drained: %s\n", nodeName, why)
 		printBlockers(stdout, res)
