@@ -424,6 +424,17 @@ func TestSyncObservesWithoutWritingAndWritesItsPlan(t *testing.T) {
 			wantKind:   planUpdate,
 			wantWrites: []string{"control patch machines/status"},
 			wantPhase:  v1alpha1.MachineFailed, wantGate: "asked 1, replaced [true]"},
+		{name: "health timeout known once the driver vouched: the gate is asked all the same",
+			setup: func(t *testing.T, cloud *sim.Cloud) ([]*v1alpha1.Machine, []*corev1.Node) {
+				vm := addVM(t, cloud)
+				m := syncMachineObj(func(m *v1alpha1.Machine) { withVM(m, vm, v1alpha1.MachineUnknown); unhealthy(m) })
+				n := syncNode(vm, false, corev1.ConditionFalse)
+				m.Status.Conditions = n.Status.Conditions
+				return []*v1alpha1.Machine{m}, []*corev1.Node{n}
+			},
+			wantKind:   planUpdate,
+			wantWrites: []string{"control patch machines/status", "target patch nodes/"},
+			wantPhase:  v1alpha1.MachineFailed, wantGate: "asked 1, replaced [true]"},
 		{name: "health timeout: the gate says wait",
 			deny: "1 of at most 1 machines are being replaced",
 			setup: func(t *testing.T, cloud *sim.Cloud) ([]*v1alpha1.Machine, []*corev1.Node) {
