@@ -30,6 +30,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"syscall"
 )
 
@@ -47,6 +48,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	cl, code, ok := parseFlags(args, stderr)
 	if !ok {
 		return code
+	}
+	if cl.cfg.Profiling && cl.cfg.ContentionProfiling {
+		// The block profile rate is the process's: the manager's Run leaves
+		// it alone, and this binary sets it as the reference binary's Main
+		// does.
+		runtime.SetBlockProfileRate(1)
+		defer runtime.SetBlockProfileRate(0)
 	}
 	d := &demo{cfg: cl.cfg, opts: cl.opts, out: stdout, external: cl.set["control-kubeconfig"]}
 	if err := d.run(ctx, cl.set); err != nil {
