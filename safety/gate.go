@@ -9,10 +9,10 @@ import "context"
 // cheap and may change at any time, so the controllers ask it at every
 // sync instead of caching it.
 //
-// This package's API-server outage gate implements it: frozen while the
-// API servers have been out of reach for longer than the status-check
-// timeout. One gate value is meant to be passed to all three controllers,
-// so that they freeze and thaw together. GateFunc adapts a function, for
+// The API-server outage gate (*outage.Gate, package safety/outage)
+// implements it: frozen while the API servers have been out of reach for
+// longer than the status-check timeout. One gate value is meant to be
+// passed to all three controllers, so that they freeze and thaw together. GateFunc adapts a function, for
 // embedders with a freeze of their own and for tests.
 type Gate interface {
 	Frozen(ctx context.Context) bool
