@@ -106,8 +106,10 @@ type machinePlan struct {
 	// MarkedFailed is set when the health timeout marks the machine Failed
 	// (it takes a slot of the replacement gate).
 	MarkedFailed bool
-	// Joined is how long the machine took to join, when it just did.
-	Joined time.Duration
+	// Joined is set when the machine just joined, JoinTook to how long it
+	// took (zero when the node was there in the creation's own sync).
+	Joined   bool
+	JoinTook time.Duration
 	// FailedJoin is set when the creation timeout ran out before a join.
 	FailedJoin bool
 }

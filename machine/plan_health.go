@@ -73,7 +73,7 @@ func planJoin(p *machinePlan, obs observation, joined bool, o *Options) {
 		took := now.Sub(creationStart(m)).Round(time.Millisecond)
 		markRunning(p, now, v1alpha1.MachineOperationCreate, "",
 			fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, took), o)
-		p.Joined = took
+		p.Joined, p.JoinTook = true, took
 		return
 	}
 	timeout := obs.Config.MachineCreationTimeout.Duration

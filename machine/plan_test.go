@@ -709,6 +709,9 @@ func TestPendingDelay(t *testing.T) {
 		{"within the delay, node not Ready: nothing written", created(time.Second),
 			node(cond(corev1.NodeReady, corev1.ConditionFalse)), "", DefaultPendingDelay - time.Second},
 		{"within the delay, node Ready: Running", created(time.Second), ready, v1alpha1.MachineRunning, o.LongRetry},
+		// A join within the sync that created the VM took no time, and is
+		// still a join (its bootstrap token goes).
+		{"node Ready in the creating sync: Running", created(0), ready, v1alpha1.MachineRunning, o.LongRetry},
 		{"after the delay: Pending", created(DefaultPendingDelay), nil, v1alpha1.MachinePending, o.HealthCheckPeriod},
 		{"after the delay, node Ready: Running", created(time.Minute), ready, v1alpha1.MachineRunning, o.LongRetry},
 	}
@@ -722,6 +725,9 @@ func TestPendingDelay(t *testing.T) {
 			}
 			if got := p.Machine.Status.CurrentStatus.Phase; got != tt.wantPhase {
 				t.Errorf("phase %q, want %q", got, tt.wantPhase)
+			}
+			if want := tt.wantPhase == v1alpha1.MachineRunning; p.Joined != want {
+				t.Errorf("joined %v, want %v", p.Joined, want)
 			}
 			if tt.wantPhase == "" && !cmp.Equal(p.Machine.Status, tt.m.Status) {
 				t.Errorf("status changed: %s", cmp.Diff(tt.m.Status, p.Machine.Status))

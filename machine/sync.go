@@ -120,12 +120,12 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	if p.MarkedFailed {
 		logr.FromContextOrDiscard(ctx).Info("Machine marked Failed by the health timeout")
 	}
-	if p.Joined > 0 {
-		c.metrics.join.WithLabelValues(labels...).Observe(p.Joined.Seconds())
+	if p.Joined {
+		c.metrics.join.WithLabelValues(labels...).Observe(p.JoinTook.Seconds())
 	}
 	done := applied{Plan: p, Machine: written}
 	// After the join is written, so that a failure never holds it up.
-	done.TokenErr = c.cleanUpBootstrapTokens(ctx, written, p.Joined > 0)
+	done.TokenErr = c.cleanUpBootstrapTokens(ctx, written, p.Joined)
 	if p.FailedJoin {
 		c.metrics.failedJoins.WithLabelValues(labels...).Inc()
 	}
