@@ -34,10 +34,10 @@
 //     constructor taking clients, informers, small interfaces and an Options
 //     struct whose zero value works, plus Run(ctx, workers). The consumer-side
 //     interfaces the machine controller asks (machine.Drainer, safety.Gate,
-//     machine.ReplacementGate) are how the pieces meet: safety.Budget, the
-//     replacement budget, implements ReplacementGate; safety's API-server
-//     outage gate answers safety.Gate, which the MachineSet and
-//     MachineDeployment controllers ask too.
+//     machine.ReplacementGate) are how the pieces meet: safety/budget's
+//     Budget, the replacement budget, implements ReplacementGate;
+//     safety/outage's API-server outage gate answers safety.Gate, which the
+//     MachineSet and MachineDeployment controllers ask too.
 //   - workqueue: the worker loop all controllers share (retries with backoff,
 //     panic recovery, metrics on a caller-given registry; the one place
 //     that reports reconcile errors, with 409 Conflicts, which the next

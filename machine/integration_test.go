@@ -240,7 +240,7 @@ func TestIntegrationVirtualCapacity(t *testing.T) {
 }
 
 func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
-	// No ReplacementGate: the default safety.Budget allows one replacement
+	// No ReplacementGate: the default budget allows one replacement
 	// at a time among the machines a MachineSet controls (it has no set
 	// cache to follow the set to its deployment). Membership is the
 	// controller reference, not a label: no MachineSet controller runs

@@ -3,60 +3,41 @@ package safety_test
 import (
 	"context"
 	"fmt"
+	"time"
 
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/intstr"
+	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
-	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/safety"
 )
 
-// ExampleBudget shows the budget of a deployment of ten machines, one of
-// which is already being replaced, at most 20% at once. A deployment's
-// machines are those its MachineSets control: the budget follows the
-// controller references Machine -> MachineSet -> MachineDeployment.
-func ExampleBudget() {
+// ExampleGateFunc adapts an embedder's own freeze, a nightly maintenance
+// window of the cloud from 02:00 to 04:00 UTC in which no machine may be
+// created, to safety.Gate. The fake clock stands in for the real one so
+// that the output does not depend on when the example runs.
+func ExampleGateFunc() {
+	clk := clocktesting.NewFakeClock(time.Date(2026, 3, 1, 1, 30, 0, 0, time.UTC))
+	var gate safety.Gate = safety.GateFunc(func(context.Context) bool {
+		h := clk.Now().UTC().Hour()
+		return h >= 2 && h < 4
+	})
+	// The controllers ask the gate at every sync, so the window opens and
+	// closes without telling them. One value goes to all three, so that
+	// they freeze and thaw together:
+	//
+	//	machine.Options{SafetyGate: gate}
+	//	machineset.Options{SafetyGate: gate}
+	//	deployment.Options{SafetyGate: gate}
+	//
+	// Each takes one gate: to keep the API-server outage gate too, ask both
+	// in the function (outageGate.Frozen(ctx) || in the window).
 	ctx := context.Background()
-	f := externalversions.NewSharedInformerFactory(fake.NewSimpleClientset(), 0).Machine().V1alpha1()
-	machines, sets := f.Machines(), f.MachineSets()
-	max := intstr.FromString("20%")
-	budget, err := safety.NewBudget(machines, safety.BudgetOptions{Max: &max, MachineSets: sets})
-	if err != nil {
-		fmt.Println(err)
-		return
-	}
-	deployment := &v1alpha1.MachineDeployment{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot", Name: "worker", UID: "d-uid"}}
-	set := &v1alpha1.MachineSet{ObjectMeta: metav1.ObjectMeta{Namespace: "shoot", Name: "worker-5d8f7", UID: "s-uid",
-		OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(deployment, v1alpha1.SchemeGroupVersion.WithKind("MachineDeployment"))}}}
-	// Started informers fill their caches themselves.
-	_ = sets.Informer().GetIndexer().Add(set)
-	var fleet []*v1alpha1.Machine
-	for i := range 10 {
-		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{
-			Namespace: "shoot", Name: fmt.Sprintf("worker-%d", i),
-			OwnerReferences: []metav1.OwnerReference{*metav1.NewControllerRef(set, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))},
-		}}
-		m.Status.CurrentStatus.Phase = v1alpha1.MachineUnknown
-		if i == 0 {
-			m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
-		}
-		fleet = append(fleet, m)
-		_ = machines.Informer().GetIndexer().Add(m)
-	}
-	for _, m := range fleet[1:4] {
-		ok, reason := budget.MayReplace(ctx, m)
-		if !ok {
-			fmt.Printf("%s: wait, %s\n", m.Name, reason)
-			continue
-		}
-		fmt.Printf("%s: may be replaced\n", m.Name)
-		// The machine controller marks it Failed, then says so.
-		budget.Replaced(ctx, m, true)
+	for range 4 {
+		fmt.Println(clk.Now().Format("15:04"), "frozen:", gate.Frozen(ctx))
+		clk.Step(time.Hour)
 	}
 	// Output:
-	// worker-1: may be replaced
-	// worker-2: wait, 2 of at most 2 machines of deployment "worker" are being replaced
-	// worker-3: wait, 2 of at most 2 machines of deployment "worker" are being replaced
+	// 01:30 frozen: false
+	// 02:30 frozen: true
+	// 03:30 frozen: true
+	// 04:30 frozen: false
 }

@@ -12,8 +12,9 @@ import "context"
 // The API-server outage gate (*outage.Gate, package safety/outage)
 // implements it: frozen while the API servers have been out of reach for
 // longer than the status-check timeout. One gate value is meant to be
-// passed to all three controllers, so that they freeze and thaw together. GateFunc adapts a function, for
-// embedders with a freeze of their own and for tests.
+// passed to all three controllers, so that they freeze and thaw together.
+// GateFunc adapts a function, for embedders with a freeze of their own
+// and for tests.
 type Gate interface {
 	Frozen(ctx context.Context) bool
 }

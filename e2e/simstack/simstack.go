@@ -28,7 +28,11 @@ import (
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/budget"
+	"github.com/mcmkit/mcm/safety/orphanvms"
+	"github.com/mcmkit/mcm/safety/outage"
+	"github.com/mcmkit/mcm/safety/overshoot"
+	"github.com/mcmkit/mcm/safety/unmanaged"
 )
 
 // Options choose the stack's controllers and configure them.
@@ -44,9 +48,18 @@ type Options struct {
 	// Deployment.
 	Deployments bool
 	Deployment  deployment.Options
-	// Safety runs the safety controller too, configured by SafetyOptions.
-	Safety        bool
-	SafetyOptions safety.Options
+	// Safety runs the safety pieces too, composed as the reference manager
+	// composes them: one outage gate and one replacement budget (over the
+	// machines of the stack's sets, per deployment) given to every
+	// controller that has none, the orphan VM collection (paused by the
+	// gate), the marking of nodes without a machine and the overshoot
+	// check, each configured by its field below.
+	Safety    bool
+	Outage    outage.Options
+	Budget    budget.Options
+	OrphanVMs orphanvms.Options
+	Unmanaged unmanaged.Options
+	Overshoot overshoot.Options
 }
 
 // Stack is a running stack.
@@ -66,18 +79,7 @@ func Start(t *testing.T, opts Options) *Stack {
 	ctx := context.Background()
 	s := &Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
 	s.Cluster = simcluster.Start(t, s.Core, opts.Cluster)
-
-	_, class, secret := s.Cluster.MachineObjects("")
-	secret.Name, secret.Namespace = "sim", s.NS
-	if _, err := s.Core.CoreV1().Secrets(s.NS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	class.Namespace = s.NS
-	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: s.NS}
-	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Class = class.Name
+	s.Class = createClass(ctx, t, s)
 
 	mf := externalversions.NewSharedInformerFactoryWithOptions(s.Machines, 0, externalversions.WithNamespace(s.NS))
 	cf := informers.NewSharedInformerFactoryWithOptions(s.Core, 0, informers.WithNamespace(s.NS))
@@ -86,33 +88,10 @@ func Start(t *testing.T, opts Options) *Stack {
 		opts.Machine.HealthCheckPeriod = time.Second
 	}
 	var runs []func(context.Context) error
-	// The safety controller first: the others take its gates, as in the
-	// reference manager.
+	// The safety pieces first: the controllers take the gate and the
+	// budget, as in the reference manager.
 	if opts.Safety {
-		sc, err := safety.NewController(s.Machines, s.Core, safety.Informers{
-			MachineSets: mf.Machine().V1alpha1().MachineSets(),
-			Deployments: mf.Machine().V1alpha1().MachineDeployments(),
-			Machines:    mf.Machine().V1alpha1().Machines(),
-			Nodes:       tf.Core().V1().Nodes(),
-			Classes:     mf.Machine().V1alpha1().MachineClasses(),
-			Secrets:     cf.Core().V1().Secrets(),
-		}, s.Cluster.Cloud.Driver(), opts.SafetyOptions)
-		if err != nil {
-			t.Fatal(err)
-		}
-		runs = append(runs, func(ctx context.Context) error { return sc.Run(ctx, 1) })
-		if opts.Machine.SafetyGate == nil {
-			opts.Machine.SafetyGate = sc
-		}
-		if opts.Machine.ReplacementGate == nil {
-			opts.Machine.ReplacementGate = sc.ReplacementGate()
-		}
-		if opts.MachineSet.SafetyGate == nil {
-			opts.MachineSet.SafetyGate = sc
-		}
-		if opts.Deployment.SafetyGate == nil {
-			opts.Deployment.SafetyGate = sc
-		}
+		runs = startSafety(t, s, &opts, mf, cf, tf)
 	}
 	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
 		Machines: mf.Machine().V1alpha1().Machines(),
@@ -166,4 +145,76 @@ func Start(t *testing.T, opts Options) *Stack {
 		tf.Shutdown()
 	})
 	return s
+}
+
+// createClass creates the simulated cloud's MachineClass and its secret in
+// s.NS, and returns the class's name.
+func createClass(ctx context.Context, t *testing.T, s *Stack) string {
+	t.Helper()
+	_, class, secret := s.Cluster.MachineObjects("")
+	secret.Name, secret.Namespace = "sim", s.NS
+	if _, err := s.Core.CoreV1().Secrets(s.NS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class.Namespace = s.NS
+	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: s.NS}
+	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return class.Name
+}
+
+// startSafety builds the safety pieces of opts.Safety, hands the gate and
+// the budget to the controllers of opts that have none, and returns the
+// pieces' runs.
+func startSafety(t *testing.T, s *Stack, opts *Options, mf externalversions.SharedInformerFactory,
+	cf, tf informers.SharedInformerFactory) []func(context.Context) error {
+	t.Helper()
+	gate, err := outage.New(s.Machines, s.Core, opts.Outage)
+	if err != nil {
+		t.Fatal(err)
+	}
+	bopts := opts.Budget
+	bopts.MachineSets = mf.Machine().V1alpha1().MachineSets()
+	b, err := budget.New(mf.Machine().V1alpha1().Machines(), bopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oopts := opts.OrphanVMs
+	oopts.Outages = gate
+	orphans, err := orphanvms.New(s.Machines, s.Cluster.Cloud.Driver(), orphanvms.Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  cf.Core().V1().Secrets(),
+	}, oopts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nodes, err := unmanaged.New(s.Core, unmanaged.Informers{Machines: mf.Machine().V1alpha1().Machines(), Nodes: tf.Core().V1().Nodes()}, opts.Unmanaged)
+	if err != nil {
+		t.Fatal(err)
+	}
+	over, err := overshoot.New(s.Machines, overshoot.Informers{
+		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+		Machines:    mf.Machine().V1alpha1().Machines(),
+	}, opts.Overshoot)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if opts.Machine.SafetyGate == nil {
+		opts.Machine.SafetyGate = gate
+	}
+	if opts.Machine.ReplacementGate == nil {
+		opts.Machine.ReplacementGate = b
+	}
+	if opts.MachineSet.SafetyGate == nil {
+		opts.MachineSet.SafetyGate = gate
+	}
+	if opts.Deployment.SafetyGate == nil {
+		opts.Deployment.SafetyGate = gate
+	}
+	return []func(context.Context) error{gate.Run, orphans.Run,
+		func(ctx context.Context) error { return nodes.Run(ctx, 1) },
+		func(ctx context.Context) error { return over.Run(ctx, 1) }}
 }

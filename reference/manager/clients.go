@@ -58,7 +58,7 @@ func restConfig(c Config, flagName, value string) (*rest.Config, error) {
 // clients builds the clients and the event recorder; cleanup stops the
 // event broadcaster.
 func (m *Manager) clients(ctx context.Context, controlCfg, targetCfg *rest.Config) (ControllerContext, func(), error) {
-	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log, Gates: m.gates}
+	cc := ControllerContext{Config: m.cfg, Registerer: m.reg, Logger: m.log}
 	restMetrics, err := restmetrics.New(m.reg)
 	if err != nil {
 		return cc, nil, fmt.Errorf("REST client metrics: %w", err)

@@ -9,13 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
 	"github.com/google/go-cmp/cmp/cmpopts"
-	k8sfake "k8s.io/client-go/kubernetes/fake"
 	certutil "k8s.io/client-go/util/cert"
 
-	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
+	"github.com/mcmkit/mcm/safety"
 )
 
 func kubeconfigFile(t *testing.T) string {
@@ -262,8 +260,7 @@ func TestControllerTableExtends(t *testing.T) {
 }
 
 func TestReadiness(t *testing.T) {
-	frozen := &Gates{}
-	frozen.SetSafety(machineGateFunc(func(context.Context) bool { return true }), nil)
+	frozen := safety.GateFunc(func(context.Context) bool { return true })
 	both := func(mc, mcm groupState) []*groupState {
 		mc.group, mc.lease, mcm.group, mcm.lease = MachineControllerGroup, "machine-controller", MachineControllerManagerGroup, "machine-controller-manager"
 		return []*groupState{&mc, &mcm}
@@ -297,7 +294,7 @@ func TestReadiness(t *testing.T) {
 			"running without leader election; waiting for informer caches to sync"},
 		{"stopping", &state{leaderElect: true, groups: both(groupState{running: true, synced: true}, groupState{}), stopping: true}, false, "shutting down"},
 		{"frozen", &state{leaderElect: true, synced: true, groups: both(groupState{running: true, synced: true}, groupState{running: true, synced: true}),
-			gates: frozen}, true,
+			outage: frozen}, true,
 			"leader; caches synced; frozen: an API server is out of reach, no machine is created or replaced"},
 	}
 	for _, tt := range tests {
@@ -309,40 +306,3 @@ func TestReadiness(t *testing.T) {
 		})
 	}
 }
-
-// TestGateProvidersAreBuiltFirst: a controller that provides the safety
-// gate is built before the ones that take it, whatever the order of
-// --controllers, and they get it.
-func TestGateProvidersAreBuiltFirst(t *testing.T) {
-	var got SafetyGate
-	gate := machineGateFunc(func(context.Context) bool { return true })
-	controllers := Controllers{
-		"aaa-user": {Group: MachineControllerGroup, Resources: []string{"machines"}, New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
-			got = cc.safetyGate()
-			return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-		}},
-		"zzz-gate": {Group: MachineControllerGroup, Resources: []string{"machines"}, ProvidesSafetyGate: true,
-			New: func(_ context.Context, cc ControllerContext) (Runnable, error) {
-				cc.Gates.SetSafety(gate, nil)
-				return func(ctx context.Context) error { <-ctx.Done(); return nil }, nil
-			}},
-	}
-	m := &Manager{cfg: DefaultConfig(), opts: Options{Controllers: controllers}, log: logr.Discard(), state: &state{}}
-	gates := &Gates{}
-	cc := ControllerContext{Machines: fake.NewSimpleClientset(), ControlCore: k8sfake.NewSimpleClientset(), Gates: gates}
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
-	if err := m.runControllers(ctx, cc, groupPlan{group: MachineControllerGroup, names: []string{"aaa-user", "zzz-gate"}}); err != nil {
-		t.Fatal(err)
-	}
-	if got == nil {
-		t.Fatal("the controller built with the gate's provider did not get the gate")
-	}
-	if gates.Safety() != nil || gates.Frozen(context.Background()) {
-		t.Error("the gates outlived the group that provided them")
-	}
-}
-
-type machineGateFunc func(context.Context) bool
-
-func (f machineGateFunc) Frozen(ctx context.Context) bool { return f(ctx) }

@@ -2,8 +2,8 @@ package manager
 
 import (
 	"context"
+	"errors"
 	"fmt"
-	"sync"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -23,6 +23,12 @@ import (
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
 	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/budget"
+	"github.com/mcmkit/mcm/safety/orphanvms"
+	"github.com/mcmkit/mcm/safety/outage"
+	"github.com/mcmkit/mcm/safety/overshoot"
+	"github.com/mcmkit/mcm/safety/unmanaged"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // ControllerContext is what a controller is built from. The informer
@@ -61,64 +67,20 @@ type ControllerContext struct {
 	// own (withOwnClients).
 	controlCfg, targetCfg *rest.Config
 
-	// Gates are shared by the controllers of one manager, across groups:
-	// a controller whose table entry says ProvidesSafetyGate sets them
-	// when built, before the other controllers of its group are built.
-	Gates *Gates
-}
-
-// SafetyGate is what the controllers ask before creating machines: the
-// SafetyGate of packages machine, machineset and deployment.
-type SafetyGate interface {
-	Frozen(ctx context.Context) bool
-}
-
-// Gates are the gates one controller provides to the others. They are
-// set while their provider's group runs and cleared when it stops.
-type Gates struct {
-	mu sync.RWMutex
-	// safety is the safety controller's gate; nil when it does not run.
-	safety SafetyGate
-	// replacement is the safety controller's replacement budget (with
-	// --machine-max-unhealthy); nil when it does not run, and then the
-	// machine controller uses its default, MCM's.
-	replacement machine.ReplacementGate
-}
-
-// SetSafety sets the gates; nil clears them.
-func (g *Gates) SetSafety(safety SafetyGate, replacement machine.ReplacementGate) {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	g.safety, g.replacement = safety, replacement
-}
-
-// Safety is the safety gate now, or nil (a nil interface) when none runs.
-func (g *Gates) Safety() SafetyGate {
-	if g == nil {
-		return nil
-	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.safety
-}
-
-// Replacement is the replacement gate now, or nil (a nil interface) when
-// none runs.
-func (g *Gates) Replacement() machine.ReplacementGate {
-	if g == nil {
-		return nil
-	}
-	g.mu.RLock()
-	defer g.mu.RUnlock()
-	return g.replacement
-}
-
-// Frozen asks the safety gate that runs now, in whichever group: false
-// when none runs. It is the gate of controllers of another group than
-// the gate's provider: that group may start before, after, or never.
-func (g *Gates) Frozen(ctx context.Context) bool {
-	s := g.Safety()
-	return s != nil && s.Frozen(ctx)
+	// Outage is the manager's API-server outage gate, one for the
+	// manager: every controller that creates machines asks it, and the
+	// machine controller learns from it when an outage ended. Its check
+	// runs as the safety controller (MachineControllerGroup); while that
+	// does not run in this manager (not selected, or its group's lease is
+	// held elsewhere), the gate is not frozen. Nil only in a context made
+	// by hand.
+	Outage *outage.Gate
+	// Replacement is the manager's replacement budget, one for the
+	// informers the groups share, for the machine controller: MCM's limit
+	// of one replacement at a time per deployment (per set when no
+	// controller to run needs MachineSets), with --machine-max-unhealthy's
+	// short-circuit. Nil means the machine controller's own default.
+	Replacement machine.ReplacementGate
 }
 
 // A Group is a set of controllers that run together under one lease: the
@@ -153,11 +115,6 @@ type Controller struct {
 	NeedsDriver bool
 	// Group is the lease the controller runs under. Required.
 	Group Group
-	// ProvidesSafetyGate: New sets the ControllerContext's Gates, so the
-	// controller is built before the others of its group, which take its
-	// gates as they are when built. Controllers of another group can only
-	// ask Gates.Frozen, which follows the gates as they come and go.
-	ProvidesSafetyGate bool
 	// New builds the controller: it takes its informers from the
 	// factories and registers its handlers, and returns the function that
 	// runs it until its context ends.
@@ -173,7 +130,7 @@ func DefaultControllers() Controllers {
 	return Controllers{
 		"machine": {Group: MachineControllerGroup, Resources: []string{"machines", "machineclasses"}, NeedsDriver: true,
 			New: newMachineController},
-		"safety": {Group: MachineControllerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"}, ProvidesSafetyGate: true,
+		"safety": {Group: MachineControllerGroup, Resources: []string{"machinedeployments", "machinesets", "machines"},
 			New: newSafetyController},
 		"machineset": {Group: MachineControllerManagerGroup, Resources: []string{"machinesets", "machines"},
 			New: newMachineSetController},
@@ -221,8 +178,8 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 		ResourceExhaustedRetry:        c.ResourceExhaustedRetry,
 		MaxConcurrentCreations:        c.ConcurrentCreations,
 		BootstrapTokenAuthExtraGroups: c.BootstrapTokenAuthExtraGroups,
-		SafetyGate:                    cc.safetyGate(),
-		ReplacementGate:               cc.replacementGate(),
+		SafetyGate:                    cc.gate(),
+		ReplacementGate:               cc.Replacement,
 		Logger:                        cc.Logger,
 		Recorder:                      cc.Recorder,
 		Registerer:                    cc.Registerer,
@@ -238,7 +195,7 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{MaxReplicas: cc.Config.MachineMaxReplicas, SafetyGate: cc.otherGroupGate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	}, machineset.Options{MaxReplicas: cc.Config.MachineMaxReplicas, SafetyGate: cc.gate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
 	}
@@ -256,7 +213,7 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
 		MaxReplicas:                           cc.Config.MachineMaxReplicas,
-		SafetyGate:                            cc.otherGroupGate(),
+		SafetyGate:                            cc.gate(),
 		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
 	})
 	if err != nil {
@@ -265,54 +222,54 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	return func(ctx context.Context) error { return ctrl.Run(ctx, cc.Config.ConcurrentSyncs) }, nil
 }
 
+// newSafetyController is what MCM's provider machine-controller runs
+// besides the machine controller: the check of the manager's outage gate,
+// and, with a driver, the orphan VM collection and, with a target
+// cluster, the marking of nodes no machine claims.
 func newSafetyController(_ context.Context, cc ControllerContext) (Runnable, error) {
 	c := cc.Config
-	inf := safety.Informers{
-		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
-		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
-		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
-		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-		Secrets:     cc.ControlInformers.Core().V1().Secrets(),
+	if cc.Outage == nil {
+		return nil, errors.New("safety controller: the manager built no outage gate")
 	}
-	target, nodes := cc.targetNodes()
-	inf.Nodes = nodes
-	maxUnhealthy, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy)
-	if err != nil {
-		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
+	runs := []func(context.Context) error{cc.Outage.Run}
+	// Without a driver (none selected) there are no VMs to collect.
+	if cc.Driver != nil {
+		orphans, err := orphanvms.New(cc.Machines, cc.Driver, orphanvms.Informers{
+			Machines: cc.MachineInformers.Machine().V1alpha1().Machines(),
+			Classes:  cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
+			Secrets:  cc.ControlInformers.Core().V1().Secrets(),
+		}, orphanvms.Options{OrphanVMsPeriod: c.OrphanVMsPeriod, OrphanGracePeriod: c.OrphanGracePeriod, Outages: cc.Outage,
+			Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+		if err != nil {
+			return nil, fmt.Errorf("safety controller: %w", err)
+		}
+		runs = append(runs, orphans.Run)
 	}
-	// Without a driver (none selected) there are no VMs to collect. The
-	// overshoot check is MCM's machine-controller-manager's, and runs in
-	// that group (newOvershootController).
-	ctrl, err := safety.NewController(cc.Machines, target, inf, cc.Driver, safety.Options{
-		Checks:       safety.CheckMachines,
-		MaxUnhealthy: maxUnhealthy, CreationTimeout: c.MachineCreationTimeout,
-		StatusCheckPeriod: c.StatusCheckPeriod, StatusCheckTimeout: c.StatusCheckTimeout, ProbeNamespace: c.Namespace,
-		OrphanVMsPeriod: c.OrphanVMsPeriod, OrphanGracePeriod: c.OrphanGracePeriod,
-		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
-	if err != nil {
-		return nil, fmt.Errorf("safety controller: %w", err)
+	if target, nodes := cc.targetNodes(); target != nil {
+		marks, err := unmanaged.New(target, unmanaged.Informers{Machines: cc.MachineInformers.Machine().V1alpha1().Machines(), Nodes: nodes},
+			unmanaged.Options{CreationTimeout: c.MachineCreationTimeout, Logger: cc.Logger, Registerer: cc.Registerer})
+		if err != nil {
+			return nil, fmt.Errorf("safety controller: %w", err)
+		}
+		runs = append(runs, func(ctx context.Context) error { return marks.Run(ctx, 1) })
 	}
-	if cc.Gates != nil {
-		cc.Gates.SetSafety(ctrl, ctrl.ReplacementGate())
-	}
-	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
+	return func(ctx context.Context) error { return workqueue.RunAll(ctx, runs...) }, nil
 }
 
-// newOvershootController is the safety controller's overshoot check (and,
-// with --machine-max-unhealthy, the deployments' remediation condition),
-// which MCM's machine-controller-manager runs.
+// newOvershootController is the overshoot check (and, with
+// --machine-max-unhealthy, the deployments' remediation condition), which
+// MCM's machine-controller-manager runs.
 func newOvershootController(_ context.Context, cc ControllerContext) (Runnable, error) {
 	c := cc.Config
-	maxUnhealthy, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy)
+	maxUnhealthy, err := budget.ParseMaxUnhealthy(c.MachineMaxUnhealthy)
 	if err != nil {
 		return nil, fmt.Errorf("--machine-max-unhealthy: %w", err) // validated with the flags
 	}
-	ctrl, err := safety.NewController(cc.Machines, nil, safety.Informers{
+	ctrl, err := overshoot.New(cc.Machines, overshoot.Informers{
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Deployments: cc.MachineInformers.Machine().V1alpha1().MachineDeployments(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
-	}, nil, safety.Options{
-		Checks:       safety.CheckOvershoot,
+	}, overshoot.Options{
 		MaxUnhealthy: maxUnhealthy,
 		SafetyUp:     c.SafetyUp, SafetyDown: c.SafetyDown, OvershootPeriod: c.OvershootPeriod,
 		Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
@@ -322,23 +279,13 @@ func newOvershootController(_ context.Context, cc ControllerContext) (Runnable, 
 	return func(ctx context.Context) error { return ctrl.Run(ctx, 1) }, nil
 }
 
-// safetyGate is the safety controller's gate as it is now, for a
-// controller of its group, or nil when it does not run (a nil interface,
-// not an interface holding a nil pointer).
-func (cc ControllerContext) safetyGate() SafetyGate { return cc.Gates.Safety() }
-
-// replacementGate is the safety controller's replacement budget as it is
-// now, for a controller of its group, or nil when it does not run.
-func (cc ControllerContext) replacementGate() machine.ReplacementGate { return cc.Gates.Replacement() }
-
-// otherGroupGate is the gate of a controller of another group than the
-// safety controller's: frozen while a safety controller runs in this
-// manager and is frozen. Nil without Gates.
-func (cc ControllerContext) otherGroupGate() SafetyGate {
-	if cc.Gates == nil {
+// gate is the manager's outage gate as the controllers' Options take it:
+// a nil interface, not one holding a nil pointer, without one.
+func (cc ControllerContext) gate() safety.Gate {
+	if cc.Outage == nil {
 		return nil
 	}
-	return cc.Gates
+	return cc.Outage
 }
 
 // targetNodes returns the target cluster's client and node informer, or

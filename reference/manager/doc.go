@@ -88,13 +88,14 @@
 //
 //   - MachineControllerGroup, lease machine-controller
 //     (--leader-elect-machine-controller-resource-name): the machine
-//     controller, and the safety controller, which gates it (API-server
-//     outages, the replacement budget) and collects orphan VMs — what MCM's
-//     provider machine-controller runs;
+//     controller, and the safety controller ("safety": the check of the
+//     API-server outage gate, the orphan VM collection, the marking of
+//     nodes no machine claims) — what MCM's provider machine-controller
+//     runs;
 //   - MachineControllerManagerGroup, lease machine-controller-manager
 //     (--leader-elect-resource-name): the MachineSet and MachineDeployment
-//     controllers, and the safety controller's overshoot check ("overshoot",
-//     safety.CheckOvershoot) — what MCM's machine-controller-manager runs.
+//     controllers, and the overshoot check ("overshoot", package
+//     safety/overshoot) — what MCM's machine-controller-manager runs.
 //
 // The groups that run at a time share one set of informers: the first to
 // start builds and starts them, a group that starts later adds what its
@@ -114,10 +115,16 @@
 // machine-controller, a manager restricted to the machine controller) does
 // not keep this manager from taking it.
 //
-// The safety controller's gate freezes the
-// MachineSet and MachineDeployment controllers only while it runs in the
-// same manager (Gates.Frozen); MCM's machine-controller-manager has no such
-// freeze at all.
+// Run builds one API-server outage gate (package safety/outage) and one
+// replacement budget (package safety/budget) and hands them to every
+// controller it builds, of either group (ControllerContext.Outage and
+// .Replacement). The gate's check runs as the safety controller, so the
+// gate freezes the MachineSet and MachineDeployment controllers only while
+// the safety controller runs in the same manager; a gate whose check does
+// not run is not frozen. MCM's machine-controller-manager has no such
+// freeze at all. The budget counts per deployment when a controller to run
+// watches MachineSets (the safety, overshoot, MachineSet or
+// MachineDeployment controller), per MachineSet otherwise.
 //
 // A lease is released (emptied, as client-go's ReleaseOnCancel does) only
 // after every controller of the manager has stopped. Losing a lease stops

@@ -144,7 +144,7 @@ func leaseManager(t *testing.T, id string, cs *k8sfake.Clientset, p *probe) (m *
 	if err != nil {
 		t.Fatal(err)
 	}
-	cc := ControllerContext{Config: cfg, Machines: fake.NewSimpleClientset(), ControlCore: cs, Gates: m.gates, Logger: m.log}
+	cc := ControllerContext{Config: cfg, Machines: fake.NewSimpleClientset(), ControlCore: cs, Logger: m.log}
 	m.state.setWaiting("") // as after Run's startup checks
 	ctx, cancel := context.WithCancel(context.Background())
 	finished := make(chan error, 1)

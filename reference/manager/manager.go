@@ -58,8 +58,9 @@ type Manager struct {
 	ran       atomic.Bool
 	// listWatch observes the controllers' clients for /readyz.
 	listWatch *listwatch.Health
-	// gates are shared by the groups' controllers.
-	gates *Gates
+	// safety are the outage gate and the replacement budget every
+	// controller is given.
+	safety safetyParts
 	// informers are shared by the groups that run at a time.
 	informers sharedInformers
 }
@@ -99,10 +100,9 @@ func New(cfg Config, opts Options) (*Manager, error) {
 		}
 	}
 	health := listwatch.NewHealth()
-	gates := &Gates{}
 	m := &Manager{
-		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, groupRunning: groupRunning, listWatch: health, gates: gates,
-		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect, listWatch: health, gates: gates},
+		cfg: cfg, opts: opts, log: opts.Logger, reg: reg, leader: leader, groupRunning: groupRunning, listWatch: health,
+		state: &state{waiting: "not started", leaderElect: cfg.LeaderElect, listWatch: health},
 	}
 	if cfg.LeaderElect {
 		m.watchdogs = map[Group]*leaderelection.HealthzAdaptor{}
@@ -172,6 +172,9 @@ func (m *Manager) Run(ctx context.Context) (err error) {
 		return err
 	}
 	defer cleanup()
+	if cc, err = m.buildSafety(cc, runnable); err != nil {
+		return err
+	}
 	if m.cfg.Driver != "" {
 		stopDriver, err := m.startDriver(ctx, &cc, targetCfg)
 		if err != nil {
@@ -225,25 +228,6 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p gr
 	defer m.informers.release()
 	cc.MachineInformers, cc.ControlInformers, cc.TargetInformers = set.machines, set.control, set.target
 
-	// Gate providers first: the others take their gates when built.
-	names = slices.Clone(names)
-	slices.SortStableFunc(names, func(a, b string) int {
-		switch pa, pb := m.opts.Controllers[a].ProvidesSafetyGate, m.opts.Controllers[b].ProvidesSafetyGate; {
-		case pa && !pb:
-			return -1
-		case pb && !pa:
-			return 1
-		}
-		return 0
-	})
-	if cc.Gates == nil {
-		cc.Gates = &Gates{}
-	}
-	if slices.ContainsFunc(names, func(n string) bool { return m.opts.Controllers[n].ProvidesSafetyGate }) {
-		// Cleared once the group's controllers have stopped (or failed to
-		// be built): a stopped safety controller freezes nobody.
-		defer cc.Gates.SetSafety(nil, nil)
-	}
 	runCtx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	runs, err := m.buildControllers(ctx, cc, set, names)
@@ -287,6 +271,11 @@ func (m *Manager) runControllers(ctx context.Context, cc ControllerContext, p gr
 func (m *Manager) buildControllers(ctx context.Context, cc ControllerContext, set *informerSet, names []string) ([]Runnable, error) {
 	m.informers.build.Lock()
 	defer m.informers.build.Unlock()
+	replacement, err := m.safety.replacementBudget(set)
+	if err != nil {
+		return nil, err
+	}
+	cc.Replacement = replacement
 	var runs []Runnable
 	for _, name := range names {
 		c := cc

@@ -13,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/leaderelection"
 
 	"github.com/mcmkit/mcm/driver"
+	"github.com/mcmkit/mcm/safety"
 )
 
 // state is what /readyz reports. Ready means:
@@ -50,9 +51,9 @@ type state struct {
 	synced   bool
 	skipped  []string // controllers skipped for missing CRDs
 	stopping bool
-	// gates hold the running safety controller's gate, if any; /readyz
-	// says when it is frozen. Nil in tests of the state alone.
-	gates *Gates
+	// outage is the manager's outage gate; /readyz says when it is
+	// frozen. Nil until Run built it, and in tests of the state alone.
+	outage safety.Gate
 	// listWatch tells which informers cannot list or watch; nil in tests
 	// of the state alone.
 	listWatch failingListWatches
@@ -179,7 +180,7 @@ func (s *state) readiness() (bool, string) {
 	}
 	// Frozen is not unready: the manager works, deletions go on, and it
 	// thaws by itself; a restart would help nothing.
-	if s.gates.Frozen(context.Background()) {
+	if s.outage != nil && s.outage.Frozen(context.Background()) {
 		note += "; frozen: an API server is out of reach, no machine is created or replaced"
 	}
 	return true, role + "; caches synced" + note

@@ -11,7 +11,9 @@ import (
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/orphanvms"
+	"github.com/mcmkit/mcm/safety/outage"
+	"github.com/mcmkit/mcm/safety/overshoot"
 )
 
 // Special values of --control-kubeconfig and --target-kubeconfig.
@@ -141,9 +143,10 @@ type Config struct {
 	// controller's overshoot check.
 	SafetyUp, SafetyDown int
 	OvershootPeriod      time.Duration
-	// MachineMaxUnhealthy, when not empty, is the safety controller's
-	// remediation short-circuit (safety.Options.MaxUnhealthy): a number or
-	// a percentage. An addition to MCM's flags; empty keeps MCM's
+	// MachineMaxUnhealthy, when not empty, is the replacement budget's
+	// remediation short-circuit (budget.Options.MaxUnhealthy of package
+	// safety/budget, reported by the overshoot check): a number or a
+	// percentage. An addition to MCM's flags; empty keeps MCM's
 	// behaviour.
 	MachineMaxUnhealthy string
 	// MachineMaxReplicas is the most machines a MachineSet or a
@@ -233,13 +236,13 @@ func Default() Config {
 		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
 		NodeConditions:           *d.NodeConditions,
 		AutoscalerScaleDownAnnotationDuringRollout: true,
-		SafetyUp:           safety.DefaultSafetyUp,
-		SafetyDown:         safety.DefaultSafetyDown,
-		OvershootPeriod:    safety.DefaultOvershootPeriod,
-		StatusCheckPeriod:  safety.DefaultStatusCheckPeriod,
-		StatusCheckTimeout: safety.DefaultStatusCheckTimeout,
-		OrphanVMsPeriod:    safety.DefaultOrphanVMsPeriod,
-		OrphanGracePeriod:  safety.DefaultOrphanGracePeriod,
+		SafetyUp:           overshoot.DefaultSafetyUp,
+		SafetyDown:         overshoot.DefaultSafetyDown,
+		OvershootPeriod:    overshoot.DefaultOvershootPeriod,
+		StatusCheckPeriod:  outage.DefaultStatusCheckPeriod,
+		StatusCheckTimeout: outage.DefaultStatusCheckTimeout,
+		OrphanVMsPeriod:    orphanvms.DefaultOrphanVMsPeriod,
+		OrphanGracePeriod:  orphanvms.DefaultOrphanGracePeriod,
 		MachineMaxReplicas: machineset.DefaultMaxReplicas,
 		LeaderElect:        true,
 		LeaseDuration:      DefaultLeaseDuration,

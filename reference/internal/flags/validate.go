@@ -15,7 +15,7 @@ import (
 
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/machine"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/budget"
 )
 
 // Tables are what a configuration is checked against besides itself: the
@@ -184,7 +184,7 @@ func (p *problems) safety(c Config) {
 		p.add("--machine-safety-overshooting-period, -orphan-vms-period, -apiserver-statuscheck-period and -apiserver-statuscheck-timeout must be positive, got %v, %v, %v and %v",
 			c.OvershootPeriod, c.OrphanVMsPeriod, c.StatusCheckPeriod, c.StatusCheckTimeout)
 	}
-	if _, err := safety.ParseMaxUnhealthy(c.MachineMaxUnhealthy); err != nil {
+	if _, err := budget.ParseMaxUnhealthy(c.MachineMaxUnhealthy); err != nil {
 		p.add("--machine-max-unhealthy: %v", err)
 	}
 	// Zero would mean the libraries' default, not zero.

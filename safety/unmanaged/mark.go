@@ -1,4 +1,4 @@
-package safety
+package unmanaged
 
 import (
 	"context"

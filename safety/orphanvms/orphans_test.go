@@ -1,4 +1,4 @@
-package safety
+package orphanvms
 
 import (
 	"context"
@@ -28,7 +28,7 @@ func simClass(name, cluster string) *v1alpha1.MachineClass {
 // TestCollectOrphans: a VM no machine claims is deleted once it has
 // looked orphaned for the grace period; a machine's VM, a machine still
 // being created, and a VM of another cluster are never touched; nothing
-// is collected while frozen.
+// is collected while frozen, nor within a period after an outage ended.
 func TestCollectOrphans(t *testing.T) {
 	ctx := context.Background()
 	cloud, err := sim.New(sim.Options{Seed: 1})
@@ -60,14 +60,12 @@ func TestCollectOrphans(t *testing.T) {
 	f := externalversions.NewSharedInformerFactory(client, 0)
 	kf := informers.NewSharedInformerFactory(coreClient, 0)
 	clk := clocktesting.NewFakeClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
-	frozen := false
-	c, err := NewController(client, nil, Informers{
-		MachineSets: f.Machine().V1alpha1().MachineSets(),
-		Deployments: f.Machine().V1alpha1().MachineDeployments(),
-		Machines:    f.Machine().V1alpha1().Machines(),
-		Classes:     f.Machine().V1alpha1().MachineClasses(),
-		Secrets:     kf.Core().V1().Secrets(),
-	}, cloud.Driver(), Options{Clock: clk, OrphanGracePeriod: 10 * time.Minute})
+	gate := &fakeOutages{}
+	c, err := New(client, cloud.Driver(), Informers{
+		Machines: f.Machine().V1alpha1().Machines(),
+		Classes:  f.Machine().V1alpha1().MachineClasses(),
+		Secrets:  kf.Core().V1().Secrets(),
+	}, Options{Clock: clk, OrphanGracePeriod: 10 * time.Minute, Outages: gate})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +82,6 @@ func TestCollectOrphans(t *testing.T) {
 	}
 	collect := func() {
 		t.Helper()
-		c.outage.frozen = frozen
 		if err := c.collectOrphans(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -96,12 +93,17 @@ func TestCollectOrphans(t *testing.T) {
 		t.Fatal("an orphan was deleted before its grace period")
 	}
 	clk.Step(6 * time.Minute)
-	frozen = true
+	gate.frozen = true
 	collect()
 	if !alive(orphan.ProviderID) {
 		t.Fatal("an orphan was deleted while frozen")
 	}
-	frozen = false
+	gate.frozen, gate.lastEnd = false, clk.Now()
+	collect()
+	if !alive(orphan.ProviderID) {
+		t.Fatal("an orphan was deleted within a period after an outage ended")
+	}
+	clk.Step(DefaultOrphanVMsPeriod)
 	collect()
 	if alive(orphan.ProviderID) {
 		t.Fatal("the orphan survived its grace period")
@@ -115,3 +117,12 @@ func TestCollectOrphans(t *testing.T) {
 		t.Errorf("orphan counter %v, want 1", got)
 	}
 }
+
+// fakeOutages is an outage gate whose answers the test sets.
+type fakeOutages struct {
+	frozen  bool
+	lastEnd time.Time
+}
+
+func (f *fakeOutages) Frozen(context.Context) bool { return f.frozen }
+func (f *fakeOutages) LastOutageEnd() time.Time    { return f.lastEnd }

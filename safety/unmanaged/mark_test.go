@@ -1,4 +1,4 @@
-package safety
+package unmanaged
 
 import (
 	"context"
@@ -238,12 +238,10 @@ func TestUnmanagedNodesAreMarked(t *testing.T) {
 	fakeapi.VersionWrites(&client.Fake, client.Tracker())
 	f := externalversions.NewSharedInformerFactory(client, 0)
 	kf := informers.NewSharedInformerFactory(core, 0)
-	c, err := NewController(client, core, Informers{
-		MachineSets: f.Machine().V1alpha1().MachineSets(),
-		Deployments: f.Machine().V1alpha1().MachineDeployments(),
-		Machines:    f.Machine().V1alpha1().Machines(),
-		Nodes:       kf.Core().V1().Nodes(),
-	}, nil, Options{})
+	c, err := New(core, Informers{
+		Machines: f.Machine().V1alpha1().Machines(),
+		Nodes:    kf.Core().V1().Nodes(),
+	}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

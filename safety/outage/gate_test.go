@@ -1,4 +1,4 @@
-package safety
+package outage
 
 import (
 	"context"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/go-logr/logr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/prometheus/client_golang/prometheus"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -18,13 +19,12 @@ import (
 	"k8s.io/client-go/tools/record"
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
-	"github.com/mcmkit/mcm/client/informers/externalversions"
 )
 
 func TestOutageObserve(t *testing.T) {
 	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
 	const timeout = 30 * time.Second
-	var o outage
+	var o state
 	steps := []struct {
 		at             time.Duration
 		up             bool
@@ -71,7 +71,7 @@ func TestAnswered(t *testing.T) {
 }
 
 // TestGateFreezesDuringOutage: with the control API server failing every
-// read, the controller becomes Frozen after the timeout; when it answers
+// read, the gate becomes Frozen after the timeout; when it answers
 // again, it thaws and reports when the outage ended.
 func TestGateFreezesDuringOutage(t *testing.T) {
 	client := fake.NewSimpleClientset()
@@ -82,21 +82,15 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 		}
 		return false, nil, nil
 	})
-	f := externalversions.NewSharedInformerFactory(client, 0)
 	rec := record.NewFakeRecorder(10)
-	c, err := NewController(client, nil, Informers{
-		MachineSets: f.Machine().V1alpha1().MachineSets(),
-		Deployments: f.Machine().V1alpha1().MachineDeployments(),
-		Machines:    f.Machine().V1alpha1().Machines(),
-	}, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond, Recorder: rec, ProbeNamespace: "shoot"})
+	g, err := New(client, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 100 * time.Millisecond, Recorder: rec, ProbeNamespace: "shoot"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
-	f.Start(ctx.Done())
 	var wg sync.WaitGroup
-	wg.Go(func() { _ = c.Run(ctx, 1) })
-	t.Cleanup(func() { cancel(); wg.Wait(); f.Shutdown() })
+	wg.Go(func() { _ = g.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
 
 	until := func(what string, cond func() bool) {
 		t.Helper()
@@ -109,16 +103,16 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 	}
 	down.Store(true)
 	start := time.Now()
-	until("frozen", func() bool { return c.Frozen(ctx) })
+	until("frozen", func() bool { return g.Frozen(ctx) })
 	if elapsed := time.Since(start); elapsed < 100*time.Millisecond {
 		t.Fatalf("frozen after %v, before the timeout", elapsed)
 	}
-	if !c.LastOutageEnd().IsZero() {
+	if !g.LastOutageEnd().IsZero() {
 		t.Fatal("an outage ended before any did")
 	}
 	down.Store(false)
-	until("thawed", func() bool { return !c.Frozen(ctx) })
-	if c.LastOutageEnd().IsZero() {
+	until("thawed", func() bool { return !g.Frozen(ctx) })
+	if g.LastOutageEnd().IsZero() {
 		t.Error("thawed without recording when the outage ended")
 	}
 	var events []string
@@ -127,5 +121,67 @@ func TestGateFreezesDuringOutage(t *testing.T) {
 	}
 	if diff := cmp.Diff([]string{ReasonOutageFrozen, ReasonOutageThawed}, events); diff != "" {
 		t.Errorf("events (-want +got):\n%s", diff)
+	}
+}
+
+// TestGateIsNotFrozenWithoutItsCheck: a gate whose check does not run
+// freezes nobody, before Run and after it returned, even when the check
+// had found an outage: nothing would thaw it. Nor does it export metrics
+// before its check runs (a standby's gate exports none), and it may run
+// again.
+func TestGateIsNotFrozenWithoutItsCheck(t *testing.T) {
+	client := fake.NewSimpleClientset()
+	client.PrependReactor("get", "machines", func(k8stesting.Action) (bool, runtime.Object, error) {
+		return true, nil, errors.New("dial tcp: connection refused")
+	})
+	reg := prometheus.NewRegistry()
+	g, err := New(client, nil, Options{StatusCheckPeriod: 10 * time.Millisecond, StatusCheckTimeout: 50 * time.Millisecond, Registerer: reg})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if families, err := reg.Gather(); err != nil || len(families) != 0 {
+		t.Errorf("before its check ran, the gate exports %d metric families (%v), want none", len(families), err)
+	}
+	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
+	defer cancel()
+	if g.Frozen(ctx) {
+		t.Fatal("frozen before its check ran")
+	}
+	done := make(chan error, 1)
+	go func() { done <- g.Run(ctx) }()
+	for deadline := time.Now().Add(5 * time.Second); !g.Frozen(ctx); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("never frozen with the API server out of reach")
+		}
+	}
+	cancel()
+	if err := <-done; err != nil {
+		t.Fatalf("Run: %v", err)
+	}
+	if g.Frozen(context.Background()) {
+		t.Error("still frozen after its check stopped")
+	}
+	if families, err := reg.Gather(); err != nil || len(families) == 0 {
+		t.Errorf("after its check ran, the gate exports no metrics (%v)", err)
+	}
+	again, stop := context.WithCancel(context.Background())
+	go func() { done <- g.Run(again) }()
+	for deadline := time.Now().Add(5 * time.Second); !g.Frozen(again); time.Sleep(5 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("a gate run again never froze with the API server out of reach")
+		}
+	}
+	if err := g.Run(again); err == nil {
+		t.Error("a second check ran next to the first")
+	}
+	stop()
+	if err := <-done; err != nil {
+		t.Fatalf("Run again: %v", err)
+	}
+	if _, err := New(nil, nil, Options{}); err == nil {
+		t.Error("a gate without a control client accepted")
+	}
+	if _, err := New(client, nil, Options{StatusCheckTimeout: -time.Second}); err == nil {
+		t.Error("a negative timeout accepted")
 	}
 }

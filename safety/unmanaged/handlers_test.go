@@ -1,4 +1,4 @@
-package safety
+package unmanaged
 
 import (
 	"testing"
@@ -8,7 +8,6 @@ import (
 
 	"github.com/mcmkit/mcm/client/clientset/versioned/fake"
 	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/testsupport/registrationstest"
 )
 
@@ -16,18 +15,17 @@ import (
 // manager shares them between controllers that stop at different times):
 // once Run returned, none of its handlers is left on them.
 func TestRunRemovesHandlers(t *testing.T) {
-	cloud, err := sim.New(sim.Options{Seed: 1})
-	if err != nil {
-		t.Fatal(err)
-	}
 	client, core := fake.NewSimpleClientset(), k8sfake.NewSimpleClientset()
 	inf := registrationstest.New(externalversions.NewSharedInformerFactory(client, 0), informers.NewSharedInformerFactory(core, 0))
-	c, err := NewController(client, core, Informers{
-		MachineSets: inf.MachineSets, Deployments: inf.Deployments, Machines: inf.Machines,
-		Nodes: inf.Nodes, Classes: inf.Classes, Secrets: inf.Secrets,
-	}, cloud.Driver(), Options{})
+	c, err := New(core, Informers{Machines: inf.Machines, Nodes: inf.Nodes}, Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	registrationstest.CheckRunRemovesHandlers(t, inf, 6, c.Run)
+	registrationstest.CheckRunRemovesHandlers(t, inf, 2, c.Run)
+	if _, err := New(nil, Informers{Machines: inf.Machines, Nodes: inf.Nodes}, Options{}); err == nil {
+		t.Error("no target client: no error")
+	}
+	if _, err := New(core, Informers{Machines: inf.Machines, Nodes: inf.Nodes}, Options{CreationTimeout: -1}); err == nil {
+		t.Error("a negative creation timeout: no error")
+	}
 }

@@ -1,4 +1,4 @@
-package safety_test
+package budget_test
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package safety
+package orphanvms
 
 import (
 	"context"
@@ -88,16 +88,19 @@ func orphansOf(listed map[string]string, namespace string, machines []*v1alpha1.
 // collectOrphans is one pass of the orphan collection over every class:
 // the driver lists the class's VMs, and a VM no machine claims is deleted
 // once it has looked orphaned for OrphanGracePeriod and an uncached read
-// confirms no machine claims it. Nothing is collected while frozen, nor
-// within one OrphanVMsPeriod after an outage ended (the caches may still
-// show the world from before it).
-func (c *Controller) collectOrphans(ctx context.Context) error {
+// confirms no machine claims it. Nothing is collected while Outages is
+// frozen, nor within one OrphanVMsPeriod after an outage ended (the caches
+// may still show the world from before it). A class that fails does not
+// stop the others; the pass returns every failure, joined.
+func (c *Collector) collectOrphans(ctx context.Context) error {
 	now := c.opts.Clock.Now()
-	if c.Frozen(ctx) {
-		return nil
-	}
-	if end := c.LastOutageEnd(); !end.IsZero() && now.Sub(end) < c.opts.OrphanVMsPeriod {
-		return nil
+	if o := c.opts.Outages; o != nil {
+		if o.Frozen(ctx) {
+			return nil
+		}
+		if end := o.LastOutageEnd(); !end.IsZero() && now.Sub(end) < c.opts.OrphanVMsPeriod {
+			return nil
+		}
 	}
 	classes, err := c.classes.List(labels.Everything())
 	if err != nil {
@@ -137,7 +140,7 @@ func (c *Controller) collectOrphans(ctx context.Context) error {
 
 // deleteOrphan deletes vm after an uncached read confirms that no machine
 // of its name claims it.
-func (c *Controller) deleteOrphan(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, vm orphanVM) error {
+func (c *Collector) deleteOrphan(ctx context.Context, class *v1alpha1.MachineClass, secret *corev1.Secret, vm orphanVM) error {
 	m, err := c.client.MachineV1alpha1().Machines(class.Namespace).Get(ctx, vm.MachineName, metav1.GetOptions{})
 	switch {
 	case err == nil && (m.Spec.ProviderID == "" || m.Spec.ProviderID == vm.ProviderID):
@@ -159,20 +162,4 @@ func (c *Controller) deleteOrphan(ctx context.Context, class *v1alpha1.MachineCl
 			"Deleted VM %s (machine name %s): no machine claimed it for %v", vm.ProviderID, vm.MachineName, c.opts.OrphanGracePeriod)
 	}
 	return nil
-}
-
-// watchOrphans collects orphans at start and every OrphanVMsPeriod until
-// ctx ends.
-func (c *Controller) watchOrphans(ctx context.Context) {
-	logger := logr.FromContextOrDiscard(ctx)
-	for {
-		if err := c.collectOrphans(ctx); err != nil && ctx.Err() == nil {
-			logger.Error(err, "Orphan VM collection")
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-c.opts.Clock.After(c.opts.OrphanVMsPeriod):
-		}
-	}
 }

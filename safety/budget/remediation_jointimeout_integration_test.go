@@ -1,4 +1,4 @@
-package safety_test
+package budget_test
 
 import (
 	"context"
@@ -20,7 +20,8 @@ import (
 	"github.com/mcmkit/mcm/e2e/simstack"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/budget"
+	"github.com/mcmkit/mcm/safety/overshoot"
 )
 
 // TestIntegrationJoinTimeoutsAreNotShortCircuited pins what the
@@ -36,7 +37,8 @@ func TestIntegrationJoinTimeoutsAreNotShortCircuited(t *testing.T) {
 	rec := record.NewFakeRecorder(1000)
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true, Safety: true,
-		SafetyOptions: safety.Options{MaxUnhealthy: &maxUnhealthy, Recorder: rec},
+		Budget:    budget.Options{MaxUnhealthy: &maxUnhealthy},
+		Overshoot: overshoot.Options{MaxUnhealthy: &maxUnhealthy, Recorder: rec},
 		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{
 			MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout},
 		}},
@@ -130,12 +132,12 @@ func TestIntegrationJoinTimeoutsAreNotShortCircuited(t *testing.T) {
 	// tells the join timeouts apart.
 	said := map[string]string{"condition": remediationCondition(t, s, "zonal", v1alpha1.ConditionFalse)}
 	for len(rec.Events) > 0 {
-		if e := <-rec.Events; strings.Contains(e, safety.ReasonRemediationHeld) {
+		if e := <-rec.Events; strings.Contains(e, overshoot.ReasonRemediationHeld) {
 			said["event"] = e
 		}
 	}
 	if said["event"] == "" {
-		t.Errorf("no %s event", safety.ReasonRemediationHeld)
+		t.Errorf("no %s event", overshoot.ReasonRemediationHeld)
 	}
 	for _, name := range before[:2] {
 		m, err := mc.Machines(s.NS).Get(ctx, name, metav1.GetOptions{})
@@ -169,12 +171,12 @@ func remediationCondition(t *testing.T, s *simstack.Stack, deployment string, st
 			return false, err.Error()
 		}
 		for _, c := range d.Status.Conditions {
-			if c.Type == safety.ConditionRemediationAllowed {
+			if c.Type == overshoot.ConditionRemediationAllowed {
 				message = c.Message
 				return c.Status == status, fmt.Sprintf("condition %s %s: %s", c.Status, c.Reason, c.Message)
 			}
 		}
-		return false, "no " + string(safety.ConditionRemediationAllowed) + " condition"
+		return false, "no " + string(overshoot.ConditionRemediationAllowed) + " condition"
 	})
 	return message
 }

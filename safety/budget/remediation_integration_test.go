@@ -1,4 +1,4 @@
-package safety_test
+package budget_test
 
 import (
 	"context"
@@ -17,7 +17,8 @@ import (
 	"github.com/mcmkit/mcm/e2e/simstack"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
-	"github.com/mcmkit/mcm/safety"
+	"github.com/mcmkit/mcm/safety/budget"
+	"github.com/mcmkit/mcm/safety/overshoot"
 )
 
 // TestIntegrationRemediationShortCircuit: with MaxUnhealthy 40%, half of a
@@ -31,7 +32,8 @@ func TestIntegrationRemediationShortCircuit(t *testing.T) {
 	rec := record.NewFakeRecorder(100)
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true, Safety: true,
-		SafetyOptions: safety.Options{MaxUnhealthy: &maxUnhealthy, Recorder: rec},
+		Budget:    budget.Options{MaxUnhealthy: &maxUnhealthy},
+		Overshoot: overshoot.Options{MaxUnhealthy: &maxUnhealthy, Recorder: rec},
 		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{
 			MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout},
 		}},
@@ -66,14 +68,14 @@ func TestIntegrationRemediationShortCircuit(t *testing.T) {
 	}
 	condition := func(status v1alpha1.ConditionStatus, reason string) {
 		t.Helper()
-		seen := "no " + string(safety.ConditionRemediationAllowed) + " condition"
+		seen := "no " + string(overshoot.ConditionRemediationAllowed) + " condition"
 		testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 			got, err := mc.MachineDeployments(s.NS).Get(ctx, d.Name, metav1.GetOptions{})
 			if err != nil {
 				return false, err.Error() + "; last seen: " + seen
 			}
 			for _, c := range got.Status.Conditions {
-				if c.Type == safety.ConditionRemediationAllowed {
+				if c.Type == overshoot.ConditionRemediationAllowed {
 					seen = fmt.Sprintf("condition %s %s: %s", c.Status, c.Reason, c.Message)
 					return c.Status == status && c.Reason == reason, seen
 				}
@@ -82,13 +84,13 @@ func TestIntegrationRemediationShortCircuit(t *testing.T) {
 		})
 	}
 	before := running(6)
-	condition(v1alpha1.ConditionTrue, safety.ReasonWithinMaxUnhealthy)
+	condition(v1alpha1.ConditionTrue, overshoot.ReasonWithinMaxUnhealthy)
 
 	notReady := corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "ZoneOutage"}
 	for _, name := range before[:3] { // the node of a sim machine has its name
 		s.Cluster.Kubelet.SetCondition(name, notReady)
 	}
-	condition(v1alpha1.ConditionFalse, safety.ReasonTooManyUnhealthy)
+	condition(v1alpha1.ConditionFalse, overshoot.ReasonTooManyUnhealthy)
 	// Three health timeouts later, still nobody is Failed or replaced.
 	deadline := time.Now().Add(3 * healthTimeout)
 	for time.Now().Before(deadline) {
@@ -105,19 +107,19 @@ func TestIntegrationRemediationShortCircuit(t *testing.T) {
 	}
 	var held []string
 	for len(rec.Events) > 0 {
-		if e := <-rec.Events; strings.Contains(e, safety.ReasonRemediationHeld) {
+		if e := <-rec.Events; strings.Contains(e, overshoot.ReasonRemediationHeld) {
 			held = append(held, e)
 		}
 	}
 	if len(held) != 1 || !strings.Contains(held[0], `3 of 6 machines of deployment "zonal" are unhealthy, more than the 2 allowed`) {
-		t.Errorf("want one %s event saying why, got %q", safety.ReasonRemediationHeld, held)
+		t.Errorf("want one %s event saying why, got %q", overshoot.ReasonRemediationHeld, held)
 	}
 
 	// Two nodes recover: one unhealthy machine of six is replaced.
 	for _, name := range before[1:3] {
 		s.Cluster.Kubelet.ClearCondition(name, corev1.NodeReady)
 	}
-	condition(v1alpha1.ConditionTrue, safety.ReasonWithinMaxUnhealthy)
+	condition(v1alpha1.ConditionTrue, overshoot.ReasonWithinMaxUnhealthy)
 	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		_, err := mc.Machines(s.NS).Get(ctx, before[0], metav1.GetOptions{})
 		return err != nil, "the unhealthy machine " + before[0] + " is still there"
