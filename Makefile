@@ -29,7 +29,7 @@ run:
 ## test: everything CI checks, on a cold machine included: the module's
 ## tests, then MCM's own integration suite against the reference binary
 ## (e2e), after them so that its control plane does not compete with theirs.
-test: fmt-check vet verify-codegen check-deps check-layers testenv
+test: fmt-check vet verify-codegen check-deps check-layers check-size testenv
 	$(TEST_ENV) MCM_REQUIRE_TESTENV=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
 	$(MAKE) e2e
 
