@@ -39,12 +39,12 @@ func (c *Controller) ReconcileSecret(ctx context.Context, key string) (workqueue
 	referenced := slices.ContainsFunc(classes, func(cl *v1alpha1.MachineClass) bool {
 		return slices.Contains(classSecretRefs(cl), key)
 	})
-	data, err := patch.Finalizer(secret.Finalizers, v1alpha1.SecretFinalizer, referenced, secret.ResourceVersion)
-	if err != nil || data == nil {
-		return workqueue.Result{}, err
-	}
-	if _, err := patch.Send(ctx, c.controlCore.CoreV1().Secrets(namespace).Patch, name, data, c.opts.FieldManager); err != nil {
+	written, err := patch.SetFinalizer(ctx, c.controlCore.CoreV1().Secrets(namespace).Patch, secret, v1alpha1.SecretFinalizer, referenced, c.opts.FieldManager)
+	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("updating finalizer of secret %s: %w", key, err)
+	}
+	if written == secret {
+		return workqueue.Result{}, nil // as wanted already
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated secret finalizer", "secret", key, "referenced", referenced)
 	return workqueue.Result{}, nil
@@ -68,12 +68,12 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of class %s: %w", key, err)
 	}
-	data, err := patch.Finalizer(class.Finalizers, v1alpha1.MachineFinalizer, len(users) > 0, class.ResourceVersion)
-	if err != nil || data == nil {
-		return workqueue.Result{}, err
-	}
-	if _, err := patch.Send(ctx, c.control.MachineV1alpha1().MachineClasses(namespace).Patch, name, data, c.opts.FieldManager); err != nil {
+	written, err := patch.SetFinalizer(ctx, c.control.MachineV1alpha1().MachineClasses(namespace).Patch, class, v1alpha1.MachineFinalizer, len(users) > 0, c.opts.FieldManager)
+	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("updating finalizer of machine class %s: %w", key, err)
+	}
+	if written == class {
+		return workqueue.Result{}, nil // as wanted already
 	}
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated machine class finalizer", "class", key, "machines", len(users))
 	c.enqueueMachinesOfClass(key)
