@@ -53,7 +53,7 @@ func TestObjects(t *testing.T) {
 		{Name: "machinedeployments.machine.sapcloud.io", Scope: "Namespaced", ShortNames: []string{"mcd"}, Status: true, Scale: scale,
 			Columns: []string{"Desired", "Current", "Ready", "Up-to-date", "Available", "Age"}, HasRules: true},
 		{Name: "machines.machine.sapcloud.io", Scope: "Namespaced", ShortNames: []string{"mc"}, Status: true,
-			Columns: []string{"Status", "Node", "ProviderID", "Last Operation", "Error", "Age"}, HasRules: true},
+			Columns: []string{"Status", "Node", "ProviderID", "Preserved", "Last Operation", "Error", "Age"}, HasRules: true},
 		{Name: "machinesets.machine.sapcloud.io", Scope: "Namespaced", ShortNames: []string{"mcs"}, Status: true, Scale: scale,
 			Columns: []string{"Desired", "Current", "Ready", "Available", "Age"}, HasRules: true},
 	}

@@ -23,6 +23,12 @@
 //     machine controller has nothing to store before it creates their
 //     VMs, and the machine controller stores them on a machine that lacks
 //     them.
+//   - Preservation (preserve.go): what preservation a machine is asked
+//     for (its Node's value, recorded on it, wins over its own), whether
+//     it is preserved now, and which Failed machines its MachineSet keeps
+//     or may auto-preserve. The machine controller decides and records a
+//     preservation; the MachineSet controller and the replacement budget
+//     read it here.
 //   - Indexes (index.go): the informer indexes of machines that several
 //     controllers read, added once per informer by EnsureIndex.
 //   - Freeze (frozen.go): why a MachineSet or MachineDeployment adds no

@@ -164,6 +164,7 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 		Machine: v1alpha1.MachineConfiguration{
 			MachineCreationTimeout: &metav1.Duration{Duration: c.MachineCreationTimeout},
 			MachineHealthTimeout:   &metav1.Duration{Duration: c.MachineHealthTimeout},
+			MachinePreserveTimeout: &metav1.Duration{Duration: c.MachinePreserveTimeout},
 			MachineDrainTimeout:    &metav1.Duration{Duration: c.MachineDrainTimeout},
 			MaxEvictRetries:        &evict,
 			NodeConditions:         &conditions,

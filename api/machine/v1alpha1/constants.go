@@ -82,9 +82,15 @@ const (
 	// NotManagedByMCMAnnotation = "1" on a Node marks a node without a Machine
 	// that the controllers must leave alone.
 	NotManagedByMCMAnnotation = "node.machine.sapcloud.io/not-managed-by-mcm"
-	// PreserveAnnotation on a Machine or Node asks to preserve it: now,
-	// when-failed, auto-preserved or false.
+	// PreserveAnnotation on a Machine or Node asks to preserve it: one of
+	// PreserveNow, PreserveWhenFailed, PreserveAutoPreserved (set by the
+	// MachineSet controller) or PreserveFalse. The Node's value wins.
 	PreserveAnnotation = "node.machine.sapcloud.io/preserve"
+	// LastAppliedNodePreserveValueAnnotation on a Machine records the
+	// PreserveAnnotation value of its Node that the machine controller
+	// applied, so that the MachineSet controller, which reads no nodes,
+	// knows it too.
+	LastAppliedNodePreserveValueAnnotation = "node.machine.sapcloud.io/last-applied-node-preserve-value"
 	// ScaleDownDisabledAnnotation = "true" on a Node keeps the
 	// cluster-autoscaler from removing it.
 	ScaleDownDisabledAnnotation = "cluster-autoscaler.kubernetes.io/scale-down-disabled"
@@ -175,6 +181,11 @@ const (
 	// CriticalComponentsNotReadyTaintKey on a Node keeps its Pending machine
 	// from becoming Running until the node's critical components are ready.
 	CriticalComponentsNotReadyTaintKey = "node.gardener.cloud/critical-components-not-ready"
+	// PreservedTaintKey (NoSchedule) keeps new pods off the node of a
+	// preserved Failed machine, whose pods are drained. MCM v0.62.1
+	// cordons such a node through its drain instead; later MCM taints it,
+	// as the machine controller here does.
+	PreservedTaintKey = "node.machine.sapcloud.io/preserved"
 )
 
 // Node condition types the machine controller sets on Nodes.
@@ -186,6 +197,42 @@ const (
 	NodeUnhealthy = "Unhealthy"
 	// NodeScaleDown is the Terminating reason for a machine removed by scale-down.
 	NodeScaleDown = "ScaleDown"
+
+	// NodePreserved is set on the Node of a preserved machine: True while
+	// it is preserved (False while the drain of a preserved Failed machine
+	// does not succeed), False once the preservation stopped. Its reasons
+	// and message parts are MCM's strings.
+	NodePreserved corev1.NodeConditionType = "Preserved"
+	// PreservedByMCM is the Preserved reason of a machine the MachineSet
+	// controller auto-preserved.
+	PreservedByMCM = "Preserved by MCM."
+	// PreservedByUser is the Preserved reason of a machine a person
+	// preserved (now or when-failed).
+	PreservedByUser = "Preserved by user."
+	// PreservationStopped is the Preserved reason once it stopped.
+	PreservationStopped = "Preservation stopped."
+	// PreservedNodeDrainSuccessful and PreservedNodeDrainUnsuccessful
+	// begin the Preserved message of a Failed machine's node.
+	PreservedNodeDrainSuccessful   = "Preserved node drained successfully."
+	PreservedNodeDrainUnsuccessful = "Preserved node could not be drained."
+)
+
+// PreserveValue is a value of PreserveAnnotation.
+type PreserveValue string
+
+// The values of PreserveAnnotation, MCM's.
+const (
+	// PreserveNow preserves the machine at once, in any phase.
+	PreserveNow PreserveValue = "now"
+	// PreserveWhenFailed preserves the machine while it is Failed.
+	PreserveWhenFailed PreserveValue = "when-failed"
+	// PreserveAutoPreserved is the MachineSet controller's mark on at most
+	// spec.autoPreserveFailedMachineMax of its Failed machines: preserved
+	// while Failed.
+	PreserveAutoPreserved PreserveValue = "auto-preserved"
+	// PreserveFalse never auto-preserves the machine, and stops a
+	// preservation.
+	PreserveFalse PreserveValue = "false"
 )
 
 // Node template resource names that MCM's node templates use.

@@ -20,8 +20,9 @@ const (
 	DefaultMachineCreationTimeout = 20 * time.Minute
 	// DefaultMachineInPlaceUpdateTimeout bounds an in-place update of a machine.
 	DefaultMachineInPlaceUpdateTimeout = 20 * time.Minute
-	// DefaultMachinePreserveTimeout is how long a preserved machine is kept.
-	DefaultMachinePreserveTimeout = 3 * time.Hour
+	// DefaultMachinePreserveTimeout is how long a preserved machine is kept,
+	// MCM's default.
+	DefaultMachinePreserveTimeout = 96 * time.Hour
 	// DefaultDisableHealthTimeout leaves the health timeout in force.
 	DefaultDisableHealthTimeout = false
 	// DefaultMaxEvictRetries is MCM's value: one eviction attempt every 20s for the whole default drain timeout.

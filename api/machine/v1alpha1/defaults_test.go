@@ -327,7 +327,7 @@ func TestDefaultMachineConfiguration(t *testing.T) {
 		MachineHealthTimeout:        duration(10 * time.Minute),
 		MachineCreationTimeout:      duration(20 * time.Minute),
 		MachineInPlaceUpdateTimeout: duration(20 * time.Minute),
-		MachinePreserveTimeout:      duration(3 * time.Hour),
+		MachinePreserveTimeout:      duration(96 * time.Hour),
 		DisableHealthTimeout:        new(false),
 		MaxEvictRetries:             new(int32(360)),
 		NodeConditions:              new("KernelDeadlock,ReadonlyFilesystem,DiskPressure,NetworkUnavailable"),

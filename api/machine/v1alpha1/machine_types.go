@@ -13,6 +13,7 @@ import (
 // +kubebuilder:printcolumn:name="Status",type=string,JSONPath=`.status.currentStatus.phase`,description="Phase of the machine."
 // +kubebuilder:printcolumn:name="Node",type=string,JSONPath=`.metadata.labels.node`,description="Node backing the machine."
 // +kubebuilder:printcolumn:name="ProviderID",type=string,JSONPath=`.spec.providerID`,description="Provider ID of the VM backing the machine."
+// +kubebuilder:printcolumn:name="Preserved",type=string,JSONPath=`.status.currentStatus.preserveExpiryTime`,description="Until when the machine is preserved."
 // +kubebuilder:printcolumn:name="Last Operation",type=string,JSONPath=`.status.lastOperation.type`,description="Type of the last operation.",priority=1
 // +kubebuilder:printcolumn:name="Error",type=string,JSONPath=`.status.lastOperation.errorCode`,description="Driver error code of the last operation.",priority=1
 // +kubebuilder:printcolumn:name="Age",type=date,JSONPath=`.metadata.creationTimestamp`

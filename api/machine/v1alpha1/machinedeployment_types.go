@@ -212,6 +212,11 @@ type MachineDeploymentStatus struct {
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
 
+	// PreservedFailedReplicas is the number of the deployment's Failed
+	// machines that are preserved (the sum of its sets').
+	// +optional
+	PreservedFailedReplicas int32 `json:"preservedFailedReplicas,omitempty"`
+
 	// UnavailableReplicas is the number of machines still needed for full
 	// available capacity.
 	// +optional

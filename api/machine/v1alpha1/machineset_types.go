@@ -130,6 +130,12 @@ type MachineSetStatus struct {
 	// +optional
 	AvailableReplicas int32 `json:"availableReplicas,omitempty"`
 
+	// PreservedFailedReplicas is the number of the set's Failed machines
+	// that are preserved: they are neither deleted nor replaced while so,
+	// and are not in FailedMachines.
+	// +optional
+	PreservedFailedReplicas int32 `json:"preservedFailedReplicas,omitempty"`
+
 	// ObservedGeneration is the generation the status was computed for.
 	// +optional
 	ObservedGeneration int64 `json:"observedGeneration,omitempty"`
@@ -146,7 +152,9 @@ type MachineSetStatus struct {
 	// +optional
 	FailedMachines *[]MachineSummary `json:"failedMachines,omitempty"`
 
-	// AutoPreserveFailedMachineCount is how many Failed machines are preserved.
+	// AutoPreserveFailedMachineCount is how many of the set's machines carry
+	// the controller's auto-preserved mark (PreserveAnnotation), as MCM
+	// counts them.
 	// +optional
 	AutoPreserveFailedMachineCount *int32 `json:"autoPreserveFailedMachineCount,omitempty"`
 

@@ -75,6 +75,8 @@ func (c *Config) bindClients(fs *flag.FlagSet) {
 func (c *Config) bindMachine(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MachineCreationTimeout, "machine-creation-timeout", c.MachineCreationTimeout, "how long a new machine may take to join")
 	fs.DurationVar(&c.MachineHealthTimeout, "machine-health-timeout", c.MachineHealthTimeout, "how long a machine may be unhealthy before it is Failed")
+	fs.DurationVar(&c.MachinePreserveTimeout, "machine-preserve-timeout", c.MachinePreserveTimeout,
+		"how long a machine is preserved (node.machine.sapcloud.io/preserve) when its machinePreserveTimeout is not set")
 	fs.DurationVar(&c.MachineDrainTimeout, "machine-drain-timeout", c.MachineDrainTimeout, "how long a drain may take before pods are force-deleted")
 	fs.IntVar(&c.MachineMaxEvictRetries, "machine-max-evict-retries", c.MachineMaxEvictRetries, "eviction attempts per pod during a drain")
 	fs.DurationVar(&c.MachinePVDetachTimeout, "machine-pv-detach-timeout", c.MachinePVDetachTimeout, "how long to wait for volumes to detach from a drained node")

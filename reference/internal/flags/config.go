@@ -125,6 +125,7 @@ type Config struct {
 
 	MachineCreationTimeout   time.Duration
 	MachineHealthTimeout     time.Duration
+	MachinePreserveTimeout   time.Duration
 	MachineDrainTimeout      time.Duration
 	MachineMaxEvictRetries   int
 	MachinePVDetachTimeout   time.Duration
@@ -229,6 +230,7 @@ func Default() Config {
 		KubeAPIBurst:             DefaultKubeAPIBurst,
 		MachineCreationTimeout:   d.MachineCreationTimeout.Duration,
 		MachineHealthTimeout:     d.MachineHealthTimeout.Duration,
+		MachinePreserveTimeout:   d.MachinePreserveTimeout.Duration,
 		MachineDrainTimeout:      d.MachineDrainTimeout.Duration,
 		MachineMaxEvictRetries:   int(*d.MaxEvictRetries),
 		MachinePVDetachTimeout:   DefaultPVDetachTimeout,

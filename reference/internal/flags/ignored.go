@@ -34,8 +34,6 @@ var ignoredFlags = []ignoredFlag{
 		"informers here never resync: each controller requeues what time drives by itself (a settled machine every 10m)"},
 	{"machine-inplace-update-timeout", "duration", func() flag.Value { return nonNegativeDuration(20 * time.Minute) },
 		"this manager does not update machines in place"},
-	{"machine-preserve-timeout", "duration", func() flag.Value { return nonNegativeDuration(96 * time.Hour) },
-		"this manager does not preserve failed machines"},
 	{"log-flush-frequency", "duration", func() flag.Value { return nonNegativeDuration(5 * time.Second) },
 		"the log is written line by line, unbuffered: there is nothing to flush"},
 	{"vmodule", "pattern=N,...", func() flag.Value { return new(moduleSpec) }, "the log has one verbosity, -v, for every file"},
