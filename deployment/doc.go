@@ -213,8 +213,24 @@
 //
 // calculateStatus counts the machines of all sets, keeps
 // status.collisionCount, lists machines whose last operation failed and sets
-// the Available condition (at least spec.replicas - maxUnavailable available
-// machines), ReplicaFailure (from the sets) and mcmkit.io/InvalidAnnotation.
+// the Available condition (at least spec.replicas - maxUnavailable -
+// preservedFailedReplicas available machines, never below 0, as MCM),
+// ReplicaFailure (from the sets) and mcmkit.io/InvalidAnnotation.
+//
+// # Preservation
+//
+// Package machineset keeps preserved Failed machines; the deployment
+// reports them: status.preservedFailedReplicas is the sum of its sets',
+// and failedMachines leaves out the Failed machines the sets keep. As in
+// MCM, spec.autoPreserveFailedMachineMax is written into the new set only
+// (when created and whenever it changes), never into old sets, which keep
+// their marks while they shrink. When a rollout completes, the nodes of
+// preserved machines keep cluster-autoscaler.kubernetes.io/scale-down-disabled:
+// the machine controller set it, under the same by-mcm marker, for the
+// preservation, and takes it off when the preservation ends. The
+// MachineSet option KeepPreservedOnScaleDown (opt-in; see package
+// machineset) makes a scale-down stop short of preserved machines rather
+// than delete them last, as MCM does.
 // withProgress maintains the Progressing condition the way Kubernetes does,
 // with MCM's reasons; pausedCondition reports pausing and resuming.
 //

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/parallel"
 	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
@@ -61,12 +63,27 @@ type nodeScope struct {
 	// nodes are the nodes the machines name, by name, those whose cache
 	// does not show this controller's last mark yet left out.
 	nodes map[string]*corev1.Node
+	// preserved names the nodes of machines whose preservation holds.
+	preserved map[string]bool
 }
 
 // plan is the marks the nodes need (planNodeMarks); annotateScaleDown is
-// the controller option.
+// the controller option. The nodes of preserved machines keep their
+// scale-down-disabled annotation when the rollout completes: the machine
+// controller put it there for the preservation, under the same by-mcm
+// marker, and takes it off when the preservation ends (as MCM's rollout
+// skips them).
 func (s nodeScope) plan(annotateScaleDown bool) []nodeChange {
-	return planNodeMarks(s.rolling, s.complete, annotateScaleDown, nodesOf(s.newMachines, s.nodes), nodesOf(s.oldMachines, s.nodes))
+	var out []nodeChange
+	for _, ch := range planNodeMarks(s.rolling, s.complete, annotateScaleDown, nodesOf(s.newMachines, s.nodes), nodesOf(s.oldMachines, s.nodes)) {
+		if ch.ScaleDown < 0 && s.preserved[ch.Node] {
+			ch.ScaleDown = 0
+		}
+		if ch.Taint != 0 || ch.ScaleDown != 0 {
+			out = append(out, ch)
+		}
+	}
+	return out
 }
 
 // observeNodes reads the deployment's rollout and its nodes from the
@@ -82,7 +99,9 @@ func (c *Controller) observeNodes(d *v1alpha1.MachineDeployment) (nodeScope, err
 		newMachines: newMachines, oldMachines: oldMachines,
 		nodes: map[string]*corev1.Node{},
 	}
-	for _, m := range append(slices.Clone(newMachines), oldMachines...) {
+	all := append(slices.Clone(newMachines), oldMachines...)
+	s.preserved = preservedNodes(all, c.opts.Clock.Now())
+	for _, m := range all {
 		name := m.Labels[v1alpha1.NodeLabelKey]
 		if name == "" {
 			continue
@@ -95,6 +114,18 @@ func (c *Controller) observeNodes(d *v1alpha1.MachineDeployment) (nodeScope, err
 		}
 	}
 	return s, nil
+}
+
+// preservedNodes names the nodes of the machines whose preservation holds
+// at now (machinestate.Preserved).
+func preservedNodes(machines []*v1alpha1.Machine, now time.Time) map[string]bool {
+	out := map[string]bool{}
+	for _, m := range machines {
+		if name := m.Labels[v1alpha1.NodeLabelKey]; name != "" && machinestate.Preserved(m, now) {
+			out[name] = true
+		}
+	}
+	return out
 }
 
 // rolloutMachines returns the deployment's new set (nil when the cache

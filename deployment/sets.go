@@ -132,8 +132,8 @@ func isSaturated(d *v1alpha1.MachineDeployment, set *v1alpha1.MachineSet, counts
 // wantedSet is the set s as the deployment wants it after this step: size
 // replicas; the deployment's replica annotations when it was sized now; its
 // policy annotations (withSetPolicy), on every set; and, for the new set,
-// the deployment's annotations, its revision, its minReadySeconds and the
-// in-place parts of its template (node template, machine configuration,
+// the deployment's annotations, its revision, its minReadySeconds, its
+// autoPreserveFailedMachineMax and the in-place parts of its template (node template, machine configuration,
 // class kind), which change without a rollout. It is pure; the set is not
 // modified.
 func wantedSet(d *v1alpha1.MachineDeployment, s *v1alpha1.MachineSet, isNew bool, replicas int32, sized bool, revision int64) (*v1alpha1.MachineSet, error) {
@@ -156,6 +156,9 @@ func wantedSet(d *v1alpha1.MachineDeployment, s *v1alpha1.MachineSet, isNew bool
 	}
 	want.Annotations = ann
 	want.Spec.MinReadySeconds = d.Spec.MinReadySeconds
+	// Only the new set follows the deployment's maximum, as in MCM: old
+	// sets keep the marks they have while they shrink.
+	want.Spec.AutoPreserveFailedMachineMax = copyInt32(d.Spec.AutoPreserveFailedMachineMax)
 	t := &want.Spec.Template.Spec
 	t.NodeTemplateSpec = *d.Spec.Template.Spec.NodeTemplateSpec.DeepCopy()
 	t.MachineConfiguration = d.Spec.Template.Spec.MachineConfiguration.DeepCopy()
@@ -179,6 +182,7 @@ func setFields(s *v1alpha1.MachineSet) patch.Fields {
 	spec := f["spec"].(patch.Fields)
 	spec["replicas"] = s.Spec.Replicas
 	spec["minReadySeconds"] = s.Spec.MinReadySeconds
+	spec["autoPreserveFailedMachineMax"] = s.Spec.AutoPreserveFailedMachineMax
 	f["metadata"] = patch.Fields{"annotations": s.Annotations}
 	return f
 }
@@ -215,6 +219,17 @@ func newSetOf(d *v1alpha1.MachineDeployment, replicas int32, revision int64) (*v
 			Selector:        selector,
 			Template:        *template,
 			MinReadySeconds: d.Spec.MinReadySeconds,
+			// The maximum goes to the new set only, as in MCM.
+			AutoPreserveFailedMachineMax: copyInt32(d.Spec.AutoPreserveFailedMachineMax),
 		},
 	}, nil
+}
+
+// copyInt32 returns a copy of p, nil for nil.
+func copyInt32(p *int32) *int32 {
+	if p == nil {
+		return nil
+	}
+	v := *p
+	return &v
 }

@@ -52,32 +52,42 @@ type statusInput struct {
 //   - unavailableReplicas: what the sets are sized for minus the available
 //     machines, never below 0 (there are more available machines than that
 //     while a scale-down is under way);
-//   - failedMachines: machines not being deleted whose last operation failed.
+//   - failedMachines: machines not being deleted whose last operation
+//     failed, but the Failed ones their set keeps (machinestate.KeepFailed),
+//     as the sets' own failedMachines;
+//   - preservedFailedReplicas: the sum of the sets' (their Failed machines
+//     whose preservation holds); the Available condition needs that many
+//     fewer available machines, as in MCM.
 func calculateStatus(in statusInput) (v1alpha1.MachineDeploymentStatus, error) {
 	d := in.Deployment
 	st := *d.Status.DeepCopy()
 	all := withNew(in.NewSet, in.OldSets)
 	counts := in.Counts
 
-	st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas = 0, 0, 0, 0
+	st.Replicas, st.UpdatedReplicas, st.ReadyReplicas, st.AvailableReplicas, st.PreservedFailedReplicas = 0, 0, 0, 0, 0
 	for _, s := range all {
 		c := counts[s.Name]
 		st.Replicas += c.Machines
 		st.ReadyReplicas += c.Ready
 		st.AvailableReplicas += c.Available
+		st.PreservedFailedReplicas += s.Status.PreservedFailedReplicas
 	}
 	if in.NewSet != nil {
 		st.UpdatedReplicas = counts[in.NewSet.Name].Machines
 	}
 	st.UnavailableReplicas = max(specReplicas(all)-st.AvailableReplicas, 0)
-	st.FailedMachines = failedMachines(all, in.Machines)
+	st.FailedMachines = failedMachines(all, in.Machines, in.Now)
 	st.LabelSelector = in.Selector
 
 	_, unavailable, err := rolloutBounds(d)
 	if err != nil {
 		return v1alpha1.MachineDeploymentStatus{}, err
 	}
-	st.Conditions = withCondition(st.Conditions, availableCondition(d.Spec.Replicas-unavailable, st.AvailableReplicas, in.Now))
+	// A preserved Failed machine is kept, not replaced: as in MCM, it
+	// lowers the availability the deployment needs rather than making it
+	// unavailable.
+	minAvailable := max(d.Spec.Replicas-unavailable-st.PreservedFailedReplicas, 0)
+	st.Conditions = withCondition(st.Conditions, availableCondition(minAvailable, st.AvailableReplicas, in.Now))
 	if failure, ok := replicaFailure(in.NewSet, in.OldSets); ok {
 		st.Conditions = withCondition(st.Conditions, failure)
 	} else {
@@ -159,12 +169,15 @@ func replicaFailure(newSet *v1alpha1.MachineSet, old []*v1alpha1.MachineSet) (v1
 // failedMachines summarises the machines of sets, not being deleted, whose
 // last operation failed, ordered by name so that the status does not change
 // with the order of the cache; nil when there are none.
-func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1.Machine) []*v1alpha1.MachineSummary {
+func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1.Machine, now time.Time) []*v1alpha1.MachineSummary {
 	var failed []*v1alpha1.MachineSummary
 	for _, s := range sets {
 		for _, m := range machines[s.Name] {
 			if machinestate.BeingDeleted(m) || m.Status.LastOperation.State != v1alpha1.MachineStateFailed {
 				continue
+			}
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && machinestate.KeepFailed(m, now) {
+				continue // kept by its set, as the set's failedMachines tells
 			}
 			failed = append(failed, &v1alpha1.MachineSummary{
 				Name:          m.Name,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -25,6 +26,8 @@ type outcome struct {
 	// foreign those of them it did not create.
 	owned, foreign []*v1alpha1.Machine
 	replicas       applied
+	// requeueAt is the machines' next preservation expiry (zero if none).
+	requeueAt time.Time
 	// failure is why the set could not be brought to its replicas.
 	failure replicaFailure
 	// finished: the set is being deleted and has no machine left; it
@@ -53,8 +56,9 @@ func (c *Controller) apply(ctx context.Context, s *scope, p syncPlan) (outcome, 
 			return outcome{}, err
 		}
 	}
-	m, adopted, err := c.applyOwnership(ctx, s, set, p)
-	errs := []error{s.adoptErr, err, c.propagate(ctx, set, m.Propagate, adopted)}
+	m, written, err := c.applyOwnership(ctx, s, set, p)
+	errs := []error{s.adoptErr, err, c.propagate(ctx, set, m.Propagate, written),
+		c.applyAutoPreserve(ctx, set, m.AutoPreserve, written)}
 	if s.policyErr != nil {
 		c.event(set, corev1.EventTypeWarning, ReasonInvalid, s.policyErr.Error())
 	}
@@ -63,7 +67,8 @@ func (c *Controller) apply(ctx context.Context, s *scope, p syncPlan) (outcome, 
 	}
 	set, err = c.recordForeign(ctx, set, m)
 	errs = append(errs, err)
-	out := outcome{set: set, owned: m.Owned, foreign: m.Foreign}
+	out := outcome{set: set, owned: asWritten(m.Owned, written), foreign: m.Foreign, requeueAt: m.NextExpiry}
+	c.tellPreservedScaleDown(s, set, m.Replicas)
 	out.replicas = c.applyReplicas(ctx, s.key, set, m.Replicas)
 	out.failure = replicaFailure{NoClass: s.noClass, Create: out.replicas.CreateFailure, Delete: out.replicas.DeleteFailure}
 	c.tellHeldBack(s, set, m.Replicas.HeldBack, out.failure)
@@ -115,20 +120,38 @@ func (c *Controller) applyOwnership(ctx context.Context, s *scope, set *v1alpha1
 	return mp, adopted, errors.Join(errs...)
 }
 
+// asWritten is machines with each one this sync wrote replaced by the
+// machine as written (written), for the status.
+func asWritten(machines []*v1alpha1.Machine, written map[*v1alpha1.Machine]*v1alpha1.Machine) []*v1alpha1.Machine {
+	out := slices.Clone(machines)
+	for i, m := range out {
+		if w := written[m]; w != nil {
+			out[i] = w
+		}
+	}
+	return out
+}
+
 // propagate brings the in-place parts of the machines (node template,
 // machine configuration, class kind) in line with the set's template: one
 // patch each, guarded by the machine's resourceVersion, as its adoption
-// left it for an adopted one.
-func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, adopted map[*v1alpha1.Machine]*v1alpha1.Machine) error {
+// left it for an adopted one. It records the machines it writes in
+// written (by the machine as planned), so that a later write of the same
+// sync is guarded by the new resourceVersion.
+func (c *Controller) propagate(ctx context.Context, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, written map[*v1alpha1.Machine]*v1alpha1.Machine) error {
 	var errs []error
 	want := &set.Spec.Template.Spec
-	for _, m := range machines {
-		if a := adopted[m]; a != nil {
+	for _, planned := range machines {
+		m := planned
+		if a := written[planned]; a != nil {
 			m = a
 		}
 		data, err := patch.Diff(machinestate.MachineInPlaceFields, &m.Spec, want, m.ResourceVersion)
 		if err == nil && data != nil {
-			_, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager)
+			var updated *v1alpha1.Machine
+			if updated, err = patch.Send(ctx, c.client.MachineV1alpha1().Machines(m.Namespace).Patch, m.Name, data, c.opts.FieldManager); err == nil {
+				written[planned] = updated
+			}
 		}
 		if err != nil && !apierrors.IsNotFound(err) {
 			errs = append(errs, fmt.Errorf("updating machine %s from the template: %w", m.Name, err))

@@ -54,6 +54,9 @@ type Controller struct {
 	metrics *metrics
 	// toldFrozen remembers the freeze each set last told of by an event.
 	toldFrozen dedup.Messages
+	// toldHeld remembers the preserved machine each set last told of as
+	// holding its scale-down.
+	toldHeld dedup.Messages
 	// creating holds the creation runs under way, which a scale-down
 	// lowers (limitCreations).
 	creating creationRuns
@@ -164,6 +167,7 @@ func (c *Controller) onSetDelete(obj any) {
 	c.exp.Delete(key)
 	c.writes.Forget(key)
 	c.toldFrozen.Forget(key)
+	c.toldHeld.Forget(key)
 	c.prov.forgetSet(key)
 }
 

@@ -63,17 +63,59 @@
 // Machines are deleted in this order (rankForDeletion):
 //
 //  1. machines already being deleted (or in phase Terminating);
-//  2. machines the set did not create (see Foreign machines);
-//  3. lower machinepriority.machine.sapcloud.io first (the
+//  2. machines whose preservation holds go after all others (see
+//     Preservation): auto-preserved ones before those a user preserved,
+//     then the earlier expiry;
+//  3. machines the set did not create (see Foreign machines);
+//  4. lower machinepriority.machine.sapcloud.io first (the
 //     cluster-autoscaler sets 1; the default is 3);
-//  4. machines with machine.sapcloud.io/marked-for-deletion-time before
+//  5. machines with machine.sapcloud.io/marked-for-deletion-time before
 //     those without, the older mark first;
-//  5. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
+//  6. by phase: Failed, CrashLoopBackOff, Unknown (and phases not named
 //     here), Pending (and no phase yet), Running but not yet for
 //     minReadySeconds (only with the opt-in below), Available, Running;
-//  6. within a rung, the deletion policy: Oldest (MCM's), Newest or
+//  7. within a rung, the deletion policy: Oldest (MCM's), Newest or
 //     Random, chosen per set by the mcmkit.io/deletion-policy annotation or
 //     for all sets by Options.DeletionPolicy.
+//
+// # Preservation
+//
+// The machine controller decides and records a machine's preservation
+// (status.currentStatus.preserveExpiryTime, from the annotation
+// node.machine.sapcloud.io/preserve on the machine or its Node); the set
+// reads it through the shared rules of package machinestate. A Failed
+// machine whose preservation holds, or that asks for one the machine
+// controller has not started yet, is neither deleted nor replaced (it
+// counts toward the replicas); once the preservation runs out it is
+// replaced as usual. Such machines are counted in
+// status.preservedFailedReplicas and left out of status.failedMachines.
+//
+// With spec.autoPreserveFailedMachineMax, the set marks up to that many of
+// its Failed machines that ask nothing of preservation with
+// preserve=auto-preserved, newest first, and takes the mark off the
+// oldest marked ones when the maximum is lowered: one guarded patch of
+// that annotation each, planned with the set's other writes and before its
+// deletions, so that a machine marked in a sync is not deleted by it.
+// status.autoPreserveFailedMachineCount counts the marks, absent when zero
+// as on MCM's wire.
+//
+// A scale-down takes preserved machines last, and deletes them when it
+// needs them, with a PreservedMachineDeleted event naming the machine and
+// its expiry (MCM's behaviour). With Options.KeepPreservedOnScaleDown it
+// stops short of them instead: a ScaleDownHeldByPreservation event names
+// the machine that holds it and its expiry, and the set syncs again then.
+// A set being deleted deletes all its machines either way. The set also
+// syncs at the earliest preservation expiry of its machines, so that an
+// expiry takes effect at once rather than at the next event or resync.
+//
+// Divergences from MCM v0.62.1: the auto-preservation capacity is counted
+// from the machines, not from the last written status (which lags a sync
+// that marks by one); a machine whose preservation ran out is never
+// auto-preserved again (MCM may renew it for another timeout); a machine
+// preserved through its Node is no candidate for the mark (MCM adds the
+// mark and the machine controller strips it, over and over); a
+// preservation that ran out stops counting in preservedFailedReplicas at
+// its expiry; and Options.KeepPreservedOnScaleDown is opt-in.
 //
 // # Foreign machines
 //

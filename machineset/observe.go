@@ -56,6 +56,9 @@ type scope struct {
 	// fewer than spec.replicas.
 	wanted int
 	capped string
+	// keepPreserved: a scale-down stops short of preserved machines
+	// (Options.KeepPreservedOnScaleDown).
+	keepPreserved bool
 }
 
 // owned are the machines the set owns once the planned adoptions are made.
@@ -68,7 +71,7 @@ func (s *scope) owned() []*v1alpha1.Machine {
 // (It does bind the names of the set's creations to the UIDs the cache
 // shows, in the process's own provenance record.)
 func (c *Controller) observe(ctx context.Context, key string, set *v1alpha1.MachineSet) (*scope, error) {
-	s := &scope{key: key, now: c.opts.Clock.Now(), set: set}
+	s := &scope{key: key, now: c.opts.Clock.Now(), set: set, keepPreserved: c.opts.KeepPreservedOnScaleDown}
 	all, err := c.machines.Machines(set.Namespace).List(everything)
 	if err != nil {
 		return nil, fmt.Errorf("listing machines: %w", err)

@@ -84,6 +84,14 @@ type Options struct {
 	// means never frozen (a set labelled freeze=True is frozen all the
 	// same).
 	SafetyGate safety.Gate
+	// KeepPreservedOnScaleDown makes a scale-down stop short of machines
+	// whose preservation holds (machinestate.Preserved): the set says by
+	// a ReasonScaleDownHeld event which machine holds it and until when,
+	// and syncs again at that expiry, which ends the hold. False (MCM's
+	// behaviour) deletes preserved machines last, when the scale-down
+	// needs them, with a ReasonPreservedDeleted event. A set being deleted
+	// deletes all its machines either way.
+	KeepPreservedOnScaleDown bool
 
 	// Logger is used where no context carries one (informer handlers).
 	Logger logr.Logger

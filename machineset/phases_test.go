@@ -47,6 +47,9 @@ func planWrites(set *v1alpha1.MachineSet, p syncPlan) []write {
 	for _, m := range p.Propagate {
 		patchMachine(m, "spec")
 	}
+	for _, m := range slices.Concat(p.AutoPreserve.Mark, p.AutoPreserve.Unmark) {
+		patchMachine(m, "metadata.annotations")
+	}
 	if p.RecordForeign {
 		patchSet("metadata.annotations")
 	}
@@ -142,6 +145,19 @@ func TestSyncWritesAreThePlans(t *testing.T) {
 	orphan := machine(base, "orphan", 2, pool)
 	orphan.OwnerReferences = nil
 
+	autoPreserving := func(replicas, max int32) *v1alpha1.MachineSet {
+		set := withFinalizer(testSet(replicas))
+		set.Spec.AutoPreserveFailedMachineMax = &max
+		return set
+	}
+	failedMachine := func(m *v1alpha1.Machine) *v1alpha1.Machine {
+		m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
+		return m
+	}
+	autoMarked := func(m *v1alpha1.Machine) *v1alpha1.Machine {
+		m.Annotations = map[string]string{v1alpha1.PreserveAnnotation: string(v1alpha1.PreserveAutoPreserved)}
+		return m
+	}
 	tests := []struct {
 		name string
 		set  *v1alpha1.MachineSet
@@ -169,6 +185,24 @@ func TestSyncWritesAreThePlans(t *testing.T) {
 		{name: "frozen", set: frozen, objs: []runtime.Object{machine(base, "pool-kept", 1, pool)}},
 		{name: "deletion", set: deleting, objs: []runtime.Object{machine(base, "pool-a", 1, pool), machine(base, "pool-b", 2, pool)},
 			want: []write{{Verb: "delete", Resource: "machines", Name: "pool-a"}, {Verb: "delete", Resource: "machines", Name: "pool-b"}}},
+		{name: "auto-preservation marks the newest Failed machine, which is kept; the other is replaced", set: autoPreserving(2, 1),
+			objs: []runtime.Object{failedMachine(machine(base, "pool-old-failed", 1, pool)), failedMachine(machine(base, "pool-new-failed", 2, pool))},
+			want: []write{
+				{Verb: "patch", Resource: "machines", Name: "pool-new-failed", Fields: "metadata.annotations"},
+				{Verb: "delete", Resource: "machines", Name: "pool-old-failed"},
+			}},
+		{name: "a lowered maximum releases the oldest mark", set: autoPreserving(2, 1),
+			objs: []runtime.Object{autoMarked(failedMachine(machine(base, "pool-old-failed", 1, pool))), autoMarked(failedMachine(machine(base, "pool-new-failed", 2, pool)))},
+			want: []write{
+				{Verb: "patch", Resource: "machines", Name: "pool-old-failed", Fields: "metadata.annotations"},
+				{Verb: "delete", Resource: "machines", Name: "pool-old-failed"}, // no preservation started yet: unmarked, it goes
+			}},
+		{name: "a lagging machine is marked too, after its propagation", set: autoPreserving(1, 1),
+			objs: []runtime.Object{failedMachine(lagging.DeepCopy())},
+			want: []write{
+				{Verb: "patch", Resource: "machines", Name: "pool-lagging", Fields: "spec"},
+				{Verb: "patch", Resource: "machines", Name: "pool-lagging", Fields: "metadata.annotations"},
+			}},
 		{name: "deletion done", set: deleting.DeepCopy(),
 			want: []write{{Verb: "patch", Resource: "machinesets", Name: "pool", Fields: "metadata.finalizers"}}},
 	}

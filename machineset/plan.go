@@ -2,6 +2,7 @@ package machineset
 
 import (
 	"slices"
+	"time"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
@@ -37,8 +38,15 @@ type machinePlan struct {
 	Foreign           []*v1alpha1.Machine
 	RecordForeign     bool
 	ForeignAnnotation string
+	// AutoPreserve are the auto-preserved marks put on and taken off,
+	// written before the deletions, which are planned as if they were
+	// (withMarks).
+	AutoPreserve autoPreservePlan
 	// Replicas are the creations and deletions.
 	Replicas replicaPlan
+	// NextExpiry is the earliest preservation expiry still to come among
+	// the machines (nextExpiry), when the set syncs again; zero if none.
+	NextExpiry time.Time
 	// Finish: the set is being deleted and owns no machine left. Its
 	// finalizer is removed (RemoveFinalizer, when it has it), and no status
 	// is written.
@@ -66,12 +74,16 @@ func planMachines(s *scope, owned, foreign []*v1alpha1.Machine, burst int) machi
 	set := s.set
 	rankBy := ladderOf(set, s.policy, s.now)
 	rankBy.Foreign = uidSet(foreign)
+	rankBy.KeepPreserved = s.keepPreserved
+	marks := planAutoPreserve(set, owned)
 	p := machinePlan{
 		Owned:             owned,
 		Propagate:         lagging(set, owned),
 		Foreign:           foreign,
 		ForeignAnnotation: foreignAnnotation(foreign),
-		Replicas:          planReplicas(set, s.wanted, owned, s.frozen != "" || s.noClass != "", burst, rankBy),
+		AutoPreserve:      marks,
+		Replicas:          planReplicas(set, s.wanted, withMarks(owned, marks), s.frozen != "" || s.noClass != "", burst, rankBy),
+		NextExpiry:        nextExpiry(owned, s.now),
 		Finish:            set.DeletionTimestamp != nil && len(owned) == 0,
 	}
 	have, listed := set.Annotations[v1alpha1.ForeignMachinesAnnotation]

@@ -40,7 +40,7 @@ const DeletionPolicyAnnotation = "mcmkit.io/deletion-policy"
 // annotation: v1alpha1.MachinePriorityDefault, as in MCM.
 const defaultPriority = 3
 
-// phaseRank is rung 5 of the ladder: the less a machine contributes, the
+// phaseRank is rung 6 of the ladder: the less a machine contributes, the
 // earlier it goes. Phases not named here (the in-place update phases, and
 // any phase a newer API adds) rank with Unknown: the set cannot tell whether
 // such a machine serves, so it neither sacrifices it before broken machines
@@ -84,6 +84,10 @@ type ladder struct {
 	// Foreign holds the UIDs of the set's machines it did not create
 	// (provenance): they go first.
 	Foreign map[types.UID]bool
+	// KeepPreserved makes a scale-down stop short of the machines whose
+	// preservation holds at Now (Options.KeepPreservedOnScaleDown), rather
+	// than take them last.
+	KeepPreserved bool
 }
 
 // ladderOf is the ladder of a set at now with policy. It counts machines
@@ -107,15 +111,20 @@ func (l ladder) warmingUp(m *v1alpha1.Machine) bool {
 type rung struct {
 	// notDeleting is false for machines already being deleted (rung 1).
 	notDeleting bool
-	// own is false for machines the set did not create (rung 2).
+	// preserved is true for machines whose preservation holds; among
+	// them, userPreserved is false for the auto-preserved ones, and
+	// preservedUntil orders by expiry (rung 2).
+	preserved, userPreserved bool
+	preservedUntil           time.Time
+	// own is false for machines the set did not create (rung 3).
 	own bool
-	// priority is the machinepriority annotation (rung 3).
+	// priority is the machinepriority annotation (rung 4).
 	priority int
 	// unmarked is false for machines with a parsable
-	// marked-for-deletion-time; markedAt is that time (rung 4).
+	// marked-for-deletion-time; markedAt is that time (rung 5).
 	unmarked bool
 	markedAt time.Time
-	// phase is the phaseRank of the machine's phase (rung 5).
+	// phase is the phaseRank of the machine's phase (rung 6).
 	phase int
 }
 
@@ -123,6 +132,9 @@ type rung struct {
 func compareRungs(a, b rung) int {
 	return cmp.Or(
 		compareBool(a.notDeleting, b.notDeleting),
+		compareBool(a.preserved, b.preserved),
+		compareBool(a.userPreserved, b.userPreserved),
+		a.preservedUntil.Compare(b.preservedUntil),
 		compareBool(a.own, b.own),
 		cmp.Compare(a.priority, b.priority),
 		compareBool(a.unmarked, b.unmarked),
@@ -146,6 +158,15 @@ func compareBool(a, b bool) int {
 // rungOf places a machine on the ladder.
 func rungOf(m *v1alpha1.Machine, l ladder) rung {
 	r := rung{notDeleting: !machinestate.BeingDeleted(m), own: !l.Foreign[m.UID], priority: priorityOf(m), unmarked: true}
+	if machinestate.Preserved(m, l.Now) {
+		// Auto-preserved is what is asked of the machine as the machine
+		// controller reads it (the Node's value wins), not its own
+		// annotation alone: a Node asking to preserve it makes it the
+		// user's.
+		asked, _ := machinestate.PreserveRequest(m)
+		r.preserved, r.userPreserved = true, asked != v1alpha1.PreserveAutoPreserved
+		r.preservedUntil, _ = machinestate.PreservedUntil(m)
+	}
 	if t, ok := machinestate.MarkedForDeletionAt(m); ok {
 		r.unmarked, r.markedAt = false, t
 	}
@@ -211,27 +232,33 @@ func uidHash(m *v1alpha1.Machine) uint64 {
 //
 //  1. machines already being deleted (deletionTimestamp set, or phase
 //     Terminating);
-//  2. machines the set did not create (ladder.Foreign, see provenance):
+//  2. machines whose preservation holds at ladder.Now go after all the
+//     others (machinestate.Preserved); among them the auto-preserved ones
+//     (as the machine controller reads the request, the Node's value
+//     winning) before those a user preserved, then the earlier expiry;
+//  3. machines the set did not create (ladder.Foreign, see provenance):
 //     whatever their priority or phase, none is kept in place of the
 //     set's own;
-//  3. lower machinepriority.machine.sapcloud.io first (missing or not an
+//  4. lower machinepriority.machine.sapcloud.io first (missing or not an
 //     integer counts as the default 3; the cluster-autoscaler sets 1);
-//  4. machines with a marked-for-deletion-time before machines without one,
+//  5. machines with a marked-for-deletion-time before machines without one,
 //     and among marked machines the older mark first (an unparsable mark
 //     counts as none);
-//  5. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
+//  6. by phase: Failed, then CrashLoopBackOff, then Unknown, then Pending
 //     (and no phase yet), then Running or Available for less than the
 //     set's minReadySeconds (not available yet; only on a set that applies
 //     minReadySeconds, see rankWarmingUp), then Available, then Running;
 //     phases not named here (in-place updates) rank with Unknown;
-//  6. within a rung, the policy: Oldest deletes the older creationTimestamp
+//  7. within a rung, the policy: Oldest deletes the older creationTimestamp
 //     first, Newest the newer, Random orders by a hash of the UID; an
 //     unknown policy acts as Oldest. Ties left after that go by name (then
 //     namespace and UID), so the order is total and the same on every call.
 //
 // Unlike MCM, being deleted is the first rung rather than part of the phase
-// rung, foreign machines go before the set's own, and in-place update
-// phases no longer rank ahead of Failed.
+// rung (MCM ranks preservation before it: no difference to what is
+// deleted, since machines being deleted are never picked), foreign
+// machines go before the set's own, and in-place update phases no longer
+// rank ahead of Failed.
 func rankForDeletion(machines []*v1alpha1.Machine, l ladder) []*v1alpha1.Machine {
 	policy := l.Policy
 	rs := make([]ranked, len(machines))
@@ -271,28 +298,40 @@ func rankForDeletion(machines []*v1alpha1.Machine, l ladder) []*v1alpha1.Machine
 //
 //   - the first surplus machines of the ranking that are not being deleted
 //     (surplus is how many machines the set has above spec.replicas, counting
-//     only machines not being deleted; zero or less picks none this way);
+//     only machines not being deleted; zero or less picks none this way).
+//     Machines whose preservation holds rank last, so they are taken only
+//     when the surplus needs them; with ladder.KeepPreserved the surplus
+//     stops short of them instead, and heldBy is the first of them, the
+//     one that holds the scale-down;
 //   - every machine the cluster-autoscaler marked for deletion (see
 //     markedByAutoscaler), even when there is no surplus: the autoscaler
 //     expects that very machine to go, also when the replica decrease that
 //     came with the mark left no surplus here (it went to another set of the
-//     deployment, or a missing machine absorbed it);
-//   - every Failed machine, even when there is no surplus: the set replaces
-//     it with a new one.
+//     deployment, or a missing machine absorbed it); a preserved machine is
+//     not taken this way (as in MCM, whose ranking puts it after the
+//     surplus);
+//   - every Failed machine the set need not keep (machinestate.KeepFailed
+//     at ladder.Now), even when there is no surplus: the set replaces it
+//     with a new one.
 //
 // Machines being deleted are never picked: they already count as gone. A
 // positive limit caps the result, keeping its head, so what a capped sync
 // leaves for the next one is always the end of the ladder. The result is a
 // new slice; nothing is modified.
-func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surplus, limit int, l ladder) []*v1alpha1.Machine {
+func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surplus, limit int, l ladder) (out []*v1alpha1.Machine, heldBy *v1alpha1.Machine) {
 	scalerAt, scalerOK := lastScalerChange(set)
-	var out []*v1alpha1.Machine
 	for _, m := range rankForDeletion(machines, l) {
 		if limit > 0 && len(out) == limit {
 			break
 		}
 		if machinestate.BeingDeleted(m) {
 			continue
+		}
+		preserved := machinestate.Preserved(m, l.Now)
+		if surplus > 0 && preserved && l.KeepPreserved {
+			// The preserved machines rank last: none after this one
+			// is taken for the surplus either.
+			surplus, heldBy = 0, m
 		}
 		// The ranking is walked in order, so the machines taken for the
 		// surplus are exactly its first surplus non-deleting ones; marked
@@ -302,11 +341,15 @@ func planDeletions(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, surpl
 			out = append(out, m)
 			continue
 		}
-		if m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed || markedByAutoscaler(m, scalerAt, scalerOK) {
+		if preserved {
+			continue
+		}
+		failed := m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && !machinestate.KeepFailed(m, l.Now)
+		if failed || markedByAutoscaler(m, scalerAt, scalerOK) {
 			out = append(out, m)
 		}
 	}
-	return out
+	return out, heldBy
 }
 
 // lastScalerChange reads the set's last-deployment-replica-change-by-scaler

@@ -452,7 +452,7 @@ func TestPlanDeletions(t *testing.T) {
 			if policy == "" {
 				policy = DeletionPolicyOldest
 			}
-			got := planDeletions(tt.set, tt.machines, tt.surplus, tt.limit, ladder{Policy: policy})
+			got, _ := planDeletions(tt.set, tt.machines, tt.surplus, tt.limit, ladder{Policy: policy})
 			if diff := cmp.Diff(tt.want, rkNames(got), cmpEmptyAsNil); diff != "" {
 				t.Errorf("planDeletions (-want +got):\n%s", diff)
 			}
@@ -630,7 +630,7 @@ func TestPropertyPlanDeletions(t *testing.T) {
 		policy := rapid.SampledFrom(rkPolicies).Draw(t, "policy")
 		before, order := rkCopy(machines), slices.Clone(machines)
 
-		got := planDeletions(set, machines, surplus, limit, ladder{Policy: policy})
+		got, _ := planDeletions(set, machines, surplus, limit, ladder{Policy: policy})
 
 		if diff := cmp.Diff(before, machines); diff != "" {
 			t.Fatalf("planDeletions modified the machines (-before +after):\n%s", diff)

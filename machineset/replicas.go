@@ -27,6 +27,9 @@ type replicaPlan struct {
 	// HeldBack is how many machines are missing but not created because
 	// the set is frozen.
 	HeldBack int
+	// HeldBy is the preserved machine a scale-down stopped short of
+	// (Options.KeepPreservedOnScaleDown); nil when none did.
+	HeldBy *v1alpha1.Machine
 	// Active is how many of the set's machines are not being deleted.
 	Active int
 }
@@ -38,8 +41,8 @@ type replicaPlan struct {
 //
 // Machines being deleted do not count: they are on their way out, and a
 // replacement is created at once (MCM #1086). The surplus, the machines
-// the cluster-autoscaler marked, and Failed machines are deleted in ladder
-// order (planDeletions); a deleted Failed or marked machine is replaced by
+// the cluster-autoscaler marked, and Failed machines not preserved are
+// deleted in ladder order (planDeletions); a deleted Failed or marked machine is replaced by
 // a later sync, once its deletion is seen. At most burst machines are
 // created, and at most burst deleted, per sync. A frozen set creates
 // nothing; it still deletes.
@@ -51,11 +54,15 @@ func planReplicas(set *v1alpha1.MachineSet, wanted int, machines []*v1alpha1.Mac
 		}
 	}
 	if set.DeletionTimestamp != nil {
-		// The set is going: all its machines go, in ladder order.
-		return replicaPlan{Delete: planDeletions(set, machines, active, burst, l), Active: active}
+		// The set is going: all its machines go, in ladder order,
+		// preserved or not.
+		l.KeepPreserved = false
+		del, _ := planDeletions(set, machines, active, burst, l)
+		return replicaPlan{Delete: del, Active: active}
 	}
 	diff := wanted - active
-	p := replicaPlan{Delete: planDeletions(set, machines, -diff, burst, l), Active: active}
+	p := replicaPlan{Active: active}
+	p.Delete, p.HeldBy = planDeletions(set, machines, -diff, burst, l)
 	switch {
 	case diff <= 0:
 	case frozen:

@@ -64,6 +64,14 @@ const (
 // "apply" does it have to be so for spec.minReadySeconds first
 // (machinestate.MinReady). An unknown value of the annotation counts as
 // MCM's behaviour and sets ConditionInvalidAnnotation.
+//
+// Of the machines not being deleted, preservedFailedReplicas counts the
+// Failed ones whose preservation holds (machinestate.PreservedFailed) and
+// autoPreserveFailedMachineCount those carrying the auto-preserved mark,
+// in any phase, as MCM; failedMachines leaves out the Failed machines the
+// set keeps (machinestate.KeepFailed). MCM counts a preservation that ran
+// out until the machine controller clears it; here it stops counting at
+// its expiry.
 func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	set := in.Set
 	st := *set.Status.DeepCopy()
@@ -72,6 +80,7 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	templateLabels := labels.SelectorFromSet(set.Spec.Template.Labels)
 	minReady, invalidMinReady := machinestate.MinReady(set.Annotations, set.Spec.MinReadySeconds)
 	var failed []v1alpha1.MachineSummary
+	var preservedFailed, autoPreserved int32
 	for _, m := range in.Machines {
 		if machinestate.BeingDeleted(m) {
 			continue
@@ -86,7 +95,16 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 		if machinestate.Available(m, minReady, in.Now) {
 			st.AvailableReplicas++
 		}
-		if m.Status.LastOperation.State == v1alpha1.MachineStateFailed {
+		if machinestate.PreservedFailed(m, in.Now) {
+			preservedFailed++
+		}
+		if machinestate.AutoPreserved(m) {
+			autoPreserved++
+		}
+		// A Failed machine the set keeps is not reported failed: a
+		// deployment would count it unavailable (MCM's rule).
+		kept := m.Status.CurrentStatus.Phase == v1alpha1.MachineFailed && machinestate.KeepFailed(m, in.Now)
+		if m.Status.LastOperation.State == v1alpha1.MachineStateFailed && !kept {
 			failed = append(failed, v1alpha1.MachineSummary{Name: m.Name, ProviderID: m.Spec.ProviderID,
 				LastOperation: m.Status.LastOperation, OwnerRef: set.Name})
 		}
@@ -94,6 +112,12 @@ func calculateStatus(in statusInput) v1alpha1.MachineSetStatus {
 	st.FailedMachines = nil
 	if len(failed) > 0 {
 		st.FailedMachines = &failed
+	}
+	st.PreservedFailedReplicas = preservedFailed
+	// Absent when zero, as MCM's int32 with omitempty is on the wire.
+	st.AutoPreserveFailedMachineCount = nil
+	if autoPreserved > 0 {
+		st.AutoPreserveFailedMachineCount = &autoPreserved
 	}
 	setCondition(&st, v1alpha1.MachineSetReplicaFailure, in.ReplicaFailure.message(), in.ReplicaFailure.reason(), in.Now)
 	setCondition(&st, ConditionInvalidAnnotation, errorMessage(invalidMinReady), ReasonInvalidMinReadySeconds, in.Now)

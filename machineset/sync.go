@@ -88,7 +88,7 @@ func (c *Controller) status(ctx context.Context, s *scope, out outcome) (workque
 	if err := errors.Join(syncErr, err); err != nil {
 		return workqueue.Result{}, err
 	}
-	return workqueue.Result{RequeueAfter: c.opts.Resync}, nil
+	return workqueue.Result{RequeueAfter: requeueAfter(s.now, out.requeueAt, c.opts.Resync)}, nil
 }
 
 // setConditions is the conditions list of a set's status, which
