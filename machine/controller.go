@@ -56,8 +56,11 @@ type Controller struct {
 	target      kubernetes.Interface // nil: no target cluster
 	driver      driver.Driver
 	drainer     Drainer
-	gate        ReplacementGate
-	opts        Options
+	// preserveDrainer drains the nodes of preserved Failed machines:
+	// without a cordon when the controller built the drain engine.
+	preserveDrainer Drainer
+	gate            ReplacementGate
+	opts            Options
 
 	machines   machinelisters.MachineLister
 	machineIdx cache.Indexer
@@ -152,14 +155,8 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	}
 	if target != nil {
 		c.nodes = inf.Nodes.Lister()
-		if c.drainer = o.Drainer; c.drainer == nil {
-			dopts, err := c.drainOptions(inf.Target)
-			if err != nil {
-				return nil, fmt.Errorf("machine: %w", err)
-			}
-			if c.drainer, err = drain.New(target, dopts); err != nil {
-				return nil, fmt.Errorf("machine: %w", err)
-			}
+		if err := c.buildDrainers(target, inf.Target); err != nil {
+			return nil, fmt.Errorf("machine: %w", err)
 		}
 	}
 	if err := c.buildQueues(); err != nil {
@@ -169,6 +166,28 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 		return nil, fmt.Errorf("machine: %w", err)
 	}
 	return c, nil
+}
+
+// buildDrainers sets the drainers: Options.Drainer for both, else the
+// drain engine on the target — for the deletion's drain, and without a
+// cordon for the drain of a preserved node, which the preserved taint
+// keeps free of new pods (a cordon would be one more mark to undo, and
+// MCM's clients read a cordon as the node going away).
+func (c *Controller) buildDrainers(target kubernetes.Interface, factory informers.SharedInformerFactory) error {
+	c.drainer, c.preserveDrainer = c.opts.Drainer, c.opts.Drainer
+	if c.drainer != nil {
+		return nil
+	}
+	dopts, err := c.drainOptions(factory)
+	if err != nil {
+		return err
+	}
+	if c.drainer, err = drain.New(target, dopts); err != nil {
+		return err
+	}
+	dopts.SkipCordon = true
+	c.preserveDrainer, err = drain.New(target, dopts)
+	return err
 }
 
 // drainOptions are Options.DrainOptions with what only the controller

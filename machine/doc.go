@@ -133,6 +133,90 @@
 //     "Machine Health Timeout was reset due to APIServer being
 //     unreachable", so that an outage never replaces a fleet.
 //
+// # Preservation
+//
+// A machine is preserved — kept, with its VM and node, for diagnosis —
+// when the annotation node.machine.sapcloud.io/preserve
+// (v1alpha1.PreserveAnnotation) on its Node or on itself asks for it; the
+// Node's value wins. Its values are MCM's: "now" preserves in any phase,
+// "when-failed" while the machine is Failed, "auto-preserved" (set by
+// the MachineSet controller on at most spec.autoPreserveFailedMachineMax
+// Failed machines) likewise, and "false" never preserves and stops a
+// preservation. The controller records the Node's value on the machine
+// (node.machine.sapcloud.io/last-applied-node-preserve-value) and
+// removes the record when the Node's annotation goes.
+//
+// The step is planned by planPreservation after the health step, so a
+// machine the health timeout just marked Failed is preserved in the same
+// write; it decides start, keep or stop from the machine, its node and
+// the clock:
+//
+//   - Start: status.currentStatus.preserveExpiryTime = now +
+//     machinePreserveTimeout (the machine's, else
+//     --machine-preserve-timeout, 96h). The MachineSet neither deletes nor
+//     replaces a preserved Failed machine (package machinestate holds the
+//     shared rules).
+//   - The node, while preserved: cluster-autoscaler.kubernetes.io/
+//     scale-down-disabled="true" with the by-mcm marker (only when the
+//     annotation is not there already: a person's is left alone and never
+//     removed), and the condition Preserved with MCM's reasons ("Preserved
+//     by MCM." for auto-preserved, else "Preserved by user.") and messages
+//     ("Machine preserved until <t>.", or for a Failed machine "Preserved
+//     node drained successfully. …" True / "Preserved node could not be
+//     drained. …" False). A Failed machine's node gets the taint
+//     node.machine.sapcloud.io/preserved:NoSchedule and is then drained
+//     under the machine's drain rules: the drain timeout counted from the
+//     start of the preservation, force with the force-drain label, and the
+//     drain engine's force on a node NotReady for long; in non-blocking
+//     passes like the deletion's, its state kept in
+//     PreserveDrainStateAnnotation, failures retried with backoff, the
+//     outcome recorded in PreserveDrainedAnnotation and told by the
+//     condition. The drain engine the controller builds does not cordon;
+//     a Drainer given in Options cordons, and that cordon is recorded
+//     (PreserveCordonedAnnotation) before the drain runs and undone once
+//     the machine runs again.
+//   - Stop: on expiry, when the annotation goes, on "false", or when a
+//     when-failed or auto-preserved machine is no longer Failed. The
+//     condition turns False ("Preservation stopped.", with a message
+//     saying why), the taint and the scale-down-disabled annotations
+//     carrying the marker go, the expiry is cleared. An expired annotation
+//     (now, when-failed, auto-preserved) is removed where it came from,
+//     the Node or the machine; auto-preserved also on recovery, as MCM
+//     does; "false" never is.
+//   - An unknown value is reported once (a Warning event
+//     InvalidPreserveValue and lastOperation, recorded in
+//     mcmkit.io/preserve-invalid-reported) and otherwise ignored: the
+//     current state stays, but an expiry still ends a preservation.
+//   - The machine is synced again at its expiry, and at once when a
+//     Node's or Machine's preserve annotation changes. A machine being
+//     deleted is not preserved: its deletion goes on. mcm_machine_preserved
+//     shows which machines are preserved.
+//
+// Where this differs from MCM v0.62.1, invisibly to MCM's clients:
+//
+//   - The machine's own preserve annotation is never stripped (MCM
+//     removes it when the Node's is applied): it is someone else's key.
+//   - New pods are kept off a preserved Failed node by the taint, as
+//     newer MCM does, not by a cordon. A node MCM v0.62.1 cordoned through
+//     its preservation drain (cordoned, a Preserved condition telling of a
+//     drain, no taint) is taken over after a switch — its drain counts as
+//     done, its cordon as the preservation's — and uncordoned once the
+//     machine runs; any other cordon is never touched (MCM uncordons a
+//     preserved Running node whoever cordoned it).
+//   - A machine preserved with "now" while healthy is tainted and drained
+//     when it goes Failed (MCM never drains it).
+//   - The reaction is immediate: MCM waits for its 10-minute resync when
+//     only the Node is annotated, and acts on an expiry up to 10 minutes
+//     late.
+//   - A preservation that expires on a still-Failed machine keeps its
+//     (past) expiry, so that its MachineSet replaces it and it is never
+//     auto-preserved again (MCM clears it and may preserve it anew).
+//   - An unknown value on the Node does not freeze a preservation: its
+//     expiry still ends it. The stop condition has a message; the
+//     last-applied record is deleted rather than left empty.
+//   - A machine's preservation does not move its lastUpdateTime, so the
+//     health timeout is not restarted by it.
+//
 // # Claims
 //
 // A machine's node label and spec.providerID are claims: anyone who may
@@ -228,7 +312,8 @@
 // conditions: True 1, False 0, Unknown 2), mcm_machine_controller_frozen
 // (1 while Options.SafetyGate freezes the controller) and, of our own,
 // mcm_machine_phase_machines{namespace,phase}, the number of machines per
-// phase. A list from the cache that fails counts in
+// phase, and mcm_machine_preserved{name,namespace} (1 while a machine's
+// preservation holds, else 0). A list from the cache that fails counts in
 // mcm_misc_scrape_failure_total{kind="Machine-count"}. A controller's Run
 // replaces the scrape-time collector of an earlier controller on the same
 // registry, whose caches stopped with it.

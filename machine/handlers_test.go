@@ -1,9 +1,14 @@
 package machine
 
 import (
+	"context"
 	"testing"
 
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/internal/testsupport/registrationstest"
@@ -20,4 +25,58 @@ func TestRunRemovesHandlers(t *testing.T) {
 		t.Fatal(err)
 	}
 	registrationstest.CheckRunRemovesHandlers(t, inf, 4, ctrl.Run)
+}
+
+// TestPreserveAnnotationsSyncAtOnce: a change of a Node's preserve
+// annotation syncs its machine through the node queue, and a change of a
+// Machine's preserve annotation or of its record of the Node's value
+// syncs the machine, at once rather than at a periodic resync; a node's
+// heartbeat alone does not.
+func TestPreserveAnnotationsSyncAtOnce(t *testing.T) {
+	f := newFakeCluster(t)
+	c, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns",
+		Labels: map[string]string{v1alpha1.NodeLabelKey: "n1"}}}
+	if err := f.inf.Machines.Informer().GetIndexer().Add(m); err != nil {
+		t.Fatal(err)
+	}
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1"}}
+	if err := f.inf.Nodes.Informer().GetIndexer().Add(old); err != nil {
+		t.Fatal(err)
+	}
+	heartbeat := old.DeepCopy()
+	heartbeat.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue,
+		LastHeartbeatTime: metav1.Now()}}
+	old.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	c.onNode(old, heartbeat)
+	if n := c.nodeQueue.Len(); n != 0 {
+		t.Fatalf("a heartbeat queued %d nodes", n)
+	}
+	annotated := heartbeat.DeepCopy()
+	annotated.Annotations = map[string]string{v1alpha1.PreserveAnnotation: "when-failed"}
+	c.onNode(heartbeat, annotated)
+	if n := c.nodeQueue.Len(); n != 1 {
+		t.Fatalf("the Node's preserve annotation queued %d nodes, want 1", n)
+	}
+	if _, err := c.ReconcileNode(context.Background(), "n1"); err != nil {
+		t.Fatal(err)
+	}
+	if n := c.machineQueue.Len(); n != 1 {
+		t.Fatalf("the node's sync queued %d machines, want its machine", n)
+	}
+	for _, key := range []string{v1alpha1.PreserveAnnotation, v1alpha1.LastAppliedNodePreserveValueAnnotation} {
+		c2, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := m.DeepCopy()
+		changed.Annotations = map[string]string{key: "now"}
+		c2.onMachine(m, changed)
+		if n := c2.machineQueue.Len(); n != 1 {
+			t.Errorf("a change of %s queued %d machines, want 1", key, n)
+		}
+	}
 }

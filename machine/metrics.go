@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/go-logr/logr"
 	"github.com/prometheus/client_golang/prometheus"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	machinelisters "github.com/mcmkit/mcm/client/listers/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 	"github.com/mcmkit/mcm/internal/promreg"
 )
 
@@ -153,7 +155,11 @@ func (m *metrics) attachCollector(ctx context.Context, c *Controller) {
 	if m.reg == nil {
 		return
 	}
-	col := &machineCollector{machines: c.machines, scrapeFailures: m.scrapeFailures, frozen: func() bool {
+	now := time.Now // controllers built by hand for a single step have no clock
+	if c.opts.Clock != nil {
+		now = c.opts.Clock.Now
+	}
+	col := &machineCollector{machines: c.machines, scrapeFailures: m.scrapeFailures, now: now, frozen: func() bool {
 		// A scrape carries no context; the gate answers from memory.
 		return c.opts.SafetyGate != nil && c.opts.SafetyGate.Frozen(context.Background())
 	}}
@@ -172,6 +178,9 @@ var (
 		[]string{"name", "namespace"}, nil)
 	machineInfoDesc = prometheus.NewDesc("mcm_machine_info", "Information on a machine, always 1.",
 		[]string{"name", "namespace", "createdAt", "spec_provider_id", "spec_class_api_group", "spec_class_kind", "spec_class_name", "node_name"}, nil)
+	machinePreservedDesc = prometheus.NewDesc("mcm_machine_preserved",
+		"1 while a machine is preserved (status.currentStatus.preserveExpiryTime is in the future), else 0.",
+		[]string{"name", "namespace"}, nil)
 	machineConditionDesc = prometheus.NewDesc("mcm_machine_status_condition",
 		"Conditions of a machine's node as a number: True 1, False 0, Unknown 2.",
 		[]string{"name", "namespace", "condition"}, nil)
@@ -182,10 +191,11 @@ type machineCollector struct {
 	machines       machinelisters.MachineLister
 	scrapeFailures prometheus.Counter
 	frozen         func() bool
+	now            func() time.Time
 }
 
 func (p *machineCollector) Describe(ch chan<- *prometheus.Desc) {
-	for _, d := range []*prometheus.Desc{itemsDesc, phaseDesc, frozenDesc, currentPhaseDesc, machineInfoDesc, machineConditionDesc} {
+	for _, d := range []*prometheus.Desc{itemsDesc, phaseDesc, frozenDesc, currentPhaseDesc, machineInfoDesc, machinePreservedDesc, machineConditionDesc} {
 		ch <- d
 	}
 }
@@ -200,6 +210,7 @@ func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
 		p.scrapeFailures.Inc()
 		return
 	}
+	now := p.now()
 	type nsPhase struct{ ns, phase string }
 	counts := map[nsPhase]int{}
 	for _, m := range machines {
@@ -209,6 +220,7 @@ func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
 		}
 		counts[nsPhase{m.Namespace, string(phase)}]++
 		gauge(currentPhaseDesc, phaseValue(phase), m.Name, m.Namespace)
+		gauge(machinePreservedDesc, promreg.BoolValue(machinestate.Preserved(m, now)), m.Name, m.Namespace)
 		class := m.Spec.Class
 		gauge(machineInfoDesc, 1, m.Name, m.Namespace, strconv.FormatInt(m.CreationTimestamp.Unix(), 10),
 			m.Spec.ProviderID, class.APIGroup, class.Kind, class.Name, m.Labels[v1alpha1.NodeLabelKey])

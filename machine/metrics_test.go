@@ -161,7 +161,7 @@ func TestMachineCollector(t *testing.T) {
 			Labels: map[string]string{v1alpha1.NodeLabelKey: "node-a"}},
 		Spec: v1alpha1.MachineSpec{ProviderID: "sim://a", Class: v1alpha1.ClassSpec{APIGroup: "machine.sapcloud.io", Kind: "MachineClass", Name: "c"}},
 		Status: v1alpha1.MachineStatus{
-			CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning},
+			CurrentStatus: v1alpha1.CurrentStatus{Phase: v1alpha1.MachineRunning, PreserveExpiryTime: &metav1.Time{Time: created.Add(2 * time.Hour)}},
 			Conditions: []corev1.NodeCondition{
 				{Type: corev1.NodeReady, Status: corev1.ConditionTrue},
 				{Type: corev1.NodeDiskPressure, Status: corev1.ConditionFalse},
@@ -180,7 +180,7 @@ func TestMachineCollector(t *testing.T) {
 		t.Fatal(err)
 	}
 	col := &machineCollector{machines: machinelisters.NewMachineLister(indexerOf(t, running, deleting)),
-		scrapeFailures: failures, frozen: func() bool { return true }}
+		scrapeFailures: failures, frozen: func() bool { return true }, now: func() time.Time { return created.Add(time.Hour) }}
 	want := `
 # HELP mcm_machine_controller_frozen 1 while the safety gate freezes the controller.
 # TYPE mcm_machine_controller_frozen gauge
@@ -200,6 +200,10 @@ mcm_machine_items_total 2
 # TYPE mcm_machine_phase_machines gauge
 mcm_machine_phase_machines{namespace="ns",phase="Running"} 1
 mcm_machine_phase_machines{namespace="ns",phase="Terminating"} 1
+# HELP mcm_machine_preserved 1 while a machine is preserved (status.currentStatus.preserveExpiryTime is in the future), else 0.
+# TYPE mcm_machine_preserved gauge
+mcm_machine_preserved{name="a",namespace="ns"} 1
+mcm_machine_preserved{name="b",namespace="ns"} 0
 # HELP mcm_machine_status_condition Conditions of a machine's node as a number: True 1, False 0, Unknown 2.
 # TYPE mcm_machine_status_condition gauge
 mcm_machine_status_condition{condition="DiskPressure",name="a",namespace="ns"} 0
@@ -285,7 +289,7 @@ func BenchmarkMachineCollector(b *testing.B) {
 		b.Fatal(err)
 	}
 	reg.MustRegister(&machineCollector{machines: machinelisters.NewMachineLister(idx),
-		scrapeFailures: failures, frozen: func() bool { return false }})
+		scrapeFailures: failures, frozen: func() bool { return false }, now: time.Now})
 	b.ReportAllocs()
 	for b.Loop() {
 		if _, err := reg.Gather(); err != nil {

@@ -137,10 +137,7 @@ func planNodeSync(node *corev1.Node, m *v1alpha1.Machine, class *v1alpha1.Machin
 		syncVirtualCapacity(out, node, class)
 	}
 
-	if maps.Equal(out.Labels, node.Labels) && maps.Equal(out.Annotations, node.Annotations) &&
-		slices.EqualFunc(out.Spec.Taints, node.Spec.Taints, taintEqual) &&
-		slices.Equal(out.Finalizers, node.Finalizers) &&
-		apiequality.Semantic.DeepEqual(out.Status.Capacity, node.Status.Capacity) {
+	if nodeSame(out, node) {
 		return nil
 	}
 	return out

@@ -171,8 +171,12 @@ type Options struct {
 	// DefaultPendingDelay; negative means no delay.
 	PendingDelay time.Duration
 
-	// Drainer drains nodes. Nil means a *drain.Drainer built on the target
-	// client with DrainOptions.
+	// Drainer drains nodes: of machines being deleted, and of preserved
+	// Failed machines (whose cordon it makes is recorded on the machine
+	// and undone once it runs again). Nil means *drain.Drainer engines
+	// built on the target client with DrainOptions, the one for
+	// preserved nodes without a cordon (the preserved taint keeps new
+	// pods off).
 	Drainer Drainer
 	// DrainOptions configures the drain engine built when Drainer is nil;
 	// its defaults are the drain package's (drain.Options). The drain also

@@ -112,6 +112,13 @@ type machinePlan struct {
 	JoinTook time.Duration
 	// FailedJoin is set when the creation timeout ran out before a join.
 	FailedJoin bool
+	// NodeCondition is the node's Preserved condition to write, nil if
+	// it needs no change; PreserveDrain the drain pass of a preserved
+	// Failed machine's node to run; PreserveEvents report the
+	// preservation's changes (see planPreservation).
+	NodeCondition  *corev1.NodeCondition
+	PreserveDrain  *preserveDrain
+	PreserveEvents []*event
 }
 
 // step is the branch a sync of a machine that is not being deleted takes.
@@ -240,6 +247,7 @@ func planMachine(obs observation, o *Options) machinePlan {
 		planCreationStart(&p, obs, o)
 	case stepNoTarget:
 		p.RequeueAfter = o.LongRetry
+		planPreservation(&p, obs, nil, o)
 	case stepContested:
 		// Neither claimant acts on the node or VM until the other's
 		// claim is refuted (the driver is asked about each) or gone.
@@ -255,6 +263,11 @@ func planMachine(obs observation, o *Options) machinePlan {
 		planHealth(&p, obs, o)
 		if obs.Node != nil && !obs.NodeStale {
 			p.Node = planNodeSync(obs.Node, m, obs.Class)
+		}
+		if !obs.NodeStale {
+			// A stale node's update event brings the machine back; its
+			// preservation is planned from the node as written.
+			planPreservation(&p, obs, obs.Node, o)
 		}
 	}
 	return p

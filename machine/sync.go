@@ -108,6 +108,9 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	if p.Kind == planWaitForClass {
 		c.classQueue.Add(classKeyOf(cur))
 	}
+	if p.PreserveDrain != nil {
+		p = c.preserveDrainPass(ctx, obs, p)
+	}
 	written, err := c.writeMachine(ctx, cur, p.Machine)
 	if p.MarkedFailed {
 		c.gate.Replaced(ctx, obs.Machine, err == nil)
@@ -116,6 +119,9 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		return applied{Plan: p}, err
 	}
 	c.recordEvent(written, p.Event)
+	for _, e := range p.PreserveEvents {
+		c.recordEvent(written, e)
+	}
 	labels := c.metricLabels(written)
 	if p.MarkedFailed {
 		logr.FromContextOrDiscard(ctx).Info("Machine marked Failed by the health timeout")
@@ -131,6 +137,11 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	}
 	if p.Node != nil {
 		if err := c.patchNode(ctx, node, p.Node); err != nil {
+			return done, err
+		}
+	}
+	if p.NodeCondition != nil && node != nil {
+		if err := c.patchNodeCondition(ctx, node.Name, *p.NodeCondition); err != nil {
 			return done, err
 		}
 	}

@@ -26,7 +26,7 @@ func machineStatusFields(m *v1alpha1.Machine) patch.Fields { return patch.Fields
 func nodeFields(n *corev1.Node) patch.Fields {
 	return patch.Fields{
 		"metadata": patch.Fields{"labels": n.Labels, "annotations": n.Annotations, "finalizers": n.Finalizers},
-		"spec":     patch.Fields{"taints": n.Spec.Taints},
+		"spec":     patch.Fields{"taints": n.Spec.Taints, "unschedulable": n.Spec.Unschedulable},
 	}
 }
 
@@ -131,11 +131,13 @@ func (c *Controller) patchNode(ctx context.Context, cur, desired *corev1.Node) e
 // resourceVersion: the kubelet updates a new node's status right after
 // registering it, and a guard would make the write fail on that alone. A
 // patch that removes a finalizer or changes the taints, lists a merge
-// patch replaces whole, is guarded by rv.
+// patch replaces whole, or that uncordons (a drain may be cordoning the
+// node meanwhile), is guarded by rv.
 func nodeMetaPatch(cur, desired *corev1.Node, rv string) (data []byte, strategic bool, err error) {
 	added := slices.DeleteFunc(slices.Clone(desired.Finalizers), func(f string) bool { return slices.Contains(cur.Finalizers, f) })
 	removed := slices.ContainsFunc(cur.Finalizers, func(f string) bool { return !slices.Contains(desired.Finalizers, f) })
-	if removed || !slices.EqualFunc(cur.Spec.Taints, desired.Spec.Taints, taintEqual) {
+	if removed || !slices.EqualFunc(cur.Spec.Taints, desired.Spec.Taints, taintEqual) ||
+		cur.Spec.Unschedulable != desired.Spec.Unschedulable {
 		data, err := patch.Diff(nodeFields, cur, desired, rv)
 		return data, false, err
 	}
