@@ -1,0 +1,296 @@
+package preservation_test
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
+	"github.com/mcmkit/mcm/client/informers/externalversions"
+	"github.com/mcmkit/mcm/deployment"
+	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
+	"github.com/mcmkit/mcm/machine"
+	"github.com/mcmkit/mcm/machineset"
+)
+
+// TestIntegrationSwitchFromMCMKeepsPreservation (acceptance 4): a machine
+// MCM v0.62.1 preserved stays preserved after the switch. The controllers
+// build a deployment of two machines and stop; then, with no controller
+// running, one machine and its node are rewritten as MCM v0.62.1 leaves a
+// Failed machine preserved through preserve=when-failed on its Node: the
+// machine Failed with an expiry in the future and the Node's value in
+// last-applied-node-preserve-value (MCM strips the machine's own
+// annotation), the Node unreachable, annotated, cordoned by MCM's drain,
+// kept from the cluster-autoscaler's scale-down (with MCM's marker) and
+// carrying Preserved=True "Preserved node drained successfully. Machine
+// preserved until ...". The controllers start again: the set and the
+// deployment count the machine in preservedFailedReplicas; the machine is
+// neither deleted nor replaced, its VM stays, its expiry is the same, its
+// node keeps the condition, the annotations and a guard against new pods
+// (MCM's cordon or our taint); a scale-up adds machines beside it.
+func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
+	ctx := context.Background()
+	s := prepareStack(t)
+	opts := machine.Options{Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout}}}
+	stop := runControllers(t, s, opts)
+	createDeployment(t, s, poolDeployment(s, "web", 2, nil))
+	ms := runningPool(t, s, "web", 2)
+	stop()
+
+	preserved := ms[1]
+	node := nodeOf(&preserved)
+	// A broken node, as MCM's Failed machine has; a silent kubelet also
+	// leaves the Node's status to the rest of the control plane.
+	s.Cluster.Kubelet.StopHeartbeats(node)
+	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+		n, err := getNode(ctx, s, node)
+		if err != nil {
+			return false, err.Error()
+		}
+		c := nodeCondition(n, corev1.NodeReady)
+		return c != nil && c.Status != corev1.ConditionTrue, fmt.Sprintf("node %s: Ready %+v, want not True", node, c)
+	})
+	expiry := rewriteAsMCMPreserved(t, s, preserved.Name, node)
+	uid := preserved.UID
+
+	stop = runControllers(t, s, opts)
+	defer stop()
+	eventually(t, settle, func(ctx context.Context) (bool, string) {
+		set, deployment, err := preservedCounts(ctx, s, "web")
+		if err != nil {
+			return false, err.Error()
+		}
+		return set == 1 && deployment == 1, fmt.Sprintf("preservedFailedReplicas: set %d, deployment %d; want 1 and 1", set, deployment)
+	})
+	untouched := func(ctx context.Context) (bool, string) {
+		got, err := poolMachines(ctx, s, "web")
+		if err != nil {
+			return false, err.Error()
+		}
+		for _, m := range got {
+			if m.Name != preserved.Name {
+				continue
+			}
+			cs := m.Status.CurrentStatus
+			ok := m.UID == uid && m.DeletionTimestamp == nil && cs.Phase == v1alpha1.MachineFailed &&
+				cs.PreserveExpiryTime != nil && cs.PreserveExpiryTime.Equal(&expiry) && vmLive(s, m.Spec.ProviderID) &&
+				m.Annotations[v1alpha1.LastAppliedNodePreserveValueAnnotation] == string(v1alpha1.PreserveWhenFailed)
+			return ok && len(got) == 2, fmt.Sprintf("want %s as MCM left it (uid %s, Failed, preserved until %v, when-failed applied, VM live) and no replacement:%s",
+				preserved.Name, uid, expiry, describe(got))
+		}
+		return false, fmt.Sprintf("machine %s gone:%s", preserved.Name, describe(got))
+	}
+	// Long enough for what the controllers do on their own to show.
+	holds(t, 15*time.Second, untouched)
+	n, err := getNode(ctx, s, node)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c := nodeCondition(n, v1alpha1.NodePreserved); c == nil || c.Status != corev1.ConditionTrue || c.Reason != v1alpha1.PreservedByUser ||
+		!strings.HasPrefix(c.Message, v1alpha1.PreservedNodeDrainSuccessful) {
+		t.Errorf("node %s: condition %s = %+v; want it kept True, %q, %q...", node, v1alpha1.NodePreserved, c, v1alpha1.PreservedByUser, v1alpha1.PreservedNodeDrainSuccessful)
+	}
+	for _, k := range []string{v1alpha1.ScaleDownDisabledAnnotation, v1alpha1.ScaleDownDisabledByMCMAnnotation} {
+		if n.Annotations[k] != "true" {
+			t.Errorf("node %s: %s=%q, want MCM's true kept", node, k, n.Annotations[k])
+		}
+	}
+	if v := n.Annotations[v1alpha1.PreserveAnnotation]; v != string(v1alpha1.PreserveWhenFailed) {
+		t.Errorf("node %s: %s=%q, want the operator's when-failed kept", node, v1alpha1.PreserveAnnotation, v)
+	}
+	if !n.Spec.Unschedulable && !preservedTaint(n) {
+		t.Errorf("node %s: neither cordoned nor tainted %s (taints %v): new pods may land on a preserved Failed machine's node",
+			node, v1alpha1.PreservedTaintKey, n.Spec.Taints)
+	}
+
+	// The namespace is the controllers' own: a scale-up adds a machine
+	// beside the preserved one, which still counts toward the replicas.
+	patchDeployment(t, s, "web", `{"spec":{"replicas":3}}`)
+	eventually(t, settle, func(ctx context.Context) (bool, string) {
+		got, err := poolMachines(ctx, s, "web")
+		if err != nil {
+			return false, err.Error()
+		}
+		running := 0
+		for _, m := range got {
+			if m.Status.CurrentStatus.Phase == v1alpha1.MachineRunning && m.DeletionTimestamp == nil {
+				running++
+			}
+		}
+		return len(got) == 3 && running == 2, "want the preserved machine and two Running ones:" + describe(got)
+	})
+	checkStillPreserved(t, s, preserved.Name, uid, expiry)
+}
+
+// checkStillPreserved checks the machine MCM preserved is unchanged.
+func checkStillPreserved(t *testing.T, s *simstack.Stack, name string, uid types.UID, expiry metav1.Time) {
+	t.Helper()
+	m, err := getMachine(context.Background(), s, name)
+	if err != nil {
+		t.Fatalf("machine %s: %v", name, err)
+	}
+	cs := m.Status.CurrentStatus
+	if m.UID != uid || m.DeletionTimestamp != nil || cs.Phase != v1alpha1.MachineFailed ||
+		cs.PreserveExpiryTime == nil || !cs.PreserveExpiryTime.Equal(&expiry) {
+		t.Errorf("after the scale-up, machine %s is no longer as MCM left it (uid %v, preserved until %v):%s", name, uid, expiry, describe([]v1alpha1.Machine{*m}))
+	}
+}
+
+// rewriteAsMCMPreserved rewrites machine name and its node as MCM v0.62.1
+// leaves a Failed machine preserved by preserve=when-failed on its Node,
+// ten minutes after it failed, and returns the expiry.
+func rewriteAsMCMPreserved(t *testing.T, s *simstack.Stack, name, node string) metav1.Time {
+	t.Helper()
+	ctx := context.Background()
+	ours := func(annotations map[string]string) {
+		maps.DeleteFunc(annotations, func(k, _ string) bool { return strings.Contains(k, "mcmkit.io/") })
+	}
+	failedAt := metav1.NewTime(time.Now().Add(-10 * time.Minute).Truncate(time.Second))
+	expiry := metav1.NewTime(failedAt.Add(v1alpha1.DefaultMachinePreserveTimeout))
+
+	machines := s.Machines.MachineV1alpha1().Machines(s.NS)
+	m, err := machines.Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours(m.Annotations)
+	delete(m.Annotations, v1alpha1.PreserveAnnotation)
+	m.Annotations[v1alpha1.LastAppliedNodePreserveValueAnnotation] = string(v1alpha1.PreserveWhenFailed)
+	if m, err = machines.Update(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	// MCM's health timeout, then its preservation, which moves
+	// lastUpdateTime to its own start.
+	m.Status.CurrentStatus = v1alpha1.CurrentStatus{Phase: v1alpha1.MachineFailed, LastUpdateTime: failedAt, PreserveExpiryTime: &expiry}
+	m.Status.LastOperation = v1alpha1.LastOperation{
+		Description: fmt.Sprintf("Machine %s health checks failing since last %s minutes. Updating machine phase to Failed. Node Conditions: %+v",
+			name, healthTimeout, m.Status.Conditions),
+		State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck, LastUpdateTime: failedAt,
+	}
+	if _, err := machines.UpdateStatus(ctx, m, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+
+	nodes := s.Core.CoreV1().Nodes()
+	n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ours(n.Annotations)
+	n.Annotations[v1alpha1.PreserveAnnotation] = string(v1alpha1.PreserveWhenFailed)
+	n.Annotations[v1alpha1.ScaleDownDisabledAnnotation] = "true"
+	n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] = "true"
+	n.Spec.Unschedulable = true // MCM v0.62.1's drain cordons; it has no preserved taint
+	if n, err = nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+		Type: v1alpha1.NodePreserved, Status: corev1.ConditionTrue, Reason: v1alpha1.PreservedByUser,
+		Message:            fmt.Sprintf("%s Machine preserved until %v.", v1alpha1.PreservedNodeDrainSuccessful, &expiry),
+		LastTransitionTime: failedAt, LastHeartbeatTime: failedAt,
+	})
+	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	return expiry
+}
+
+// prepareStack is simstack.Start without the controllers: the namespace,
+// the simulated cloud and kubelet, and the class.
+func prepareStack(t *testing.T) *simstack.Stack {
+	t.Helper()
+	env := testenv.Get(t)
+	ctx := context.Background()
+	s := &simstack.Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
+	s.Cluster = simcluster.Start(t, s.Core, simcluster.Options{})
+	_, class, secret := s.Cluster.MachineObjects("")
+	secret.Name, secret.Namespace = "sim", s.NS
+	if _, err := s.Core.CoreV1().Secrets(s.NS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	class.Namespace = s.NS
+	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: s.NS}
+	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	s.Class = class.Name
+	return s
+}
+
+// runControllers runs the machine, MachineSet and MachineDeployment
+// controllers on s as simstack does, until the returned stop is called
+// (or t ends); stop returns once they have stopped.
+func runControllers(t *testing.T, s *simstack.Stack, opts machine.Options) (stop func()) {
+	t.Helper()
+	mf := externalversions.NewSharedInformerFactoryWithOptions(s.Machines, 0, externalversions.WithNamespace(s.NS))
+	cf := informers.NewSharedInformerFactoryWithOptions(s.Core, 0, informers.WithNamespace(s.NS))
+	tf := informers.NewSharedInformerFactory(s.Core, 0)
+	if opts.HealthCheckPeriod == 0 {
+		opts.HealthCheckPeriod = time.Second
+	}
+	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
+		Machines: mf.Machine().V1alpha1().Machines(),
+		Classes:  mf.Machine().V1alpha1().MachineClasses(),
+		Secrets:  cf.Core().V1().Secrets(),
+		Nodes:    tf.Core().V1().Nodes(),
+		Target:   tf,
+	}, s.Cluster.Cloud.Driver(), opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sctrl, err := machineset.NewController(s.Machines, machineset.Informers{
+		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+		Machines:    mf.Machine().V1alpha1().Machines(),
+		Classes:     mf.Machine().V1alpha1().MachineClasses(),
+	}, machineset.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	dctrl, err := deployment.NewController(s.Machines, s.Core, deployment.Informers{
+		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
+		MachineSets: mf.Machine().V1alpha1().MachineSets(),
+		Machines:    mf.Machine().V1alpha1().Machines(),
+		Nodes:       tf.Core().V1().Nodes(),
+	}, deployment.Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runs := []func(context.Context) error{
+		func(ctx context.Context) error { return mctrl.Run(ctx, 4) },
+		func(ctx context.Context) error { return sctrl.Run(ctx, 2) },
+		func(ctx context.Context) error { return dctrl.Run(ctx, 2) },
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	mf.Start(ctx.Done())
+	cf.Start(ctx.Done())
+	tf.Start(ctx.Done())
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Go(func() {
+			if err := run(ctx); err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		mf.Shutdown()
+		cf.Shutdown()
+		tf.Shutdown()
+	})
+	t.Cleanup(stop)
+	return stop
+}
