@@ -1,8 +1,3 @@
-// Package preservation_test shows machine preservation end to end: the
-// machine, MachineSet and MachineDeployment controllers on a real control
-// plane with the simulated cloud and kubelet, driven as an operator drives
-// MCM v0.62.1 (the preserve annotation on a Node, autoPreserveFailedMachineMax
-// on a deployment, a scale-down, a switch from MCM).
 package preservation_test
 
 import (
