@@ -2,6 +2,7 @@ package sim
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"maps"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/strategicpatch"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -46,8 +48,13 @@ type nodeReporter struct {
 
 	mu        sync.Mutex
 	overrides map[string]map[corev1.NodeConditionType]corev1.NodeCondition // by node
-	reports   map[string]reportState                                       // by node; none: due now
-	epoch     uint64                                                       // last reportState.epoch handed out
+	// reported holds, by node, the condition types an override ever gave
+	// it: this kubelet's own, removed when their override is cleared.
+	// Conditions of any other type are someone else's (the machine
+	// controller's Preserved, a problem detector's) and are kept.
+	reported map[string]map[corev1.NodeConditionType]bool
+	reports  map[string]reportState // by node; none: due now
+	epoch    uint64                 // last reportState.epoch handed out
 }
 
 // reportState is what is known of one node's status.
@@ -70,6 +77,7 @@ func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod 
 		reportPeriod: reportPeriod,
 		jitter:       jitter,
 		overrides:    map[string]map[corev1.NodeConditionType]corev1.NodeCondition{},
+		reported:     map[string]map[corev1.NodeConditionType]bool{},
 		reports:      map[string]reportState{},
 	}
 }
@@ -90,6 +98,10 @@ func (r *nodeReporter) setCondition(node string, cond corev1.NodeCondition) {
 		r.overrides[node] = map[corev1.NodeConditionType]corev1.NodeCondition{}
 	}
 	r.overrides[node][cond.Type] = cond
+	if r.reported[node] == nil {
+		r.reported[node] = map[corev1.NodeConditionType]bool{}
+	}
+	r.reported[node][cond.Type] = true
 	r.dueNowLocked(node)
 }
 
@@ -161,7 +173,7 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 	r.mu.Unlock()
 
 	node := r.nodeFor(vm)
-	node.Status = desiredNodeStatus(vm, overrides, nil, now)
+	node.Status = desiredNodeStatus(vm, overrides, nil, nil, now)
 	created, err := r.client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{})
 	switch {
 	case apierrors.IsAlreadyExists(err):
@@ -215,28 +227,26 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	r.mu.Lock()
 	state, known := r.reports[node.Name]
 	overrides := maps.Clone(r.overrides[node.Name])
+	reported := maps.Clone(r.reported[node.Name])
 	r.mu.Unlock()
 
 	due := !known || !now.Before(state.next)
 	if !due && state.checked == node.ResourceVersion {
 		return nil
 	}
-	want := desiredNodeStatus(vm, overrides, node.Status.Conditions, now)
+	want := desiredNodeStatus(vm, overrides, reported, node.Status.Conditions, now)
 	keepExtendedResources(want, node.Status.Capacity)
 	if !due && statusEquivalent(node.Status, want) {
 		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
 		return nil
 	}
-	// A patch without a guard, as the kubelet sends: the node's other
-	// writers (labels, finalizers, kube-controller-manager's Unknown) do
-	// not make it fail, and the lists it replaces are the kubelet's own.
-	data, err := patch.Diff(nodeStatusFields, node.Status, want, "")
+	data, err := nodeStatusPatch(node.Status, want)
 	if err != nil {
 		return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
 	}
 	written := node
 	if data != nil {
-		written, err = patch.Send(ctx, r.client.CoreV1().Nodes().Patch, node.Name, data, "", "status")
+		written, err = patch.SendStrategic(ctx, r.client.CoreV1().Nodes().Patch, node.Name, data, "", "status")
 		if apierrors.IsNotFound(err) {
 			return nil // deleted since the cache saw it
 		}
@@ -248,12 +258,29 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	return nil
 }
 
-// nodeStatusFields are the status fields the kubelet reports.
-func nodeStatusFields(s corev1.NodeStatus) patch.Fields {
-	return patch.Fields{"status": patch.Fields{
-		"capacity": s.Capacity, "allocatable": s.Allocatable, "addresses": s.Addresses,
-		"conditions": s.Conditions, "nodeInfo": s.NodeInfo,
-	}}
+// nodeStatusPatch is the strategic merge patch from cur to the fields of
+// want the kubelet reports, or nil if there is nothing to change. As the
+// kubelet's, it is sent without a guard: the node's other writers (labels,
+// finalizers, kube-controller-manager's Unknown) do not make it fail, and
+// the API server merges conditions by type, so a condition another writer
+// added since the cache was read is kept.
+func nodeStatusPatch(cur, want corev1.NodeStatus) ([]byte, error) {
+	next := cur.DeepCopy()
+	next.Capacity, next.Allocatable, next.Addresses = want.Capacity, want.Allocatable, want.Addresses
+	next.Conditions, next.NodeInfo = want.Conditions, want.NodeInfo
+	before, err := json.Marshal(corev1.Node{Status: cur})
+	if err != nil {
+		return nil, err
+	}
+	after, err := json.Marshal(corev1.Node{Status: *next})
+	if err != nil {
+		return nil, err
+	}
+	data, err := strategicpatch.CreateTwoWayMergePatch(before, after, corev1.Node{})
+	if err != nil || string(data) == "{}" {
+		return nil, err
+	}
+	return data, nil
 }
 
 // record stores what a report found out, unless the node's state changed
@@ -270,7 +297,9 @@ func (r *nodeReporter) record(node string, known bool, before, after reportState
 // desiredNodeStatus is the status the node's kubelet reports: capacity and
 // addresses of the VM, healthy conditions unless overridden. Transition
 // times are kept from current when a condition's status did not change.
-func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.NodeCondition, current []corev1.NodeCondition, now time.Time) corev1.NodeStatus {
+// The current conditions of types neither a default nor ever reported (by
+// an override) are someone else's and stay as they are.
+func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.NodeCondition, reported map[corev1.NodeConditionType]bool, current []corev1.NodeCondition, now time.Time) corev1.NodeStatus {
 	capacity := vm.Capacity.DeepCopy()
 	if capacity == nil {
 		capacity = corev1.ResourceList{}
@@ -302,6 +331,11 @@ func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.Node
 			if cur.Type == conditions[i].Type && cur.Status == conditions[i].Status {
 				conditions[i].LastTransitionTime = cur.LastTransitionTime
 			}
+		}
+	}
+	for _, cur := range current {
+		if !reported[cur.Type] && !slices.ContainsFunc(conditions, func(c corev1.NodeCondition) bool { return c.Type == cur.Type }) {
+			conditions = append(conditions, cur)
 		}
 	}
 	return corev1.NodeStatus{

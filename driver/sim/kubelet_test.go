@@ -9,6 +9,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/google/go-cmp/cmp"
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	corev1 "k8s.io/api/core/v1"
 	apiequality "k8s.io/apimachinery/pkg/api/equality"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -42,6 +43,7 @@ func TestDesiredNodeStatus(t *testing.T) {
 	tests := []struct {
 		name      string
 		overrides map[corev1.NodeConditionType]corev1.NodeCondition
+		reported  map[corev1.NodeConditionType]bool
 		current   []corev1.NodeCondition
 		want      []cond
 	}{
@@ -79,10 +81,35 @@ func TestDesiredNodeStatus(t *testing.T) {
 				{"KernelDeadlock", corev1.ConditionTrue, now},
 			},
 		},
+		{
+			name: "someone else's condition stays as it is",
+			current: []corev1.NodeCondition{
+				{Type: corev1.NodeReady, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+				{Type: v1alpha1.NodePreserved, Status: corev1.ConditionTrue, LastTransitionTime: earlier},
+			},
+			want: []cond{
+				{corev1.NodeReady, corev1.ConditionTrue, earlier.Time},
+				{corev1.NodeMemoryPressure, corev1.ConditionFalse, now},
+				{corev1.NodeDiskPressure, corev1.ConditionFalse, now},
+				{corev1.NodePIDPressure, corev1.ConditionFalse, now},
+				{v1alpha1.NodePreserved, corev1.ConditionTrue, earlier.Time},
+			},
+		},
+		{
+			name:     "a condition this kubelet reported goes with its override",
+			reported: map[corev1.NodeConditionType]bool{"KernelDeadlock": true},
+			current:  []corev1.NodeCondition{{Type: "KernelDeadlock", Status: corev1.ConditionTrue, LastTransitionTime: earlier}},
+			want: []cond{
+				{corev1.NodeReady, corev1.ConditionTrue, now},
+				{corev1.NodeMemoryPressure, corev1.ConditionFalse, now},
+				{corev1.NodeDiskPressure, corev1.ConditionFalse, now},
+				{corev1.NodePIDPressure, corev1.ConditionFalse, now},
+			},
+		},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			got := desiredNodeStatus(vm, tc.overrides, tc.current, now)
+			got := desiredNodeStatus(vm, tc.overrides, tc.reported, tc.current, now)
 			if diff := cmp.Diff(tc.want, summarize(got)); diff != "" {
 				t.Errorf("conditions (-want +got):\n%s", diff)
 			}
@@ -96,14 +123,14 @@ func TestDesiredNodeStatus(t *testing.T) {
 func TestStatusEquivalentIgnoresHeartbeats(t *testing.T) {
 	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
 	vm := VM{Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
-	first := desiredNodeStatus(vm, nil, nil, now)
-	later := desiredNodeStatus(vm, nil, first.Conditions, now.Add(time.Minute))
+	first := desiredNodeStatus(vm, nil, nil, nil, now)
+	later := desiredNodeStatus(vm, nil, nil, first.Conditions, now.Add(time.Minute))
 	if !statusEquivalent(first, later) {
 		t.Error("a status that differs only in heartbeat times needs no write")
 	}
 	notReady := desiredNodeStatus(vm, map[corev1.NodeConditionType]corev1.NodeCondition{
 		corev1.NodeReady: {Type: corev1.NodeReady, Status: corev1.ConditionFalse},
-	}, first.Conditions, now)
+	}, nil, first.Conditions, now)
 	if statusEquivalent(first, notReady) {
 		t.Error("a changed Ready condition must be written")
 	}
@@ -588,7 +615,7 @@ func BenchmarkSyncSteadyState(b *testing.B) {
 		src.vms = append(src.vms, vm)
 		node := k.nodes.nodeFor(vm)
 		node.ResourceVersion = "1"
-		node.Status = desiredNodeStatus(vm, nil, nil, start)
+		node.Status = desiredNodeStatus(vm, nil, nil, nil, start)
 		if err := indexer.Add(node); err != nil {
 			b.Fatal(err)
 		}
@@ -652,5 +679,41 @@ func TestKeepExtendedResources(t *testing.T) {
 	wantCapacity := corev1.ResourceList{corev1.ResourceCPU: q("2"), corev1.ResourcePods: q("110"), "example.com/gpu": q("1")}
 	if !apiequality.Semantic.DeepEqual(want.Capacity, wantCapacity) || !apiequality.Semantic.DeepEqual(want.Allocatable, wantCapacity) {
 		t.Errorf("capacity %v, allocatable %v; want both %v", want.Capacity, want.Allocatable, wantCapacity)
+	}
+}
+
+// A status report merges conditions by type, as the kubelet's does: a
+// condition another writer added after the report's copy of the node was
+// read survives the report.
+func TestReportStatusKeepsAConditionAddedMeanwhile(t *testing.T) {
+	now := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vm := VM{NodeName: "n1", Capacity: corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("2")}}
+	r := newNodeReporter(nil, "sim", time.Minute, func(d time.Duration) time.Duration { return d })
+	stale := r.nodeFor(vm)
+	stale.Status = desiredNodeStatus(vm, nil, nil, nil, now)
+	meanwhile := stale.DeepCopy()
+	meanwhile.Status.Conditions = append(meanwhile.Status.Conditions, corev1.NodeCondition{
+		Type: v1alpha1.NodePreserved, Status: corev1.ConditionTrue, Reason: v1alpha1.PreservedByUser,
+	})
+	client := fake.NewClientset(meanwhile)
+	r.client = client
+	r.setCondition("n1", corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"})
+
+	if err := r.reportStatus(t.Context(), vm, stale, now.Add(time.Second)); err != nil {
+		t.Fatal(err)
+	}
+	got, err := client.CoreV1().Nodes().Get(t.Context(), "n1", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	status := map[corev1.NodeConditionType]corev1.ConditionStatus{}
+	for _, c := range got.Status.Conditions {
+		status[c.Type] = c.Status
+	}
+	if status[corev1.NodeReady] != corev1.ConditionFalse {
+		t.Errorf("Ready is %q after the report, want False", status[corev1.NodeReady])
+	}
+	if status[v1alpha1.NodePreserved] != corev1.ConditionTrue {
+		t.Errorf("the Preserved condition added meanwhile is %q after the report, want it kept (True); conditions: %v", status[v1alpha1.NodePreserved], got.Status.Conditions)
 	}
 }
