@@ -171,11 +171,21 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 	defer b.mu.Unlock()
 	inFlight := map[string]bool{}
 	present := map[string]bool{}
+	shown := map[string]bool{}
 	for _, s := range members {
 		key := machineKey(s)
 		present[key] = true
-		if s.DeletionTimestamp != nil || replacing(s.Status.CurrentStatus.Phase) {
-			inFlight[key] = true
+		switch {
+		case s.DeletionTimestamp != nil:
+			shown[key], inFlight[key] = true, true
+		case replacing(s.Status.CurrentStatus.Phase):
+			// A machine whose preservation holds is kept, not
+			// replaced (as MCM's canMarkMachineFailed); once it runs
+			// out, the machine counts again.
+			shown[key] = true
+			if !machinestate.Preserved(s, now) {
+				inFlight[key] = true
+			}
 		}
 	}
 	// A hold counts in the group it was taken in: a set adopted by a
@@ -188,7 +198,7 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 		if h.group != gkey {
 			continue
 		}
-		if !present[key] || inFlight[key] {
+		if !present[key] || shown[key] {
 			delete(b.held, key) // the cache shows it, or it is gone
 			continue
 		}
@@ -197,7 +207,7 @@ func (b *Budget) MayReplace(_ context.Context, m *v1alpha1.Machine) (bool, strin
 		}
 	}
 	if b.maxUnhealthy != nil {
-		if r := Assess(members, *b.maxUnhealthy); r.Blocked() {
+		if r := Assess(members, *b.maxUnhealthy, now); r.Blocked() {
 			return false, r.Message(g.String())
 		}
 	}

@@ -33,6 +33,11 @@ const (
 	pending
 	crashLoop
 	creating
+	// preservedFailed and preservedUnknown are preserved until an hour
+	// after t0; expiredFailed's preservation ended at t0.
+	preservedFailed
+	preservedUnknown
+	expiredFailed
 )
 
 // machineIn is machine i of deployment, in state st: controlled by the
@@ -56,6 +61,16 @@ func machineIn(deployment string, i int, st machineState) *v1alpha1.Machine {
 	case crashLoop:
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineCrashLoopBackOff
 	case creating: // no phase yet
+	case preservedFailed, preservedUnknown, expiredFailed:
+		m.Status.CurrentStatus.Phase = v1alpha1.MachineFailed
+		if st == preservedUnknown {
+			m.Status.CurrentStatus.Phase = v1alpha1.MachineUnknown
+		}
+		until := metav1.NewTime(t0.Add(time.Hour))
+		if st == expiredFailed {
+			until = metav1.NewTime(t0)
+		}
+		m.Status.CurrentStatus.PreserveExpiryTime = &until
 	case deleting:
 		m.Status.CurrentStatus.Phase = v1alpha1.MachineRunning
 		now := metav1.NewTime(t0)
@@ -151,6 +166,8 @@ func TestMayReplace(t *testing.T) {
 		{name: "default 1: a Pending replacement holds it", states: []machineState{unknown, pending, running}, asks: []int{0}, want: []bool{false}},
 		{name: "default 1: a CrashLoopBackOff replacement holds it", states: []machineState{unknown, crashLoop, running}, asks: []int{0}, want: []bool{false}},
 		{name: "default 1: a machine being created holds it", states: []machineState{unknown, creating, running}, asks: []int{0}, want: []bool{false}},
+		{name: "default 1: a preserved Failed machine is kept, not replaced: no slot held", states: []machineState{unknown, preservedFailed, running}, asks: []int{0}, want: []bool{true}},
+		{name: "default 1: a Failed machine whose preservation ran out holds it", states: []machineState{unknown, expiredFailed, running}, asks: []int{0}, want: []bool{false}},
 		{name: "default 1: the first yes holds the slot for the next", states: []machineState{unknown, unknown}, asks: []int{0, 1}, want: []bool{true, false}},
 		{name: "asking twice for one machine counts once", states: []machineState{unknown, unknown}, asks: []int{0, 0}, want: []bool{true, true}},
 		{name: "limit 3 with two in flight", max: ptr(intstr.FromInt32(3)), states: []machineState{unknown, unknown, failed, deleting, running},

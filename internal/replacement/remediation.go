@@ -2,10 +2,12 @@ package replacement
 
 import (
 	"fmt"
+	"time"
 
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // Remediation is how unhealthy a deployment's machines are, against
@@ -44,13 +46,15 @@ func DeploymentNoun(name string) string {
 
 // Assess counts the unhealthy machines among a deployment's: Unknown
 // (failing health checks) or Failed, and not being deleted (those are on
-// their way out already). maxUnhealthy is a number or a percentage of the
-// machines, rounded down; its owner validated it (ValidMaxUnhealthy).
-func Assess(machines []*v1alpha1.Machine, maxUnhealthy intstr.IntOrString) Remediation {
+// their way out already), and whose preservation does not hold at now
+// (machinestate.Preserved: a machine kept for diagnosis is no sign of an
+// outage). maxUnhealthy is a number or a percentage of the machines,
+// rounded down; its owner validated it (ValidMaxUnhealthy).
+func Assess(machines []*v1alpha1.Machine, maxUnhealthy intstr.IntOrString, now time.Time) Remediation {
 	r := Remediation{Total: len(machines)}
 	for _, m := range machines {
 		phase := m.Status.CurrentStatus.Phase
-		if m.DeletionTimestamp == nil && (phase == v1alpha1.MachineUnknown || phase == v1alpha1.MachineFailed) {
+		if m.DeletionTimestamp == nil && (phase == v1alpha1.MachineUnknown || phase == v1alpha1.MachineFailed) && !machinestate.Preserved(m, now) {
 			r.Unhealthy++
 		}
 	}

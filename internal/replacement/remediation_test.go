@@ -35,13 +35,15 @@ func TestAssessRemediation(t *testing.T) {
 		{"rounded down", append(states(2, running), unknown), intstr.FromString("50%"), Remediation{1, 3, 1}, false},
 		{"zero allows none unhealthy", []machineState{running, unknown}, intstr.FromInt32(0), Remediation{1, 2, 0}, true},
 		{"no machines", nil, intstr.FromString("40%"), Remediation{0, 0, 0}, false},
+		{"preserved machines are not unhealthy", []machineState{preservedFailed, preservedUnknown, unknown, running}, intstr.FromInt32(1), Remediation{1, 4, 1}, false},
+		{"a preservation that ran out counts again", []machineState{expiredFailed, unknown, running}, intstr.FromInt32(1), Remediation{2, 3, 1}, true},
 	}
 	for _, tc := range tests {
 		var ms []*v1alpha1.Machine
 		for i, st := range tc.states {
 			ms = append(ms, machineIn("pool", i, st))
 		}
-		got := Assess(ms, tc.max)
+		got := Assess(ms, tc.max, t0)
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}

@@ -28,6 +28,14 @@
 // the set cache counts each set's machines on their own (a deployment in a
 // rollout then has a slot per set).
 //
+// A machine whose preservation holds at the budget's clock
+// (machinestate.Preserved: kept for diagnosis by its set, neither deleted
+// nor replaced) is not a replacement in progress, nor unhealthy for the
+// short-circuit, as MCM leaves machines with a preserve expiry out of its
+// count; once the preservation runs out it counts again. (MCM keeps not
+// counting an expired preservation until the machine controller clears
+// it.)
+//
 // # Remediation short-circuit
 //
 // With Options.MaxUnhealthy (--machine-max-unhealthy of the reference

@@ -72,9 +72,10 @@ func (c *Controller) checkRemediation(ctx context.Context, namespace string, set
 	}
 	byDeployment := replacement.GroupByDeployment(sets, machines)
 	var errs []error
+	now := c.opts.Clock.Now()
 	for _, d := range deployments {
-		r := replacement.Assess(byDeployment[d.UID], *c.opts.MaxUnhealthy)
-		if slices.Equal(remediationCondition(d.Status.Conditions, d.Name, r, c.opts.Clock.Now()), d.Status.Conditions) {
+		r := replacement.Assess(byDeployment[d.UID], *c.opts.MaxUnhealthy, now)
+		if slices.Equal(remediationCondition(d.Status.Conditions, d.Name, r, now), d.Status.Conditions) {
 			continue
 		}
 		// The status before is the fresh read's: the cache may not show
