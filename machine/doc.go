@@ -216,6 +216,14 @@
 //     last-applied record is deleted rather than left empty.
 //   - A machine's preservation does not move its lastUpdateTime, so the
 //     health timeout is not restarted by it.
+//   - A preservation starts once the machine's creation has ended (it
+//     runs, waits for its node, or failed): "now" on a machine whose
+//     VM is still being created (no phase yet, or CrashLoopBackOff) gets
+//     its expiry then, so its time counts from when there is something to
+//     look at (MCM starts it during the creation retries). As in MCM, a
+//     frozen controller leaves preservations as they are; and a machine
+//     whose node or VM another machine claims too (see Claims) acts on
+//     neither, its preservation included, until one claim is gone.
 //
 // # Claims
 //

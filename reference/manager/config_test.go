@@ -116,6 +116,8 @@ func TestParseFlagsAccepts(t *testing.T) {
 		{"underscores in values are values", []string{"--namespace", "shoot_a", "--node-conditions=Kernel_Deadlock"},
 			withDefaults(func(c *Config) { c.Namespace, c.NodeConditions = "shoot_a", "Kernel_Deadlock" })},
 		{"replica ceiling", []string{"--machine-max-replicas=20000"}, withDefaults(func(c *Config) { c.MachineMaxReplicas = 20000 })},
+		{"preserved machines hold a scale-down", []string{"--machine-keep-preserved-on-scale-down"},
+			withDefaults(func(c *Config) { c.MachineKeepPreservedOnScaleDown = true })},
 		{"secure metrics, self-signed", []string{"--metrics-secure"}, withDefaults(func(c *Config) { c.MetricsSecure = true })},
 		{"secure metrics with a certificate", []string{"--metrics-secure", "--metrics-cert-file", certFile, "--metrics-key-file", keyFile},
 			withDefaults(func(c *Config) { c.MetricsSecure, c.MetricsCertFile, c.MetricsKeyFile = true, certFile, keyFile })},

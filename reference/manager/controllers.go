@@ -196,7 +196,10 @@ func newMachineSetController(_ context.Context, cc ControllerContext) (Runnable,
 		MachineSets: cc.MachineInformers.Machine().V1alpha1().MachineSets(),
 		Machines:    cc.MachineInformers.Machine().V1alpha1().Machines(),
 		Classes:     cc.MachineInformers.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{MaxReplicas: cc.Config.MachineMaxReplicas, SafetyGate: cc.gate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer})
+	}, machineset.Options{
+		MaxReplicas: cc.Config.MachineMaxReplicas, KeepPreservedOnScaleDown: cc.Config.MachineKeepPreservedOnScaleDown,
+		SafetyGate: cc.gate(), Logger: cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,
+	})
 	if err != nil {
 		return nil, fmt.Errorf("machineset controller: %w", err)
 	}

@@ -157,6 +157,12 @@ type Config struct {
 	// condition and a Warning event. An addition to MCM's flags; MCM has
 	// no ceiling.
 	MachineMaxReplicas int
+	// MachineKeepPreservedOnScaleDown makes a MachineSet's scale-down stop
+	// short of its preserved machines until their preservation ends
+	// (machineset.Options.KeepPreservedOnScaleDown). An addition to MCM's
+	// flags; false keeps MCM's behaviour: preserved machines go last, and
+	// go when the scale-down needs them.
+	MachineKeepPreservedOnScaleDown bool
 	// StatusCheckPeriod and StatusCheckTimeout configure the safety
 	// controller's API-server reachability check.
 	StatusCheckPeriod, StatusCheckTimeout time.Duration
