@@ -473,7 +473,7 @@ func TestKubectlColumns(t *testing.T) {
 	want := [][]string{
 		{"NAME", "DESIRED", "CURRENT", "READY", "UP-TO-DATE", "AVAILABLE", "AGE"},
 		{"NAME", "DESIRED", "CURRENT", "READY", "AVAILABLE", "AGE"},
-		{"NAME", "STATUS", "NODE", "PROVIDERID", "AGE"},
+		{"NAME", "STATUS", "NODE", "PROVIDERID", "PRESERVED", "AGE"},
 		{"NAME", "PROVIDER", "AGE"},
 	}
 	if diff := cmp.Diff(want, headers); diff != "" {
