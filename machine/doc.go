@@ -176,7 +176,9 @@
 //     (PreserveCordonedAnnotation) before the drain runs and undone once
 //     the machine runs again.
 //   - Stop: on expiry, when the annotation goes, on "false", or when a
-//     when-failed or auto-preserved machine is no longer Failed. The
+//     when-failed or auto-preserved machine is no longer Failed (a
+//     preserved Failed machine whose node is healthy again runs again, as
+//     in MCM; one that is not preserved stays Failed for its set). The
 //     condition turns False ("Preservation stopped.", with a message
 //     saying why), the taint and the scale-down-disabled annotations
 //     carrying the marker go, the expiry is cleared. An expired annotation

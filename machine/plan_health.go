@@ -9,6 +9,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // planHealth plans join and health transitions of a machine whose VM
@@ -56,7 +57,18 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 			return
 		}
 		planUnhealthy(p, obs, why, o)
-	default: // Failed, CrashLoopBackOff: left to the MachineSet or the creation flow.
+	case v1alpha1.MachineFailed:
+		// A Failed machine is replaced by its set, unless its preservation
+		// keeps it: then, as in MCM, a healthy node brings it back, and
+		// the preservation step stops a when-failed preservation in the
+		// same write.
+		if healthy && machinestate.Preserved(m, obs.Now) {
+			markRunning(p, obs.Now, v1alpha1.MachineOperationHealthCheck, ReasonRecovered,
+				fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), o)
+			return
+		}
+		p.RequeueAfter = o.LongRetry
+	default: // CrashLoopBackOff: left to the creation flow.
 		p.RequeueAfter = o.LongRetry
 	}
 }

@@ -5,24 +5,17 @@ import (
 	"fmt"
 	"maps"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/client-go/informers"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/client/informers/externalversions"
-	"github.com/mcmkit/mcm/deployment"
 	"github.com/mcmkit/mcm/e2e/simstack"
 	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
-	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
-	"github.com/mcmkit/mcm/machineset"
 )
 
 // TestIntegrationSwitchFromMCMKeepsPreservation (acceptance 4): a machine
@@ -42,9 +35,11 @@ import (
 // (MCM's cordon or our taint); a scale-up adds machines beside it.
 func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
 	ctx := context.Background()
-	s := prepareStack(t)
-	opts := machine.Options{Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout}}}
-	stop := runControllers(t, s, opts)
+	s := simstack.Prepare(t, simcluster.Options{})
+	opts := simstack.Options{Deployments: true, Machine: machine.Options{
+		Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout}},
+	}}
+	stop := s.Run(t, opts)
 	createDeployment(t, s, poolDeployment(s, "web", 2, nil))
 	ms := runningPool(t, s, "web", 2)
 	stop()
@@ -65,7 +60,7 @@ func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
 	expiry := rewriteAsMCMPreserved(t, s, preserved.Name, node)
 	uid := preserved.UID
 
-	stop = runControllers(t, s, opts)
+	stop = s.Run(t, opts)
 	defer stop()
 	eventually(t, settle, func(ctx context.Context) (bool, string) {
 		set, deployment, err := preservedCounts(ctx, s, "web")
@@ -205,92 +200,4 @@ func rewriteAsMCMPreserved(t *testing.T, s *simstack.Stack, name, node string) m
 		t.Fatal(err)
 	}
 	return expiry
-}
-
-// prepareStack is simstack.Start without the controllers: the namespace,
-// the simulated cloud and kubelet, and the class.
-func prepareStack(t *testing.T) *simstack.Stack {
-	t.Helper()
-	env := testenv.Get(t)
-	ctx := context.Background()
-	s := &simstack.Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
-	s.Cluster = simcluster.Start(t, s.Core, simcluster.Options{})
-	_, class, secret := s.Cluster.MachineObjects("")
-	secret.Name, secret.Namespace = "sim", s.NS
-	if _, err := s.Core.CoreV1().Secrets(s.NS).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	class.Namespace = s.NS
-	class.SecretRef = &corev1.SecretReference{Name: "sim", Namespace: s.NS}
-	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	s.Class = class.Name
-	return s
-}
-
-// runControllers runs the machine, MachineSet and MachineDeployment
-// controllers on s as simstack does, until the returned stop is called
-// (or t ends); stop returns once they have stopped.
-func runControllers(t *testing.T, s *simstack.Stack, opts machine.Options) (stop func()) {
-	t.Helper()
-	mf := externalversions.NewSharedInformerFactoryWithOptions(s.Machines, 0, externalversions.WithNamespace(s.NS))
-	cf := informers.NewSharedInformerFactoryWithOptions(s.Core, 0, informers.WithNamespace(s.NS))
-	tf := informers.NewSharedInformerFactory(s.Core, 0)
-	if opts.HealthCheckPeriod == 0 {
-		opts.HealthCheckPeriod = time.Second
-	}
-	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
-		Machines: mf.Machine().V1alpha1().Machines(),
-		Classes:  mf.Machine().V1alpha1().MachineClasses(),
-		Secrets:  cf.Core().V1().Secrets(),
-		Nodes:    tf.Core().V1().Nodes(),
-		Target:   tf,
-	}, s.Cluster.Cloud.Driver(), opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	sctrl, err := machineset.NewController(s.Machines, machineset.Informers{
-		MachineSets: mf.Machine().V1alpha1().MachineSets(),
-		Machines:    mf.Machine().V1alpha1().Machines(),
-		Classes:     mf.Machine().V1alpha1().MachineClasses(),
-	}, machineset.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	dctrl, err := deployment.NewController(s.Machines, s.Core, deployment.Informers{
-		Deployments: mf.Machine().V1alpha1().MachineDeployments(),
-		MachineSets: mf.Machine().V1alpha1().MachineSets(),
-		Machines:    mf.Machine().V1alpha1().Machines(),
-		Nodes:       tf.Core().V1().Nodes(),
-	}, deployment.Options{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	runs := []func(context.Context) error{
-		func(ctx context.Context) error { return mctrl.Run(ctx, 4) },
-		func(ctx context.Context) error { return sctrl.Run(ctx, 2) },
-		func(ctx context.Context) error { return dctrl.Run(ctx, 2) },
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	mf.Start(ctx.Done())
-	cf.Start(ctx.Done())
-	tf.Start(ctx.Done())
-	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Go(func() {
-			if err := run(ctx); err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		})
-	}
-	stop = sync.OnceFunc(func() {
-		cancel()
-		wg.Wait()
-		mf.Shutdown()
-		cf.Shutdown()
-		tf.Shutdown()
-	})
-	t.Cleanup(stop)
-	return stop
 }

@@ -8,6 +8,15 @@
 //
 //	s := simstack.Start(t, simstack.Options{Deployments: true})
 //	// create MachineSets or MachineDeployments in s.NS naming class s.Class
+//
+// A test that restarts the controllers prepares the stack and runs them
+// itself:
+//
+//	s := simstack.Prepare(t, simcluster.Options{})
+//	stop := s.Run(t, simstack.Options{Deployments: true})
+//	// ...
+//	stop()
+//	s.Run(t, simstack.Options{Deployments: true})
 package simstack
 
 import (
@@ -72,15 +81,32 @@ type Stack struct {
 	Cluster   *simcluster.Cluster
 }
 
-// Start runs the stack until t ends.
+// Start runs the stack until t ends: Prepare, then Run.
 func Start(t *testing.T, opts Options) *Stack {
 	t.Helper()
-	env := testenv.Get(t)
-	ctx := context.Background()
-	s := &Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
-	s.Cluster = simcluster.Start(t, s.Core, opts.Cluster)
-	s.Class = createClass(ctx, t, s)
+	s := Prepare(t, opts.Cluster)
+	s.Run(t, opts)
+	return s
+}
 
+// Prepare is the stack without its controllers: the test's namespace, the
+// simulated cloud and kubelet (configured by cluster) and the class. Run
+// starts the controllers; a test that stops them and starts them again (a
+// restart, a switch from another controller manager) calls Run twice.
+func Prepare(t *testing.T, cluster simcluster.Options) *Stack {
+	t.Helper()
+	env := testenv.Get(t)
+	s := &Stack{NS: env.Namespace(t), Machines: versioned.NewForConfigOrDie(env.Config()), Core: env.Client()}
+	s.Cluster = simcluster.Start(t, s.Core, cluster)
+	s.Class = createClass(context.Background(), t, s)
+	return s
+}
+
+// Run runs the controllers opts chooses on s (opts.Cluster is Prepare's)
+// until the returned stop is called or t ends; stop returns once they have
+// stopped.
+func (s *Stack) Run(t *testing.T, opts Options) (stop func()) {
+	t.Helper()
 	mf := externalversions.NewSharedInformerFactoryWithOptions(s.Machines, 0, externalversions.WithNamespace(s.NS))
 	cf := informers.NewSharedInformerFactoryWithOptions(s.Core, 0, informers.WithNamespace(s.NS))
 	tf := informers.NewSharedInformerFactory(s.Core, 0)
@@ -93,6 +119,34 @@ func Start(t *testing.T, opts Options) *Stack {
 	if opts.Safety {
 		runs = startSafety(t, s, &opts, mf, cf, tf)
 	}
+	runs = append(runs, s.controllers(t, opts, mf, cf, tf)...)
+	runCtx, cancel := context.WithCancel(context.Background())
+	mf.Start(runCtx.Done())
+	cf.Start(runCtx.Done())
+	tf.Start(runCtx.Done())
+	var wg sync.WaitGroup
+	for _, run := range runs {
+		wg.Go(func() {
+			if err := run(runCtx); err != nil {
+				t.Errorf("controller: %v", err)
+			}
+		})
+	}
+	stop = sync.OnceFunc(func() {
+		cancel()
+		wg.Wait()
+		mf.Shutdown()
+		cf.Shutdown()
+		tf.Shutdown()
+	})
+	t.Cleanup(stop)
+	return stop
+}
+
+// controllers builds the machine, MachineSet and (with opts.Deployments)
+// MachineDeployment controllers and returns their runs.
+func (s *Stack) controllers(t *testing.T, opts Options, mf externalversions.SharedInformerFactory, cf, tf informers.SharedInformerFactory) []func(context.Context) error {
+	t.Helper()
 	mctrl, err := machine.NewController(s.Machines, s.Core, s.Core, machine.Informers{
 		Machines: mf.Machine().V1alpha1().Machines(),
 		Classes:  mf.Machine().V1alpha1().MachineClasses(),
@@ -103,7 +157,7 @@ func Start(t *testing.T, opts Options) *Stack {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runs = append(runs, func(ctx context.Context) error { return mctrl.Run(ctx, 4) })
+	runs := []func(context.Context) error{func(ctx context.Context) error { return mctrl.Run(ctx, 4) }}
 	sctrl, err := machineset.NewController(s.Machines, machineset.Informers{
 		MachineSets: mf.Machine().V1alpha1().MachineSets(),
 		Machines:    mf.Machine().V1alpha1().Machines(),
@@ -125,26 +179,7 @@ func Start(t *testing.T, opts Options) *Stack {
 		}
 		runs = append(runs, func(ctx context.Context) error { return dctrl.Run(ctx, 2) })
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	mf.Start(runCtx.Done())
-	cf.Start(runCtx.Done())
-	tf.Start(runCtx.Done())
-	var wg sync.WaitGroup
-	for _, run := range runs {
-		wg.Go(func() {
-			if err := run(runCtx); err != nil {
-				t.Errorf("controller: %v", err)
-			}
-		})
-	}
-	t.Cleanup(func() {
-		cancel()
-		wg.Wait()
-		mf.Shutdown()
-		cf.Shutdown()
-		tf.Shutdown()
-	})
-	return s
+	return runs
 }
 
 // createClass creates the simulated cloud's MachineClass and its secret in
