@@ -11,6 +11,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/util/retry"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/e2e/simstack"
@@ -178,25 +179,39 @@ func rewriteAsMCMPreserved(t *testing.T, s *simstack.Stack, name, node string) m
 		t.Fatal(err)
 	}
 
+	// kube-controller-manager taints the unreachable node meanwhile:
+	// each write is retried on a conflict with a fresh read.
 	nodes := s.Core.CoreV1().Nodes()
-	n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		ours(n.Annotations)
+		n.Annotations[v1alpha1.PreserveAnnotation] = string(v1alpha1.PreserveWhenFailed)
+		n.Annotations[v1alpha1.ScaleDownDisabledAnnotation] = "true"
+		n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] = "true"
+		n.Spec.Unschedulable = true // MCM v0.62.1's drain cordons; it has no preserved taint
+		_, err = nodes.Update(ctx, n, metav1.UpdateOptions{})
+		return err
+	})
 	if err != nil {
 		t.Fatal(err)
 	}
-	ours(n.Annotations)
-	n.Annotations[v1alpha1.PreserveAnnotation] = string(v1alpha1.PreserveWhenFailed)
-	n.Annotations[v1alpha1.ScaleDownDisabledAnnotation] = "true"
-	n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] = "true"
-	n.Spec.Unschedulable = true // MCM v0.62.1's drain cordons; it has no preserved taint
-	if n, err = nodes.Update(ctx, n, metav1.UpdateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
-		Type: v1alpha1.NodePreserved, Status: corev1.ConditionTrue, Reason: v1alpha1.PreservedByUser,
-		Message:            fmt.Sprintf("%s Machine preserved until %v.", v1alpha1.PreservedNodeDrainSuccessful, &expiry),
-		LastTransitionTime: failedAt, LastHeartbeatTime: failedAt,
+	err = retry.RetryOnConflict(retry.DefaultRetry, func() error {
+		n, err := nodes.Get(ctx, node, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		n.Status.Conditions = append(n.Status.Conditions, corev1.NodeCondition{
+			Type: v1alpha1.NodePreserved, Status: corev1.ConditionTrue, Reason: v1alpha1.PreservedByUser,
+			Message:            fmt.Sprintf("%s Machine preserved until %v.", v1alpha1.PreservedNodeDrainSuccessful, &expiry),
+			LastTransitionTime: failedAt, LastHeartbeatTime: failedAt,
+		})
+		_, err = nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{})
+		return err
 	})
-	if _, err := nodes.UpdateStatus(ctx, n, metav1.UpdateOptions{}); err != nil {
+	if err != nil {
 		t.Fatal(err)
 	}
 	return expiry
