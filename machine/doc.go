@@ -227,6 +227,109 @@
 //     whose node or VM another machine claims too (see Claims) acts on
 //     neither, its preservation included, until one claim is gone.
 //
+// # In-place updates
+//
+// A machine of an InPlaceUpdate MachineDeployment keeps its VM across a
+// rollout: the deployment controller marks its node and moves it to the
+// new MachineSet once the node agent (outside the controllers; Gardener's
+// gardener-node-agent) has updated it. The machine controller's side of
+// that protocol is MCM v0.62.1's, with MCM's keys, values, reasons and
+// texts (v1alpha1's in-place constants). Planned by planInPlace after the
+// health step, for a machine whose own node is in the cache:
+//
+//   - The node's condition InPlaceUpdate (always True) tells its state,
+//     reason by reason, from the node's labels: with
+//     node.machine.sapcloud.io/candidate-for-update (any value; without
+//     it the labels are not read) CandidateForUpdate, when the node has
+//     no such condition yet or its last update succeeded and its result
+//     label is gone; with node.machine.sapcloud.io/selected-for-update
+//     too, SelectedForUpdate; once drained, ReadyForUpdate; on the
+//     agent's node.machine.sapcloud.io/update-result, UpdateSuccessful
+//     ("successful") or UpdateFailed ("failed", the message ending in the
+//     node's node.machine.sapcloud.io/update-failed-reason). The
+//     condition is written by a strategic merge patch of the node's
+//     status naming only it, when its reason or message changes; its
+//     transition time moves with the reason. The controller never writes
+//     the labels and never removes the condition.
+//   - SelectedForUpdate: the node of a Running (or Unknown) machine is
+//     cordoned and drained under the machine's drain rules, as a
+//     deletion's drain (the same drain engine, in non-blocking passes):
+//     the drain timeout counted from the selection
+//     (InPlaceDrainStartedAnnotation, never earlier than the condition's
+//     transition to SelectedForUpdate), forced with the force-drain
+//     label, the engine's force on a node NotReady for long; its state
+//     in InPlaceDrainStateAnnotation. A failed pass gives lastOperation
+//     DrainNode Failed, MCM's "Drain failed due to - <error>. Will retry
+//     in next sync. Initiate node drain", a DrainFailed event, and a
+//     retry with the machine's backoff. The machine stays as it was,
+//     Running and available, while its node drains.
+//   - Drained: phase InPlaceUpdating, lastOperation InPlaceUpdate
+//     Processing "Machine <m> is undergoing an in-place update" (event
+//     InPlaceUpdating), written before the condition turns ReadyForUpdate:
+//     the agent's go. The in-place timeout counts from here
+//     (currentStatus.lastUpdateTime): the machine's inPlaceUpdateTimeout,
+//     else Options.Machine's (--machine-inplace-update-timeout), 20m.
+//   - The agent's answer, a label on the node (its candidate and selected
+//     labels and the cordon left alone, the result label kept until the
+//     deployment controller removes it): successful gives
+//     InPlaceUpdateSuccessful, lastOperation InPlaceUpdate Successful
+//     "Machine <m> successfully updated dependencies"; failed gives
+//     InPlaceUpdateFailed, InPlaceUpdate Failed "Machine <m> failed to
+//     update dependencies: <reason>", and a Warning event
+//     InPlaceUpdateFailed naming the reason. No answer within the
+//     timeout gives InPlaceUpdateFailed, "Machine <m> failed to in-place
+//     update in <timeout> minutes." (MCM's text, e.g. "20m0s minutes."),
+//     at the timeout (the machine is synced again then); a failure
+//     labelled after it puts the agent's reason on lastOperation. A
+//     success labelled later, after a failure or the timeout, still
+//     gives InPlaceUpdateSuccessful.
+//   - InPlaceUpdateSuccessful on a healthy node gives Running,
+//     HealthCheck Successful "Machine <m> successfully re-joined the
+//     cluster". The machine's status.conditions copy the node's, as ever.
+//   - Health: while InPlaceUpdating or InPlaceUpdateFailed neither the
+//     Running/Unknown transitions nor the health timeout apply. A failed
+//     update is never marked Failed, and never retried by the controller:
+//     the agent may retry and label successful, a person may label it or
+//     delete the machine. An InPlaceUpdateSuccessful machine whose node
+//     does not become healthy gets the health timeout, counted from the
+//     success, as an Unknown one does (unless disableHealthTimeout; the
+//     replacement gate is asked).
+//   - A change of a node's labels or annotations syncs its machine at
+//     once. The in-place phases do not count against the replacement gate
+//     (only Failed and machines not up yet do), and a machine in them
+//     whose node is deleted is deleted with it, as a Running one.
+//   - Metrics: mcm_machine_inplace_updates_total{namespace,result}
+//     (started, successful, failed: a timeout counts as failed, and an
+//     update that failed and then succeeded counts both) and
+//     mcm_machine_inplace_update_seconds{namespace,result}, the time from
+//     InPlaceUpdating to the answer or the timeout; the drain's time goes
+//     to the drain metrics. MCM has no in-place metrics.
+//
+// Where this differs from MCM v0.62.1, invisibly to MCM's clients:
+//
+//   - The condition's steps a sync can take at once are taken at once (a
+//     node labelled candidate and selected together goes to
+//     SelectedForUpdate in one write), and MCM's instantaneous
+//     DrainSuccessful is not written: the drain's end goes straight to
+//     ReadyForUpdate. A node MCM left at DrainSuccessful is taken over as
+//     drained. The UpdateFailed message, and the lastOperation of a
+//     failed machine, follow the agent's reason when it comes or changes
+//     (MCM keeps the first: the timeout's text, or the first reason on
+//     the machine).
+//   - The drain does not hold a worker (MCM's blocks up to the drain
+//     timeout), and its clock is the recorded selection, not a
+//     transition time any later reason change restarts. A Failed,
+//     Pending or updating machine's node is not drained for an update.
+//   - An updated machine whose node stays unhealthy is Failed after the
+//     health timeout (MCM keeps it InPlaceUpdateSuccessful, unavailable,
+//     for ever); a failed update is never Failed (MCM's health timeout
+//     would, but its replacement limit counts the machine itself, so in
+//     effect it never does either).
+//   - The reaction is immediate: MCM syncs a machine on a candidate or
+//     selected label only when it is added, and on a changed result.
+//   - As every health transition, the update's transitions wait while
+//     Options.SafetyGate freezes the controller.
+//
 // # Claims
 //
 // A machine's node label and spec.providerID are claims: anyone who may
@@ -316,14 +419,17 @@
 //
 // At scrape time, from the machine cache: mcm_machine_items_total,
 // mcm_machine_current_status_phase (Terminating -4, Failed -3,
-// CrashLoopBackOff -2, Unknown -1, Running 1, any other phase 0; a machine
+// CrashLoopBackOff -2, Unknown -1, Running 1, any other phase 0, the
+// in-place ones included, as in MCM; a machine
 // with a deletion timestamp is Terminating), mcm_machine_info (always 1;
 // createdAt in Unix seconds), mcm_machine_status_condition (the node's
 // conditions: True 1, False 0, Unknown 2), mcm_machine_controller_frozen
 // (1 while Options.SafetyGate freezes the controller) and, of our own,
 // mcm_machine_phase_machines{namespace,phase}, the number of machines per
 // phase, and mcm_machine_preserved{name,namespace} (1 while a machine's
-// preservation holds, else 0). A list from the cache that fails counts in
+// preservation holds, else 0). The in-place updates have
+// mcm_machine_inplace_updates_total and mcm_machine_inplace_update_seconds
+// (see In-place updates). A list from the cache that fails counts in
 // mcm_misc_scrape_failure_total{kind="Machine-count"}. A controller's Run
 // replaces the scrape-time collector of an earlier controller on the same
 // registry, whose caches stopped with it.

@@ -80,3 +80,45 @@ func TestPreserveAnnotationsSyncAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestInPlaceLabelsSyncAtOnce: a node agent's or the deployment
+// controller's change of a node's in-place labels or failed-reason
+// annotation queues the node, whose sync queues its machine.
+func TestInPlaceLabelsSyncAtOnce(t *testing.T) {
+	f := newFakeCluster(t)
+	m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m1", Namespace: "ns",
+		Labels: map[string]string{v1alpha1.NodeLabelKey: "n1"}}}
+	if err := f.inf.Machines.Informer().GetIndexer().Add(m); err != nil {
+		t.Fatal(err)
+	}
+	old := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Labels: map[string]string{v1alpha1.CandidateForUpdateLabel: "true"}}}
+	if err := f.inf.Nodes.Informer().GetIndexer().Add(old); err != nil {
+		t.Fatal(err)
+	}
+	changes := map[string]func(*corev1.Node){
+		"candidate removed": func(n *corev1.Node) { delete(n.Labels, v1alpha1.CandidateForUpdateLabel) },
+		"selected":          func(n *corev1.Node) { n.Labels[v1alpha1.SelectedForUpdateLabel] = "true" },
+		"result":            func(n *corev1.Node) { n.Labels[v1alpha1.UpdateResultLabel] = v1alpha1.UpdateResultFailed },
+		"failed reason": func(n *corev1.Node) {
+			n.Annotations = map[string]string{v1alpha1.UpdateFailedReasonAnnotation: "disk full"}
+		},
+	}
+	for name, change := range changes {
+		c, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		changed := old.DeepCopy()
+		change(changed)
+		c.onNode(old, changed)
+		if n := c.nodeQueue.Len(); n != 1 {
+			t.Fatalf("%s queued %d nodes, want 1", name, n)
+		}
+		if _, err := c.ReconcileNode(context.Background(), "n1"); err != nil {
+			t.Fatal(err)
+		}
+		if n := c.machineQueue.Len(); n != 1 {
+			t.Fatalf("%s: the node's sync queued %d machines, want its machine", name, n)
+		}
+	}
+}

@@ -26,6 +26,11 @@ type metrics struct {
 	create, initialize, join, drain, delete *durationMetric
 	failedJoins                             *prometheus.CounterVec
 	scrapeFailures                          prometheus.Counter
+	// inPlaceUpdates counts in-place updates by result (started,
+	// successful, failed), inPlaceDuration times them from
+	// InPlaceUpdating to the result; MCM has neither.
+	inPlaceUpdates  *prometheus.CounterVec
+	inPlaceDuration *prometheus.HistogramVec
 }
 
 // Label names of the duration metrics, in the order of metricLabels. The
@@ -90,6 +95,15 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 			Namespace: "mcm", Subsystem: "machine", Name: "num_failed_join",
 			Help: "Machines that did not join within the creation timeout, by deployment and placement.",
 		}, placementLabels),
+		inPlaceUpdates: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: "mcm", Subsystem: "machine", Name: "inplace_updates_total",
+			Help: "In-place updates of machines: started (the node drained, the machine InPlaceUpdating), successful and failed (the node agent's result, or the in-place timeout).",
+		}, []string{"namespace", "result"}),
+		inPlaceDuration: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Namespace: "mcm", Subsystem: "machine", Name: "inplace_update_seconds",
+			Help:    "Times from a machine's InPlaceUpdating until the node agent's result or the in-place timeout, by result.",
+			Buckets: prometheus.ExponentialBuckets(0.5, 2, 16),
+		}, []string{"namespace", "result"}),
 	}
 	var err error
 	if m.scrapeFailures, err = promreg.ScrapeFailures(reg, promreg.BinaryProvider, "Machine-count"); err != nil {
@@ -107,6 +121,12 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}
 	}
 	if m.failedJoins, err = registerOrReuse(reg, m.failedJoins); err != nil {
+		return nil, err
+	}
+	if m.inPlaceUpdates, err = registerOrReuse(reg, m.inPlaceUpdates); err != nil {
+		return nil, err
+	}
+	if m.inPlaceDuration, err = registerOrReuse(reg, m.inPlaceDuration); err != nil {
 		return nil, err
 	}
 	return m, nil

@@ -171,9 +171,11 @@ type Options struct {
 	// DefaultPendingDelay; negative means no delay.
 	PendingDelay time.Duration
 
-	// Drainer drains nodes: of machines being deleted, and of preserved
-	// Failed machines (whose cordon it makes is recorded on the machine
-	// and undone once it runs again). Nil means *drain.Drainer engines
+	// Drainer drains nodes: of machines being deleted, of nodes selected
+	// for an in-place update (cordoned, as MCM's drain does; the
+	// deployment controller uncordons them), and of preserved Failed
+	// machines (whose cordon it makes is recorded on the machine and
+	// undone once it runs again). Nil means *drain.Drainer engines
 	// built on the target client with DrainOptions, the one for
 	// preserved nodes without a cordon (the preserved taint keeps new
 	// pods off).

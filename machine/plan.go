@@ -119,6 +119,14 @@ type machinePlan struct {
 	NodeCondition  *corev1.NodeCondition
 	PreserveDrain  *preserveDrain
 	PreserveEvents []*event
+	// InPlaceCondition is the node's InPlaceUpdate condition to write,
+	// nil if it needs no change; InPlaceDrain the drain pass of a node
+	// selected for an in-place update to run; InPlaceEvents report the
+	// update's changes, InPlaceOutcome counts them (see planInPlace).
+	InPlaceCondition *corev1.NodeCondition
+	InPlaceDrain     *drainRules
+	InPlaceEvents    []*event
+	InPlaceOutcome   inPlaceOutcome
 }
 
 // step is the branch a sync of a machine that is not being deleted takes.
@@ -266,7 +274,9 @@ func planMachine(obs observation, o *Options) machinePlan {
 		}
 		if !obs.NodeStale {
 			// A stale node's update event brings the machine back; its
-			// preservation is planned from the node as written.
+			// in-place update and preservation are planned from the
+			// node as written.
+			planInPlace(&p, obs, obs.Node)
 			planPreservation(&p, obs, obs.Node, o)
 		}
 	}

@@ -57,6 +57,19 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 			return
 		}
 		planUnhealthy(p, obs, why, o)
+	case v1alpha1.MachineInPlaceUpdating, v1alpha1.MachineInPlaceUpdateFailed:
+		// The update's own step (planInPlace) moves it: an updating node
+		// is drained and may restart, so neither Unknown nor the health
+		// timeout apply; a failed update waits for its agent or a
+		// person, and is never Failed by the controller.
+		p.RequeueAfter = o.LongRetry
+	case v1alpha1.MachineInPlaceUpdateSuccessful:
+		if healthy {
+			markRunning(p, obs.Now, v1alpha1.MachineOperationHealthCheck, ReasonRecovered,
+				fmt.Sprintf("Machine %s successfully re-joined the cluster", m.Name), o)
+			return
+		}
+		planUpdatedUnhealthy(p, obs, why, o)
 	case v1alpha1.MachineFailed:
 		// A Failed machine is replaced by its set, unless its preservation
 		// keeps it: then, as in MCM, a healthy node brings it back, and
@@ -147,7 +160,8 @@ func healthTimerOf(m *v1alpha1.Machine, obs observation) healthTimer {
 func replacementDue(obs observation) bool {
 	m := obs.Machine
 	d := decide(obs)
-	if d.Step != stepHealth || m.Status.CurrentStatus.Phase != v1alpha1.MachineUnknown {
+	phase := m.Status.CurrentStatus.Phase
+	if d.Step != stepHealth || (phase != v1alpha1.MachineUnknown && phase != v1alpha1.MachineInPlaceUpdateSuccessful) {
 		return false
 	}
 	node := obs.Node
@@ -157,7 +171,45 @@ func replacementDue(obs observation) bool {
 	if healthy, _ := nodeHealth(node, conditionTypes(obs.Config.NodeConditions)); healthy {
 		return false
 	}
+	if phase == v1alpha1.MachineInPlaceUpdateSuccessful {
+		return !*obs.Config.DisableHealthTimeout &&
+			obs.Now.Sub(inPlaceHealthSince(m, obs)) > obs.Config.MachineHealthTimeout.Duration
+	}
 	return healthTimerOf(m, obs).Due
+}
+
+// planUpdatedUnhealthy plans an updated machine (InPlaceUpdateSuccessful)
+// whose node is not healthy: the health timeout, counted from the
+// success, applies as to an Unknown machine (unless disableHealthTimeout):
+// Failed once it ran out and the replacement gate agrees, for its
+// MachineSet to replace. MCM has no timeout there: such a machine stays
+// InPlaceUpdateSuccessful, unavailable, for ever.
+func planUpdatedUnhealthy(p *machinePlan, obs observation, why string, o *Options) {
+	m, now, period := p.Machine, obs.Now, o.HealthCheckPeriod
+	timeout := obs.Config.MachineHealthTimeout.Duration
+	elapsed := now.Sub(inPlaceHealthSince(m, obs))
+	switch {
+	case *obs.Config.DisableHealthTimeout:
+		p.RequeueAfter = period
+	case elapsed <= timeout:
+		p.RequeueAfter = min(period, timeout-elapsed+time.Millisecond)
+	case obs.ReplacementDenied != "":
+		msg := fmt.Sprintf("Machine %s is unhealthy for more than %v after its in-place update, but %s; waiting", m.Name, timeout, obs.ReplacementDenied)
+		p.Event = report(m, now, transition{
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationHealthCheck},
+			Reason: ReasonReplacementLimited, Warning: true,
+		})
+		p.RequeueAfter = period
+	default:
+		msg := fmt.Sprintf("Machine %s health checks failed for %v after its in-place update (%s) - changing MachineState to Failed", m.Name, timeout, why)
+		p.Event = report(m, now, transition{
+			Phase:  v1alpha1.MachineFailed,
+			Op:     v1alpha1.LastOperation{Description: msg, State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationHealthCheck},
+			Reason: ReasonHealthTimeout, Warning: true,
+		})
+		p.MarkedFailed = true
+		p.RequeueAfter = o.LongRetry
+	}
 }
 
 // planUnhealthy plans an Unknown machine whose node is unhealthy: Failed

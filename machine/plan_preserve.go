@@ -121,16 +121,45 @@ func decidePreservation(m *v1alpha1.Machine, nodeShows bool, now time.Time) pres
 	return d
 }
 
-// preserveDrain is a pass of the drain of a preserved Failed machine's
-// node, which apply runs.
-type preserveDrain struct {
+// drainRules are the machine's drain rules applied to a drain of its
+// node that is not its deletion's (a preservation's, an in-place
+// update's): one non-blocking pass of it is run by apply.
+type drainRules struct {
 	Node string
-	// Start is when the preservation started; Deadline when remaining pods
-	// are deleted without eviction (Start plus the drain timeout, or now
+	// Start is when the drain began; Deadline when remaining pods are
+	// deleted without eviction (Start plus the drain timeout, or now
 	// with the force-drain label).
 	Start, Deadline time.Time
 	ForceReason     string
 	MaxEvictRetries int
+}
+
+// planDrainRules applies the machine's drain rules to a drain of node
+// that began at start: its deadline counted from start, now with the
+// force-drain label, and the machine's maxEvictRetries. A node NotReady
+// for long is drained by force by the drain engine itself
+// (drain.UnreachableOptions).
+func planDrainRules(obs observation, m *v1alpha1.Machine, node string, start time.Time) drainRules {
+	r := drainRules{Node: node, Start: start}
+	if t := obs.Config.MachineDrainTimeout; t != nil {
+		r.Deadline = start.Add(t.Duration)
+		if obs.Now.After(r.Deadline) {
+			r.ForceReason = fmt.Sprintf("drain timeout %v exceeded", t.Duration)
+		}
+	}
+	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDrainLabelKey]); err == nil && v {
+		r.Deadline, r.ForceReason = obs.Now, v1alpha1.ForceDrainLabelKey+" label"
+	}
+	if n := obs.Config.MaxEvictRetries; n != nil {
+		r.MaxEvictRetries = int(*n)
+	}
+	return r
+}
+
+// preserveDrain is a pass of the drain of a preserved Failed machine's
+// node, which apply runs; it began with the preservation.
+type preserveDrain struct {
+	drainRules
 	// Condition is the Preserved condition to write once the pass found
 	// the node drained.
 	Drained corev1.NodeCondition
@@ -279,10 +308,8 @@ func preserveTime(t time.Time) string {
 }
 
 // planPreserveDrain plans the drain pass of a preserved Failed machine's
-// node: under the machine's drain rules, its deadline counted from the
-// start of the preservation, now with the force-drain label; a node
-// NotReady for long is drained by force by the drain engine itself
-// (drain.UnreachableOptions).
+// node: under the machine's drain rules (planDrainRules), its deadline
+// counted from the start of the preservation.
 func planPreserveDrain(obs observation, m *v1alpha1.Machine, node string, drained corev1.NodeCondition) *preserveDrain {
 	until, _ := machinestate.PreservedUntil(m)
 	timeout := v1alpha1.DefaultMachinePreserveTimeout
@@ -293,20 +320,7 @@ func planPreserveDrain(obs observation, m *v1alpha1.Machine, node string, draine
 	if start.After(obs.Now) {
 		start = obs.Now
 	}
-	pd := &preserveDrain{Node: node, Start: start, Drained: drained}
-	if t := obs.Config.MachineDrainTimeout; t != nil {
-		pd.Deadline = start.Add(t.Duration)
-		if obs.Now.After(pd.Deadline) {
-			pd.ForceReason = fmt.Sprintf("drain timeout %v exceeded", t.Duration)
-		}
-	}
-	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDrainLabelKey]); err == nil && v {
-		pd.Deadline, pd.ForceReason = obs.Now, v1alpha1.ForceDrainLabelKey+" label"
-	}
-	if n := obs.Config.MaxEvictRetries; n != nil {
-		pd.MaxEvictRetries = int(*n)
-	}
-	return pd
+	return &preserveDrain{drainRules: planDrainRules(obs, m, node, start), Drained: drained}
 }
 
 // drainedMessage reports whether a Preserved condition's message is one of

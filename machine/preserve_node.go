@@ -33,8 +33,13 @@ func nodeShowsPreservation(node *corev1.Node) bool {
 }
 
 func preservedCondition(node *corev1.Node) *corev1.NodeCondition {
+	return nodeCondition(node, v1alpha1.NodePreserved)
+}
+
+// nodeCondition is the node's condition of type t, nil if it has none.
+func nodeCondition(node *corev1.Node, t corev1.NodeConditionType) *corev1.NodeCondition {
 	for i := range node.Status.Conditions {
-		if node.Status.Conditions[i].Type == v1alpha1.NodePreserved {
+		if node.Status.Conditions[i].Type == t {
 			return &node.Status.Conditions[i]
 		}
 	}
@@ -165,10 +170,10 @@ func preservingCondition(m *v1alpha1.Machine, d preserveDecision, until time.Tim
 }
 
 // conditionUpdate returns want stamped for writing, nil when the node's
-// condition says the same already. Its transition time is now when the
-// status changes, else the node's.
+// condition of its type says the same already. Its transition time is now
+// when the status changes, else the node's.
 func conditionUpdate(node *corev1.Node, want corev1.NodeCondition, now time.Time) *corev1.NodeCondition {
-	cur := preservedCondition(node)
+	cur := nodeCondition(node, want.Type)
 	if cur != nil && cur.Status == want.Status && cur.Reason == want.Reason && cur.Message == want.Message {
 		return nil
 	}

@@ -184,7 +184,8 @@ func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPla
 // is one a machine reaches only with a node.
 func wasJoined(m *v1alpha1.Machine) bool {
 	switch m.Status.CurrentStatus.Phase {
-	case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed:
+	case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed,
+		v1alpha1.MachineInPlaceUpdating, v1alpha1.MachineInPlaceUpdateSuccessful, v1alpha1.MachineInPlaceUpdateFailed:
 		return true
 	}
 	return false

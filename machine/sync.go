@@ -111,6 +111,9 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	if p.PreserveDrain != nil {
 		p = c.preserveDrainPass(ctx, obs, p)
 	}
+	if p.InPlaceDrain != nil {
+		p = c.inPlaceDrainPass(ctx, obs, p)
+	}
 	written, err := c.writeMachine(ctx, cur, p.Machine)
 	if p.MarkedFailed {
 		c.gate.Replaced(ctx, obs.Machine, err == nil)
@@ -119,9 +122,10 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		return applied{Plan: p}, err
 	}
 	c.recordEvent(written, p.Event)
-	for _, e := range p.PreserveEvents {
+	for _, e := range append(p.InPlaceEvents, p.PreserveEvents...) {
 		c.recordEvent(written, e)
 	}
+	c.recordInPlace(written, p.InPlaceOutcome)
 	labels := c.metricLabels(written)
 	if p.MarkedFailed {
 		logr.FromContextOrDiscard(ctx).Info("Machine marked Failed by the health timeout")
@@ -140,9 +144,15 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 			return done, err
 		}
 	}
-	if p.NodeCondition != nil && node != nil {
-		if err := c.patchNodeCondition(ctx, node.Name, *p.NodeCondition); err != nil {
-			return done, err
+	// The machine's phase is written before the node's InPlaceUpdate
+	// condition: the node agent acts on ReadyForUpdate only once the
+	// machine is InPlaceUpdating, and the deployment controller moves a
+	// machine to its new set only once it is no longer.
+	for _, cond := range []*corev1.NodeCondition{p.NodeCondition, p.InPlaceCondition} {
+		if cond != nil && node != nil {
+			if err := c.patchNodeCondition(ctx, node.Name, *cond); err != nil {
+				return done, err
+			}
 		}
 	}
 	return done, nil

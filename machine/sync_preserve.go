@@ -19,18 +19,22 @@ import (
 // non-blocking pass as the deletion's drain runs, and returns p with its
 // outcome folded in (planPreserveDrainOutcome).
 func (c *Controller) preserveDrainPass(ctx context.Context, obs observation, p machinePlan) machinePlan {
-	pd := p.PreserveDrain
-	now := c.opts.Clock.Now()
-	state := storedPreserveDrainState(p.Machine, pd.Start, now)
+	res, err := c.drainPass(ctx, c.preserveDrainer, p.Machine, PreserveDrainStateAnnotation, p.PreserveDrain.drainRules)
+	return planPreserveDrainOutcome(p, obs.Node, res, err, c.opts.Clock.Now())
+}
+
+// drainPass runs one non-blocking pass of drainer over the node of r,
+// from the state the last pass stored in the machine's annotation key.
+func (c *Controller) drainPass(ctx context.Context, drainer Drainer, m *v1alpha1.Machine, key string, r drainRules) (drain.Result, error) {
+	state := storedPassState(m, key, r.Start, c.opts.Clock.Now())
 	// The deadline and the bound on refusals come from the machine's own
 	// facts, never from the stored state, which anyone who may patch the
 	// machine can write.
-	if !pd.Deadline.IsZero() {
-		state.SetDeadline(pd.Deadline)
+	if !r.Deadline.IsZero() {
+		state.SetDeadline(r.Deadline)
 	}
-	state.SetMaxEvictRetries(pd.MaxEvictRetries)
-	res, err := c.preserveDrainer.Pass(ctx, pd.Node, state)
-	return planPreserveDrainOutcome(p, obs.Node, res, err, c.opts.Clock.Now())
+	state.SetMaxEvictRetries(r.MaxEvictRetries)
+	return drainer.Pass(ctx, r.Node, state)
 }
 
 // planPreserveDrainOutcome folds a drain pass's outcome into p: the drain
@@ -45,7 +49,7 @@ func planPreserveDrainOutcome(p machinePlan, node *corev1.Node, res drain.Result
 	case errors.Is(err, drain.ErrNodeNotFound):
 		// Gone: the health step and the node's event take it from here.
 	case err != nil:
-		storePreserveDrainState(m, res.State)
+		storePassState(m, PreserveDrainStateAnnotation, res.State)
 		msg := fmt.Sprintf("Drain of preserved node %s failed: %v", pd.Node, err)
 		p.PreserveEvents = append(p.PreserveEvents, &event{Type: corev1.EventTypeWarning, Reason: ReasonDrainFailed, Message: msg})
 		p.Retry, p.Err = retryShort, fmt.Errorf("draining preserved node %s: %w", pd.Node, err)
@@ -53,7 +57,7 @@ func planPreserveDrainOutcome(p machinePlan, node *corev1.Node, res drain.Result
 			p.TimeoutIn = max(until.Sub(now)+time.Millisecond, time.Millisecond)
 		}
 	case !res.Done:
-		storePreserveDrainState(m, res.State)
+		storePassState(m, PreserveDrainStateAnnotation, res.State)
 		wait := max(res.NextCheck.Sub(now), 100*time.Millisecond)
 		if p.RequeueAfter <= 0 || wait < p.RequeueAfter {
 			p.RequeueAfter = wait
@@ -80,12 +84,13 @@ func firstOf(a, b string) string {
 	return b
 }
 
-// storedPreserveDrainState is the drain state of the last pass over a
-// preserved node; the zero State (a new drain) when there is none, when
-// it cannot be read, or when its drain would have begun before the
-// preservation or after now: the annotation is anyone's to write.
-func storedPreserveDrainState(m *v1alpha1.Machine, start, now time.Time) drain.State {
-	raw := m.Annotations[PreserveDrainStateAnnotation]
+// storedPassState is the drain state of the last pass of a drain that
+// began at start, stored in the machine's annotation key; the zero State
+// (a new drain) when there is none, when it cannot be read, or when its
+// drain would have begun before start or after now: the annotation is
+// anyone's to write.
+func storedPassState(m *v1alpha1.Machine, key string, start, now time.Time) drain.State {
+	raw := m.Annotations[key]
 	var state drain.State
 	if raw == "" || json.Unmarshal([]byte(raw), &state) != nil {
 		return drain.State{}
@@ -96,12 +101,14 @@ func storedPreserveDrainState(m *v1alpha1.Machine, start, now time.Time) drain.S
 	return state
 }
 
-func storePreserveDrainState(m *v1alpha1.Machine, state drain.State) {
+// storePassState stores a drain pass's state in the machine's
+// annotation key.
+func storePassState(m *v1alpha1.Machine, key string, state drain.State) {
 	raw, err := json.Marshal(state)
 	if err != nil {
 		return // cannot fail for a drain.State
 	}
-	setAnnotation(m, PreserveDrainStateAnnotation, string(raw))
+	setAnnotation(m, key, string(raw))
 }
 
 // patchNodeCondition writes the node's Preserved condition. A strategic

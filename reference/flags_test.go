@@ -61,7 +61,7 @@ func TestBinaryTakesMCMCommandLines(t *testing.T) {
 	waitPhase(t, mc, ns, name, v1alpha1.MachineRunning, 2*time.Minute)
 
 	checkIgnoredWarning(t, in, `"msg"="Flags accepted for compatibility with machine-controller-manager and ignored: --cloud-provider, --controller-start-interval, `+
-		`--min-resync-period, --log-flush-frequency, --vmodule, --machine-inplace-update-timeout"`)
+		`--min-resync-period, --log-flush-frequency, --vmodule"`)
 	// With both of MCM's command lines, it is both of MCM's processes.
 	for _, group := range []string{"machine-controller", "machine-controller-manager"} {
 		if v := in.groupRunning(group); v != "1" {

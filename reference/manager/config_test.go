@@ -96,11 +96,12 @@ func TestParseFlagsAccepts(t *testing.T) {
 		})},
 		{"MCM flags ignored here, named in order, once", []string{
 			"--vmodule=drain*=4,machine=2", "--cloud-provider=aws", "--min-resync-period=1h", "--controller-start-interval=0s",
-			"--machine-inplace-update-timeout=1h", "--log-flush-frequency=1s", "--cloud-provider=gcp",
+			"--log-flush-frequency=1s", "--cloud-provider=gcp",
 		}, withDefaults(func(c *Config) {
-			c.IgnoredFlags = []string{"vmodule", "cloud-provider", "min-resync-period", "controller-start-interval",
-				"machine-inplace-update-timeout", "log-flush-frequency"}
+			c.IgnoredFlags = []string{"vmodule", "cloud-provider", "min-resync-period", "controller-start-interval", "log-flush-frequency"}
 		})},
+		{"--machine-inplace-update-timeout is the machines' in-place update timeout, not ignored", []string{"--machine-inplace-update-timeout=1h"},
+			withDefaults(func(c *Config) { c.MachineInPlaceUpdateTimeout = time.Hour })},
 		{"--machine-preserve-timeout is the machines' preserve timeout, not ignored", []string{"--machine-preserve-timeout=1h"},
 			withDefaults(func(c *Config) { c.MachinePreserveTimeout = time.Hour })},
 		{"leader election flags without leader election: accepted and named, as MCM ignores them", []string{
@@ -216,7 +217,8 @@ func TestParseFlagsRejects(t *testing.T) {
 		{"bootstrap group the API server refuses", append(ok, "--bootstrap-token-auth-extra-groups=system:bootstrappers:ok,workers"),
 			`--bootstrap-token-auth-extra-groups: "workers" is not a bootstrap token group: it must be "system:bootstrappers:" followed by lowercase letters, digits, ':' or '-' (at most 256), ending in a letter or digit; the API server would refuse the tokens`},
 		{"ignored flag with a value MCM refuses", append(ok, "--min-resync-period=-1h"), `invalid value "-1h" for flag -min-resync-period: must not be negative`},
-		{"ignored duration that is none", append(ok, "--machine-inplace-update-timeout=long"), `invalid value "long" for flag -machine-inplace-update-timeout: parse error`},
+		{"ignored duration that is none", append(ok, "--log-flush-frequency=long"), `invalid value "long" for flag -log-flush-frequency: parse error`},
+		{"negative in-place update timeout", append(ok, "--machine-inplace-update-timeout=-1h"), "--machine-inplace-update-timeout must not be negative, got -1h0m0s"},
 		{"negative preserve timeout", append(ok, "--machine-preserve-timeout=-1h"), "--machine-preserve-timeout must not be negative, got -1h0m0s"},
 		{"vmodule klog refuses", append(ok, "--vmodule=drain"), `invalid value "drain" for flag -vmodule: "drain" is not pattern=N`},
 		{"bad duration", append(ok, "--machine-health-timeout=soon"), `invalid value "soon" for flag -machine-health-timeout: parse error`},

@@ -162,12 +162,13 @@ func newMachineController(_ context.Context, cc ControllerContext) (Runnable, er
 	}
 	ctrl, err := machine.NewController(cc.Machines, cc.ControlCore, target, inf, cc.Driver, machine.Options{
 		Machine: v1alpha1.MachineConfiguration{
-			MachineCreationTimeout: &metav1.Duration{Duration: c.MachineCreationTimeout},
-			MachineHealthTimeout:   &metav1.Duration{Duration: c.MachineHealthTimeout},
-			MachinePreserveTimeout: &metav1.Duration{Duration: c.MachinePreserveTimeout},
-			MachineDrainTimeout:    &metav1.Duration{Duration: c.MachineDrainTimeout},
-			MaxEvictRetries:        &evict,
-			NodeConditions:         &conditions,
+			MachineCreationTimeout:      &metav1.Duration{Duration: c.MachineCreationTimeout},
+			MachineHealthTimeout:        &metav1.Duration{Duration: c.MachineHealthTimeout},
+			MachinePreserveTimeout:      &metav1.Duration{Duration: c.MachinePreserveTimeout},
+			MachineInPlaceUpdateTimeout: &metav1.Duration{Duration: c.MachineInPlaceUpdateTimeout},
+			MachineDrainTimeout:         &metav1.Duration{Duration: c.MachineDrainTimeout},
+			MaxEvictRetries:             &evict,
+			NodeConditions:              &conditions,
 		},
 		DrainOptions: drain.Options{Volumes: drain.VolumeOptions{
 			DetachTimeout: c.MachinePVDetachTimeout,

@@ -16,7 +16,7 @@
 // --kube-api-burst (30), --kube-api-content-type (protobuf, for the
 // clients of Kubernetes' own types; machine.sapcloud.io is always JSON),
 // --machine-creation-timeout (20m), --machine-health-timeout (10m),
-// --machine-preserve-timeout (96h),
+// --machine-preserve-timeout (96h), --machine-inplace-update-timeout (20m),
 // --machine-drain-timeout (2h), --machine-max-evict-retries (360),
 // --machine-pv-detach-timeout (2m), --machine-pv-reattach-timeout (90s; a
 // drained pod's volumes are waited for until attached elsewhere, 0 skips
@@ -35,8 +35,7 @@
 // MCM's flags that mean nothing here are accepted and, when given, named
 // in one warning line at start-up (Config.IgnoredFlags): --cloud-provider
 // and --controller-start-interval (MCM reads neither), --min-resync-period
-// (informers here never resync), --machine-inplace-update-timeout (no
-// in-place updates here),
+// (informers here never resync),
 // --log-flush-frequency and --vmodule (the log is unbuffered and has one
 // verbosity). -h lists them apart. A value MCM refuses (a negative
 // duration, a malformed --vmodule) is refused here too.

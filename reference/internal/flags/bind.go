@@ -77,6 +77,8 @@ func (c *Config) bindMachine(fs *flag.FlagSet) {
 	fs.DurationVar(&c.MachineHealthTimeout, "machine-health-timeout", c.MachineHealthTimeout, "how long a machine may be unhealthy before it is Failed")
 	fs.DurationVar(&c.MachinePreserveTimeout, "machine-preserve-timeout", c.MachinePreserveTimeout,
 		"how long a machine is preserved (node.machine.sapcloud.io/preserve) when its machinePreserveTimeout is not set")
+	fs.DurationVar(&c.MachineInPlaceUpdateTimeout, "machine-inplace-update-timeout", c.MachineInPlaceUpdateTimeout,
+		"how long an in-place update of a machine may take, from its drain's end to the node agent's result, when its inPlaceUpdateTimeout is not set")
 	fs.BoolVar(&c.MachineKeepPreservedOnScaleDown, "machine-keep-preserved-on-scale-down", c.MachineKeepPreservedOnScaleDown,
 		"let a machine set's scale-down stop short of its preserved machines until their preservation ends, instead of deleting them last (MCM)")
 	fs.DurationVar(&c.MachineDrainTimeout, "machine-drain-timeout", c.MachineDrainTimeout, "how long a drain may take before pods are force-deleted")

@@ -123,15 +123,18 @@ type Config struct {
 	// flags: MCM calls its driver without a deadline.
 	DriverTimeouts driver.Timeouts
 
-	MachineCreationTimeout   time.Duration
-	MachineHealthTimeout     time.Duration
-	MachinePreserveTimeout   time.Duration
-	MachineDrainTimeout      time.Duration
-	MachineMaxEvictRetries   int
-	MachinePVDetachTimeout   time.Duration
-	MachinePVReattachTimeout time.Duration
-	ResourceExhaustedRetry   time.Duration
-	NodeConditions           string
+	MachineCreationTimeout time.Duration
+	MachineHealthTimeout   time.Duration
+	MachinePreserveTimeout time.Duration
+	// MachineInPlaceUpdateTimeout bounds an in-place update of a machine
+	// whose inPlaceUpdateTimeout is not set (MCM's flag of that name).
+	MachineInPlaceUpdateTimeout time.Duration
+	MachineDrainTimeout         time.Duration
+	MachineMaxEvictRetries      int
+	MachinePVDetachTimeout      time.Duration
+	MachinePVReattachTimeout    time.Duration
+	ResourceExhaustedRetry      time.Duration
+	NodeConditions              string
 	// BootstrapTokenAuthExtraGroups are the groups, besides the bootstrap
 	// token's own, that the nodes' bootstrap tokens authenticate as (their
 	// auth-extra-groups); each must be a bootstrap group
@@ -229,39 +232,40 @@ type Config struct {
 func Default() Config {
 	d := v1alpha1.DefaultMachineConfiguration()
 	return Config{
-		Namespace:                DefaultNamespace,
-		Controllers:              []string{AllControllers},
-		ConcurrentSyncs:          DefaultConcurrentSyncs,
-		KubeAPIQPS:               DefaultKubeAPIQPS,
-		KubeAPIBurst:             DefaultKubeAPIBurst,
-		MachineCreationTimeout:   d.MachineCreationTimeout.Duration,
-		MachineHealthTimeout:     d.MachineHealthTimeout.Duration,
-		MachinePreserveTimeout:   d.MachinePreserveTimeout.Duration,
-		MachineDrainTimeout:      d.MachineDrainTimeout.Duration,
-		MachineMaxEvictRetries:   int(*d.MaxEvictRetries),
-		MachinePVDetachTimeout:   DefaultPVDetachTimeout,
-		MachinePVReattachTimeout: DefaultPVReattachTimeout,
-		ResourceExhaustedRetry:   DefaultResourceExhaustedRe,
-		NodeConditions:           *d.NodeConditions,
+		Namespace:                                  DefaultNamespace,
+		Controllers:                                []string{AllControllers},
+		ConcurrentSyncs:                            DefaultConcurrentSyncs,
+		KubeAPIQPS:                                 DefaultKubeAPIQPS,
+		KubeAPIBurst:                               DefaultKubeAPIBurst,
+		MachineCreationTimeout:                     d.MachineCreationTimeout.Duration,
+		MachineHealthTimeout:                       d.MachineHealthTimeout.Duration,
+		MachinePreserveTimeout:                     d.MachinePreserveTimeout.Duration,
+		MachineInPlaceUpdateTimeout:                d.MachineInPlaceUpdateTimeout.Duration,
+		MachineDrainTimeout:                        d.MachineDrainTimeout.Duration,
+		MachineMaxEvictRetries:                     int(*d.MaxEvictRetries),
+		MachinePVDetachTimeout:                     DefaultPVDetachTimeout,
+		MachinePVReattachTimeout:                   DefaultPVReattachTimeout,
+		ResourceExhaustedRetry:                     DefaultResourceExhaustedRe,
+		NodeConditions:                             *d.NodeConditions,
 		AutoscalerScaleDownAnnotationDuringRollout: true,
-		SafetyUp:           overshoot.DefaultSafetyUp,
-		SafetyDown:         overshoot.DefaultSafetyDown,
-		OvershootPeriod:    overshoot.DefaultOvershootPeriod,
-		StatusCheckPeriod:  outage.DefaultStatusCheckPeriod,
-		StatusCheckTimeout: outage.DefaultStatusCheckTimeout,
-		OrphanVMsPeriod:    orphanvms.DefaultOrphanVMsPeriod,
-		OrphanGracePeriod:  orphanvms.DefaultOrphanGracePeriod,
-		MachineMaxReplicas: machineset.DefaultMaxReplicas,
-		LeaderElect:        true,
-		LeaseDuration:      DefaultLeaseDuration,
-		RenewDeadline:      DefaultRenewDeadline,
-		RetryPeriod:        DefaultRetryPeriod,
-		LeaseName:          DefaultLeaseName,
-		MachineLeaseName:   DefaultMachineLeaseName,
-		ResourceLock:       DefaultResourceLock,
-		KubeAPIContentType: DefaultKubeAPIContentType,
-		Address:            DefaultAddress,
-		Port:               DefaultPort,
+		SafetyUp:                                   overshoot.DefaultSafetyUp,
+		SafetyDown:                                 overshoot.DefaultSafetyDown,
+		OvershootPeriod:                            overshoot.DefaultOvershootPeriod,
+		StatusCheckPeriod:                          outage.DefaultStatusCheckPeriod,
+		StatusCheckTimeout:                         outage.DefaultStatusCheckTimeout,
+		OrphanVMsPeriod:                            orphanvms.DefaultOrphanVMsPeriod,
+		OrphanGracePeriod:                          orphanvms.DefaultOrphanGracePeriod,
+		MachineMaxReplicas:                         machineset.DefaultMaxReplicas,
+		LeaderElect:                                true,
+		LeaseDuration:                              DefaultLeaseDuration,
+		RenewDeadline:                              DefaultRenewDeadline,
+		RetryPeriod:                                DefaultRetryPeriod,
+		LeaseName:                                  DefaultLeaseName,
+		MachineLeaseName:                           DefaultMachineLeaseName,
+		ResourceLock:                               DefaultResourceLock,
+		KubeAPIContentType:                         DefaultKubeAPIContentType,
+		Address:                                    DefaultAddress,
+		Port:                                       DefaultPort,
 
 		SimKubeletQPS:             DefaultSimKubeletQPS,
 		SimKubeletBurst:           DefaultSimKubeletBurst,

@@ -32,8 +32,6 @@ var ignoredFlags = []ignoredFlag{
 	{"controller-start-interval", "duration", func() flag.Value { return nonNegativeDuration(0) }, "MCM reads it nowhere"},
 	{"min-resync-period", "duration", func() flag.Value { return nonNegativeDuration(12 * time.Hour) },
 		"informers here never resync: each controller requeues what time drives by itself (a settled machine every 10m)"},
-	{"machine-inplace-update-timeout", "duration", func() flag.Value { return nonNegativeDuration(20 * time.Minute) },
-		"this manager does not update machines in place"},
 	{"log-flush-frequency", "duration", func() flag.Value { return nonNegativeDuration(5 * time.Second) },
 		"the log is written line by line, unbuffered: there is nothing to flush"},
 	{"vmodule", "pattern=N,...", func() flag.Value { return new(moduleSpec) }, "the log has one verbosity, -v, for every file"},

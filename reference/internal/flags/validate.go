@@ -156,6 +156,7 @@ func (p *problems) machine(c Config) {
 		{"machine-creation-timeout", c.MachineCreationTimeout},
 		{"machine-health-timeout", c.MachineHealthTimeout},
 		{"machine-preserve-timeout", c.MachinePreserveTimeout},
+		{"machine-inplace-update-timeout", c.MachineInPlaceUpdateTimeout},
 		{"machine-drain-timeout", c.MachineDrainTimeout},
 		{"machine-pv-detach-timeout", c.MachinePVDetachTimeout},
 		{"machine-pv-reattach-timeout", c.MachinePVReattachTimeout},
