@@ -167,7 +167,13 @@
 //	  "bootJitter": "0s",                         Go duration; default Options.BootJitter
 //	  "deleteDelay": "10s",                       Go duration; default Options.DeleteDelay
 //	  "requireInitialization": true,              default false
-//	  "cluster": "shoot--dev--a"                  VM tag (see ClassTags); default the class's namespace
+//	  "cluster": "shoot--dev--a",                 VM tag (see ClassTags); default the class's namespace
+//	  "kubeletVersion": "v1.38.0",                semantic version with a leading v; default DefaultKubeletVersion
+//	  "inPlaceUpdate": {                          the node agent (see The node agent); default none
+//	    "agent": true,                            run it on the VMs; default false
+//	    "updateDelay": "20s",                     Go duration an update takes; default 0s; needs agent
+//	    "retryDelay": "30s"                       Go duration before a failed update is retried; default 30s; needs agent
+//	  }
 //	}
 //
 // Decoding is strict. Unknown fields, values of the wrong type, bad
@@ -175,6 +181,62 @@
 // whose cause holds one *field.Error (k8s.io/apimachinery validation) per
 // problem, with its path such as providerSpec.capacity[cpu]; find them with
 // errors.As rather than by reading the message.
+//
+// # The node agent
+//
+// Agent plays, for the VMs of a Cloud, the part gardener-node-agent plays
+// in MCM's in-place updates (the InPlaceUpdate strategy): it is opt-in per
+// class (inPlaceUpdate.agent), and its settings, like kubeletVersion, are
+// those of the class the VM was created with or last updated to (see
+// VM.InPlaceUpdate, VM.KubeletVersion). It speaks the node label protocol
+// of MCM v0.62.1, which a real agent implements the same way:
+//
+//   - It acts on its kubelet's nodes only (AnnotationSimulated equal to
+//     AgentOptions.Identity), of Running VMs whose settings enable it.
+//   - It starts when the node's InPlaceUpdate condition has reason
+//     ReadyForUpdate and the node has no node.machine.sapcloud.io/update-result
+//     label: the machine controller has cordoned and drained the node and
+//     the machine is InPlaceUpdating. A node labelled failed is tried again
+//     after retryDelay, whatever its condition says, as gardener-node-agent
+//     retries a failed update; one labelled successful is done.
+//   - The class the VM is to have is the template class of the machine's
+//     MachineDeployment (machine, by the VM's machine name in the
+//     namespace of its class; its controlling MachineSet; that set's
+//     controlling deployment), read from the control cluster; without a
+//     deployment, the set's template class; without a set, the machine's.
+//   - After updateDelay, on the agent's clock (a delayed requeue, no
+//     goroutine per node), it updates the VM in the cloud: its kubelet
+//     reports the class's kubeletVersion at once, and the VM carries the
+//     class's labels (VM.Labels; the node keeps the labels it registered
+//     with, as a kubelet applies its node labels only at registration) and
+//     agent settings; VM.UpdatedTo names the class. The VM keeps its
+//     provider ID, address and class tags (VM.Class), by which ListMachines
+//     and so orphan collection go, as the machine keeps naming its old
+//     class after MCM moves it to the new set. The change is saved in the
+//     state file.
+//   - It then labels the node update-result=successful and removes
+//     node.machine.sapcloud.io/update-failed-reason, in one merge patch of
+//     those two keys, guarded by the node's resourceVersion.
+//   - A failure labels the node update-result=failed with the reason in
+//     update-failed-reason. Failures: a fault injected for
+//     OperationInPlaceUpdate (matched by MachineName, Probability, Times as
+//     any fault; its Message is the reason; with AfterEffect the VM is
+//     updated and the result is failed nevertheless), a class whose
+//     providerSpec is not valid for the cloud, and a class of another
+//     zone, instance type or capacity, which needs a new VM. Faults
+//     without an Operation are for the driver's operations and do not hit
+//     the update.
+//   - It never uncordons the node, never removes the candidate-for-update
+//     or selected-for-update labels, and never removes its result: the
+//     MachineDeployment controller does, once it has moved the machine to
+//     its new set.
+//
+// Not found objects (a machine or class not in the cache yet) are retried
+// with backoff and logged. A node that is ReadyForUpdate again although
+// nothing changed (a rollback) is updated all the same, to the class it
+// has: the agent always answers, where gardener-node-agent answers only
+// when its configuration changed, leaving the machine to its in-place
+// update timeout.
 //
 // # Test handle
 //
@@ -193,7 +255,8 @@
 //     responses (AfterEffect), and calls that hang, deaf to their context,
 //     until the fault is removed (Hang), per operation and machine;
 //   - SetQuota: tighten or relax quotas at run time;
-//   - Calls: how often each operation was called;
+//   - Calls: how often each operation was called (OperationInPlaceUpdate:
+//     the node agent's update attempts);
 //   - Changed, NextTransition: wait for VM changes without polling;
 //   - ID: the cloud's identity, kept in its state file, for
 //     KubeletOptions.Identity.
@@ -209,8 +272,9 @@
 // written to it (to a temporary file renamed over it, so that a process
 // killed mid-write leaves the old state or the new one) before the call
 // that made it returns. The file keeps the VMs with everything about them
-// (tags, state, user data, addresses), the provider IDs and addresses
-// handed out, so that none is reused, and the cloud's ID. Times in it are
+// (tags, state, user data, addresses, kubelet version and in-place
+// updates), the provider IDs and addresses handed out, so that none is
+// reused, and the cloud's ID. Times in it are
 // absolute: a VM that was booting or being deleted when the process died
 // completes when it was due, and one due meanwhile has completed by the
 // time the restarted process looks. Faults, quotas, the random source and
@@ -261,4 +325,12 @@
 //	kubelet.SetCondition(nodeName, corev1.NodeCondition{
 //		Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady",
 //	})
+//
+// For in-place updates, run an Agent beside it, with the control
+// cluster's machine client and the kubelet's identity:
+//
+//	agent, err := sim.NewAgent(cloud, kubeletClient, machineClient, sim.AgentOptions{Identity: kubelet.Identity()})
+//	go agent.Run(ctx)
+//	_, _ = cloud.InjectFault(sim.Fault{Operation: sim.OperationInPlaceUpdate, MachineName: "m1",
+//		Code: driver.Internal, Message: "kubelet is not healthy after in-place update"})
 package sim

@@ -115,6 +115,8 @@ func (c *Cloud) create(ctx context.Context, name string, spec ProviderSpec, tags
 	v.labels = spec.Labels
 	v.userData = slices.Clone(userData)
 	v.requireInit = spec.RequireInitialization
+	v.kubeletVersion = spec.KubeletVersion
+	v.inPlace = spec.InPlaceUpdate.deepCopy()
 	v.deleteDelay = durationOr(spec.DeleteDelay, c.opts.DeleteDelay)
 	v.bootStartedAt = now
 	v.bootedAt = now.Add(c.delayLocked(durationOr(spec.BootDelay, c.opts.BootDelay), durationOr(spec.BootJitter, c.opts.BootJitter)))

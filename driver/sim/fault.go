@@ -13,7 +13,9 @@ import (
 // in the order they were injected; the first one that hits a call decides
 // its fate, and the others do not count that call.
 type Fault struct {
-	// Operation the fault applies to; empty for every operation.
+	// Operation the fault applies to; empty for every operation of the
+	// driver. OperationInPlaceUpdate, the node agent's update of a VM, is
+	// not a driver operation: only faults that name it hit it.
 	Operation driver.Operation
 	// MachineName restricts the fault to calls for that machine; empty for
 	// every call. Calls without a machine (ListMachines, GetVolumeIDs) only
@@ -46,6 +48,13 @@ type Fault struct {
 	Hang bool
 }
 
+// OperationInPlaceUpdate is the node agent's in-place update of a VM
+// (Agent), for faults: a hit fails the update, and the agent labels the
+// node update-result=failed with the fault's Message as its reason (with
+// AfterEffect, after updating the VM nevertheless). Latency delays the
+// update; Hang is refused. Cloud.Calls counts the agent's attempts.
+const OperationInPlaceUpdate driver.Operation = "InPlaceUpdate"
+
 // FaultID identifies an injected fault.
 type FaultID uint64
 
@@ -73,7 +82,10 @@ func (f Fault) validate() error {
 		return fmt.Errorf("sim: fault with code OK and no latency does nothing")
 	case f.Code == driver.OK && f.AfterEffect:
 		return fmt.Errorf("sim: fault with AfterEffect needs an error code")
-	case f.Operation != "" && !slices.Contains(driver.Operations(), f.Operation):
+	case f.Operation == OperationInPlaceUpdate && f.Hang:
+		// The agent's update runs on a worker that must stop with Run.
+		return fmt.Errorf("sim: an %s fault cannot hang", OperationInPlaceUpdate)
+	case f.Operation != "" && f.Operation != OperationInPlaceUpdate && !slices.Contains(driver.Operations(), f.Operation):
 		return fmt.Errorf("sim: fault for unknown operation %q", f.Operation)
 	}
 	return nil
@@ -198,8 +210,8 @@ func hitCall(op driver.Operation, hit Fault) (call, error) {
 
 func (c *Cloud) pickFaultLocked(op driver.Operation, machineName string) (Fault, FaultID, bool) {
 	for i, f := range c.faults {
-		if f.Fault.Operation != "" && f.Fault.Operation != op {
-			continue
+		if f.Fault.Operation != op && (f.Fault.Operation != "" || op == OperationInPlaceUpdate) {
+			continue // a fault for every operation is one for the driver's only
 		}
 		if f.Fault.MachineName != "" && f.Fault.MachineName != machineName {
 			continue

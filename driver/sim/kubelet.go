@@ -191,6 +191,11 @@ func NewKubelet(vms VMSource, client kubernetes.Interface, opts KubeletOptions) 
 	}
 }
 
+// Identity is the kubelet's identity (KubeletOptions.Identity, or the
+// random one it chose), the value of AnnotationSimulated on its nodes: an
+// Agent serving its nodes takes it as AgentOptions.Identity.
+func (k *Kubelet) Identity() string { return k.opts.Identity }
+
 // SetCondition makes the node report cond (by type) from now on, e.g.
 // Ready=False or a node-problem-detector condition such as KernelDeadlock.
 func (k *Kubelet) SetCondition(node string, cond corev1.NodeCondition) {
@@ -358,7 +363,7 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 			return fmt.Errorf("reading node %s from the cache: %w", vm.NodeName, err)
 		case !k.nodes.owns(node):
 			continue // somebody else's node of the same name
-		case !k.leases.due(node.Name, now) && !k.nodes.due(node, now):
+		case !k.leases.due(node.Name, now) && !k.nodes.due(node, now) && !versionChanged(vm, node):
 			continue
 		}
 		work = append(work, k.nodeWork(vm, node, now))

@@ -231,7 +231,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	r.mu.Unlock()
 
 	due := !known || !now.Before(state.next)
-	if !due && state.checked == node.ResourceVersion {
+	if !due && state.checked == node.ResourceVersion && !versionChanged(vm, node) {
 		return nil
 	}
 	want := desiredNodeStatus(vm, overrides, reported, node.Status.Conditions, now)
@@ -345,9 +345,25 @@ func desiredNodeStatus(vm VM, overrides map[corev1.NodeConditionType]corev1.Node
 		Conditions:  conditions,
 		NodeInfo: corev1.NodeSystemInfo{
 			OperatingSystem: "linux", Architecture: "amd64",
-			KubeletVersion: "v1.37.1-sim", ContainerRuntimeVersion: "sim://1",
+			KubeletVersion: kubeletVersion(vm), ContainerRuntimeVersion: "sim://1",
 		},
 	}
+}
+
+// kubeletVersion is the version vm's kubelet reports: the VM's, or
+// DefaultKubeletVersion for a VM of a source that sets none.
+func kubeletVersion(vm VM) string {
+	if vm.KubeletVersion == "" {
+		return DefaultKubeletVersion
+	}
+	return vm.KubeletVersion
+}
+
+// versionChanged reports whether vm's kubelet reports another version than
+// its node shows: an in-place update has just changed it, and the new
+// version is written at once, not when the status is next due.
+func versionChanged(vm VM, node *corev1.Node) bool {
+	return node.Status.NodeInfo.KubeletVersion != kubeletVersion(vm)
 }
 
 // keepExtendedResources keeps in want the extended resources others have
@@ -370,6 +386,7 @@ func statusEquivalent(cur, want corev1.NodeStatus) bool {
 	if !apiequality.Semantic.DeepEqual(cur.Capacity, want.Capacity) ||
 		!apiequality.Semantic.DeepEqual(cur.Allocatable, want.Allocatable) ||
 		!apiequality.Semantic.DeepEqual(cur.Addresses, want.Addresses) ||
+		cur.NodeInfo != want.NodeInfo ||
 		len(cur.Conditions) != len(want.Conditions) {
 		return false
 	}

@@ -59,6 +59,14 @@ type ProviderSpec struct {
 	// namespace: in Gardener's layout each cluster's classes have a
 	// namespace of their own.
 	Cluster string `json:"cluster,omitempty"`
+	// KubeletVersion is the version the VMs' kubelets report in their
+	// Nodes' status.nodeInfo.kubeletVersion, a semantic version such as
+	// "v1.38.0". Empty means DefaultKubeletVersion. An in-place update
+	// (Agent) gives the VM the version of the class it updates to.
+	KubeletVersion string `json:"kubeletVersion,omitempty"`
+	// InPlaceUpdate opts the VMs into the simulated node agent (Agent),
+	// which carries out MCM's in-place updates on them. Nil: no agent.
+	InPlaceUpdate *InPlaceUpdate `json:"inPlaceUpdate,omitempty"`
 }
 
 // RawExtension returns s encoded for MachineClass.ProviderSpec.
@@ -72,7 +80,7 @@ func (s ProviderSpec) RawExtension() runtime.RawExtension {
 }
 
 // specFields lists the providerSpec keys, for the unknown-field message.
-var specFields = []string{"bootDelay", "bootJitter", "capacity", "cluster", "deleteDelay", "instanceType", "labels", "requireInitialization", "zone"}
+var specFields = []string{"bootDelay", "bootJitter", "capacity", "cluster", "deleteDelay", "inPlaceUpdate", "instanceType", "kubeletVersion", "labels", "requireInitialization", "zone"}
 
 // decodeProviderSpec decodes a class's providerSpec strictly: unknown
 // fields, values of the wrong type, unparsable quantities and durations and
@@ -120,6 +128,10 @@ func decodeProviderSpec(raw runtime.RawExtension) (ProviderSpec, field.ErrorList
 			errs = append(errs, decodeInto(path, value, &spec.RequireInitialization, "must be true or false")...)
 		case "cluster":
 			errs = append(errs, decodeInto(path, value, &spec.Cluster, "must be a string")...)
+		case "kubeletVersion":
+			spec.KubeletVersion, errs = decodeKubeletVersion(path, value, errs)
+		case "inPlaceUpdate":
+			spec.InPlaceUpdate, errs = decodeInPlaceUpdate(path, value, errs)
 		default:
 			errs = append(errs, field.Forbidden(path, "unknown field; the sim providerSpec has "+strings.Join(specFields, ", ")))
 		}

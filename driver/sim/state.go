@@ -16,6 +16,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/util/version"
 
 	"github.com/mcmkit/mcm/driver"
 )
@@ -67,6 +68,12 @@ type vmState struct {
 	RequireInitialization bool                 `json:"requireInitialization,omitempty"`
 	Initialized           bool                 `json:"initialized,omitempty"`
 	Injected              bool                 `json:"injected,omitempty"`
+	// The in-place update's parts (Agent): absent in files written before
+	// them, which keeps such files readable at the same version.
+	KubeletVersion string         `json:"kubeletVersion,omitempty"`
+	InPlaceUpdate  *InPlaceUpdate `json:"inPlaceUpdate,omitempty"`
+	UpdatedTo      *classState    `json:"updatedTo,omitempty"`
+	UpdatedAt      time.Time      `json:"updatedAt,omitzero"`
 }
 
 type classState struct {
@@ -155,6 +162,9 @@ func (v vmState) validate() error {
 	if d, err := time.ParseDuration(v.DeleteDelay); err != nil || d < 0 {
 		errs = append(errs, fmt.Errorf("VM %s: deleteDelay %q is not a duration", v.ProviderID, v.DeleteDelay))
 	}
+	if _, err := version.ParseSemantic(v.KubeletVersion); v.KubeletVersion != "" && err != nil {
+		errs = append(errs, fmt.Errorf("VM %s: kubeletVersion %q is not a semantic version", v.ProviderID, v.KubeletVersion))
+	}
 	if v.Deleting && v.GoneAt.IsZero() {
 		errs = append(errs, fmt.Errorf("VM %s is deleting but has no goneAt", v.ProviderID))
 	}
@@ -179,11 +189,24 @@ func (c *Cloud) apply(s cloudState) {
 			stopped: r.Stopped, stoppedAt: r.StoppedAt,
 			deleteDelay: deleteDelay, deleting: r.Deleting, deleteRequestedAt: r.DeleteRequestedAt, goneAt: r.GoneAt,
 			requireInit: r.RequireInitialization, initialized: r.Initialized, injected: r.Injected,
+			kubeletVersion: r.KubeletVersion, inPlace: r.InPlaceUpdate, updatedAt: r.UpdatedAt,
+		}
+		if u := r.UpdatedTo; u != nil {
+			c.vms[r.ProviderID].updatedTo = ClassTags{Cluster: u.Cluster, Namespace: u.Namespace, Name: u.Name}
 		}
 		// A file that misses the ID of one of its VMs would otherwise let
 		// the ID be handed out again.
 		c.issued[r.ProviderID] = true
 	}
+}
+
+// updatedToState is the state file's form of a VM's UpdatedTo: absent
+// for a VM never updated in place.
+func updatedToState(t ClassTags) *classState {
+	if t.IsZero() {
+		return nil
+	}
+	return &classState{Cluster: t.Cluster, Namespace: t.Namespace, Name: t.Name}
 }
 
 // stateLocked returns what the state file keeps of the cloud.
@@ -205,6 +228,7 @@ func (c *Cloud) stateLocked() cloudState {
 			Stopped: v.stopped, StoppedAt: v.stoppedAt,
 			DeleteDelay: v.deleteDelay.String(), Deleting: v.deleting, DeleteRequestedAt: v.deleteRequestedAt, GoneAt: v.goneAt,
 			RequireInitialization: v.requireInit, Initialized: v.initialized, Injected: v.injected,
+			KubeletVersion: v.kubeletVersion, InPlaceUpdate: v.inPlace, UpdatedTo: updatedToState(v.updatedTo), UpdatedAt: v.updatedAt,
 		})
 	}
 	slices.SortFunc(s.VMs, func(a, b vmState) int {

@@ -1,6 +1,7 @@
 package sim
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"time"
@@ -74,6 +75,22 @@ type VM struct {
 	Initialized bool
 	// Injected marks VMs that Cloud.AddVM created, not CreateMachine.
 	Injected bool
+	// KubeletVersion is what the VM's kubelet reports in its Node's
+	// status.nodeInfo.kubeletVersion: the providerSpec's kubeletVersion
+	// (DefaultKubeletVersion if it has none) of the class the VM was
+	// created with or last updated to in place.
+	KubeletVersion string
+	// InPlaceUpdate is the node agent's configuration on the VM, the
+	// providerSpec's inPlaceUpdate block of the class the VM was created
+	// with or last updated to; nil or without Agent: no agent.
+	InPlaceUpdate *InPlaceUpdate
+	// UpdatedTo holds the tags of the class the agent last updated the VM
+	// to in place, zero if it never did. Class keeps the tags of the class
+	// the VM was created with, which ListMachines goes by, as the
+	// machine's spec.class keeps naming it after an in-place update.
+	UpdatedTo ClassTags
+	// UpdatedAt is when the agent last updated the VM in place.
+	UpdatedAt time.Time
 }
 
 // VMSpec describes a VM to create behind the driver's back with Cloud.AddVM.
@@ -117,6 +134,10 @@ type vm struct {
 	requireInit             bool
 	initialized             bool
 	injected                bool
+	kubeletVersion          string         // empty: DefaultKubeletVersion
+	inPlace                 *InPlaceUpdate // never modified: replaced whole
+	updatedTo               ClassTags
+	updatedAt               time.Time
 }
 
 // live reports whether the driver sees the VM: it exists and is not being
@@ -142,6 +163,7 @@ func (v *vm) snapshot(now time.Time) VM {
 	s.Labels = maps.Clone(s.Labels)
 	s.Addresses = slices.Clone(s.Addresses)
 	s.UserData = slices.Clone(v.userData)
+	s.InPlaceUpdate = s.InPlaceUpdate.deepCopy()
 	return s
 }
 
@@ -166,5 +188,11 @@ func (v *vm) sharedSnapshot(now time.Time) VM {
 		CreatedAt:    v.createdAt,
 		Initialized:  !v.requireInit || v.initialized,
 		Injected:     v.injected,
+		// The agent replaces the VM's version and block on an update; it
+		// never modifies them, so sharing the block is safe.
+		KubeletVersion: cmp.Or(v.kubeletVersion, DefaultKubeletVersion),
+		InPlaceUpdate:  v.inPlace,
+		UpdatedTo:      v.updatedTo,
+		UpdatedAt:      v.updatedAt,
 	}
 }

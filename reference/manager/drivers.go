@@ -3,6 +3,7 @@ package manager
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -12,6 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 
+	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/reference/internal/flags"
@@ -30,6 +32,11 @@ type DriverEnv struct {
 	// share Target's limit with the controllers: either would starve the
 	// other.
 	TargetConfig *rest.Config
+	// Machines is the control cluster's machine client, for a driver
+	// whose background work reads machine objects (the sim's node agent
+	// reads the classes machines are to have); nil in tests that give
+	// none.
+	Machines versioned.Interface
 	// Logger for the driver.
 	Logger logr.Logger
 	// Registerer is the manager's metrics registry. The machine controller
@@ -165,7 +172,12 @@ func NewSimDriver(ctx context.Context, env DriverEnv) (driver.Driver, Runnable, 
 // PendingDelay, so a machine shows Pending only when its node is slow);
 // without one, machines become Available. The kubelet talks to the target
 // cluster through a client of its own (user agent SimKubeletUserAgent,
-// rate limit KubeletQPS and KubeletBurst). It is for demos and tests.
+// rate limit KubeletQPS and KubeletBurst). With a target cluster and
+// DriverEnv.Machines, the Runnable also runs the sim's node agent
+// (sim.Agent) on that client, for the machines of --namespace: it carries
+// out in-place updates on the VMs of classes whose providerSpec enables
+// it (inPlaceUpdate.agent) and leaves all others alone. It is for demos
+// and tests.
 //
 // Without opts.StateFile the cloud's VMs are in memory: when the process
 // ends they are gone, and the next manager, a restarted one or a new
@@ -208,10 +220,32 @@ func SimDriver(opts SimDriverOptions) DriverFactory {
 			StatusReportPeriod: opts.NodeStatusReportPeriod,
 			Parallelism:        opts.KubeletParallelism,
 		})
-		run := func(ctx context.Context) error {
-			return kubelet.Run(logr.NewContext(ctx, env.Logger))
+		var agent *sim.Agent
+		if env.Machines != nil {
+			agent, err = sim.NewAgent(cloud, client, env.Machines, sim.AgentOptions{
+				Identity: cloud.ID(), Namespace: env.Config.Namespace,
+			})
+			if err != nil {
+				return nil, nil, fmt.Errorf("sim driver: %w", err)
+			}
 		}
-		return cloud.Driver(), run, nil
+		return cloud.Driver(), simBackground(env.Logger, kubelet, agent), nil
+	}
+}
+
+// simBackground runs the kubelet and, if not nil, the agent until ctx
+// ends. Each runs on, whatever the other does: the kubelet keeps the
+// nodes Ready without the agent.
+func simBackground(logger logr.Logger, kubelet *sim.Kubelet, agent *sim.Agent) Runnable {
+	return func(ctx context.Context) error {
+		ctx = logr.NewContext(ctx, logger)
+		if agent == nil {
+			return kubelet.Run(ctx)
+		}
+		agentDone := make(chan error, 1)
+		go func() { agentDone <- agent.Run(ctx) }()
+		err := kubelet.Run(ctx)
+		return errors.Join(err, <-agentDone)
 	}
 }
 

@@ -92,7 +92,8 @@ func (m *Manager) startDriver(ctx context.Context, cc *ControllerContext, target
 		driverTarget = listwatch.Transport(driverTarget, nil, "")
 	}
 	d, background, err := m.opts.Drivers[m.cfg.Driver](ctx, DriverEnv{
-		Config: m.cfg, Target: cc.TargetCore, TargetConfig: driverTarget, Logger: m.log.WithName("driver"), Registerer: m.reg,
+		Config: m.cfg, Target: cc.TargetCore, TargetConfig: driverTarget, Machines: cc.Machines,
+		Logger: m.log.WithName("driver"), Registerer: m.reg,
 	})
 	if err != nil {
 		return nil, fmt.Errorf("--driver=%s: %w", m.cfg.Driver, err)

@@ -1,6 +1,7 @@
 // Package simcluster puts simulated machines into a test environment
-// cluster: a sim.Cloud whose VMs a sim.Kubelet turns into Ready nodes, plus
-// helpers that place workloads on those nodes. Drain tests and benchmarks
+// cluster: a sim.Cloud whose VMs a sim.Kubelet turns into Ready nodes (and,
+// with Options.Agent, a sim.Agent that carries out in-place updates on
+// them), plus helpers that place workloads on those nodes. Drain tests and benchmarks
 // (in this module and in the benchmark module) share it so that they
 // measure the same workload.
 //
@@ -30,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
 )
@@ -40,14 +42,29 @@ type Options struct {
 	Kubelet sim.KubeletOptions
 	// Capacity of each node; the default fits several hundred small pods.
 	Capacity corev1.ResourceList
+	// Agent runs the cloud's in-place update agent beside the kubelet.
+	Agent AgentOptions
+}
+
+// AgentOptions configure the simulated node agent (sim.Agent). It is off
+// unless Machines is set: it reads the classes the machines are to have
+// from the control cluster, which the rest of the cluster does not need,
+// and serves only the VMs of classes whose providerSpec enables it.
+type AgentOptions struct {
+	// Machines is the control cluster's machine client; nil runs no agent.
+	Machines versioned.Interface
+	// Options of the agent; an empty Identity becomes the kubelet's.
+	Options sim.AgentOptions
 }
 
 // Cluster is a simulated cloud with a running kubelet.
 type Cluster struct {
 	Cloud   *sim.Cloud
 	Kubelet *sim.Kubelet
-	client  kubernetes.Interface
-	opts    Options
+	// Agent is the node agent, nil unless Options.Agent.Machines was set.
+	Agent  *sim.Agent
+	client kubernetes.Interface
+	opts   Options
 }
 
 // Start creates the cloud and runs its kubelet against client until tb
@@ -66,7 +83,42 @@ func Start(tb testing.TB, client kubernetes.Interface, opts Options) *Cluster {
 		}
 	}
 	k := RunKubelet(tb, cloud, client, opts.Kubelet)
-	return &Cluster{Cloud: cloud, Kubelet: k, client: client, opts: opts}
+	c := &Cluster{Cloud: cloud, Kubelet: k, client: client, opts: opts}
+	if opts.Agent.Machines != nil {
+		agentOpts := opts.Agent.Options
+		if agentOpts.Identity == "" {
+			agentOpts.Identity = k.Identity()
+		}
+		c.Agent = RunAgent(tb, cloud, client, opts.Agent.Machines, agentOpts)
+	}
+	return c
+}
+
+// RunAgent runs the simulated node agent of cloud against the target
+// cluster client and the control cluster machines until tb ends, and
+// returns once its caches have synced. Give it the identity of the
+// kubelet whose nodes it serves (Kubelet.Identity).
+func RunAgent(tb testing.TB, cloud *sim.Cloud, client kubernetes.Interface, machines versioned.Interface, opts sim.AgentOptions) *sim.Agent {
+	tb.Helper()
+	a, err := sim.NewAgent(cloud, client, machines, opts)
+	if err != nil {
+		tb.Fatalf("simcluster: %v", err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- a.Run(ctx) }()
+	tb.Cleanup(func() {
+		cancel()
+		if err := <-done; err != nil {
+			tb.Errorf("simcluster: agent: %v", err)
+		}
+	})
+	waitCtx, waitCancel := context.WithTimeout(ctx, time.Minute)
+	defer waitCancel()
+	if err := a.WaitRunning(waitCtx); err != nil {
+		tb.Fatalf("simcluster: agent caches never synced: %v", err)
+	}
+	return a
 }
 
 // RunKubelet runs a simulated kubelet for cloud against client until tb
