@@ -103,12 +103,21 @@ func (c *Controller) applyStep(ctx context.Context, done *applied, p syncPlan) {
 			return
 		}
 	}
+	if done.stepErr == nil && p.inPlace != nil {
+		done.stepErr = c.applyTransfers(ctx, done.d, p.inPlace)
+	}
 	if done.stepErr == nil {
 		var errs []error
 		for _, sp := range p.setPatches {
 			errs = append(errs, c.patchSet(ctx, done.d, sp))
 		}
 		done.stepErr = errors.Join(errs...)
+	}
+	if p.inPlace != nil && done.stepErr == nil {
+		// The nodes' marks follow the moves (their result label goes only
+		// once the machine left its old set); the moved machines' label
+		// goes once the new set counts them.
+		done.stepErr = errors.Join(c.applyInPlaceNodes(ctx, p.inPlace), c.applyUnlabel(ctx, p.inPlace))
 	}
 	if c.nodeQueue != nil {
 		c.nodeQueue.Add(workqueue.KeyOf(done.d)) // the nodes' rollout marks, on their own queue
@@ -133,8 +142,8 @@ func (c *Controller) tellStep(d *v1alpha1.MachineDeployment, p syncPlan) {
 	if p.capped != "" && !reported(d, ConditionReplicasCapped, p.capped) {
 		c.warn(d, ReasonTooManyReplicas, p.capped)
 	}
-	if u := p.step.Unsupported; u != "" && !reported(d, v1alpha1.MachineDeploymentProgressing, u) {
-		c.warn(d, ReasonUnsupported, u)
+	if st := p.stall(); st.message != "" && !reported(d, v1alpha1.MachineDeploymentProgressing, st.message) {
+		c.warn(d, st.reason, st.message)
 	}
 	key := workqueue.KeyOf(d)
 	switch {

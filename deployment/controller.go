@@ -69,6 +69,10 @@ type Controller struct {
 	// nodeWrites makes ReconcileNodes wait until the cache shows its own
 	// marks on a node, by node name, so that a node is not marked twice.
 	nodeWrites *expectations.Writes[string]
+	// machineWrites makes a sync wait until the cache shows its own
+	// writes of machines (an in-place rollout's moves), by machine key,
+	// so that a machine and its replica are not moved twice.
+	machineWrites *expectations.Writes[string]
 	// toldFrozen remembers the freeze each deployment last told of.
 	toldFrozen dedup.Messages
 }
@@ -91,11 +95,12 @@ func NewController(client versioned.Interface, target kubernetes.Interface, inf 
 	}
 	c := &Controller{
 		client: client, target: target, opts: o,
-		deployments: inf.Deployments.Lister(),
-		sets:        inf.MachineSets.Lister(),
-		machines:    inf.Machines.Lister(),
-		writes:      expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
-		nodeWrites:  expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		deployments:   inf.Deployments.Lister(),
+		sets:          inf.MachineSets.Lister(),
+		machines:      inf.Machines.Lister(),
+		writes:        expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		nodeWrites:    expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		machineWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
 	}
 	if inf.Nodes != nil {
 		c.nodes = inf.Nodes.Lister()
@@ -168,7 +173,11 @@ func (c *Controller) register(inf Informers) error {
 func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	old, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := obj.(*corev1.Node)
-	if !ok1 || !ok2 || !rolloutMarksChanged(old, n) {
+	if !ok1 || !ok2 {
+		return
+	}
+	rollout, inPlace := rolloutMarksChanged(old, n), inPlaceMarksChanged(old, n)
+	if !rollout && !inPlace {
 		return
 	}
 	machines, err := c.machineIdx.ByIndex(machinestate.ByNodeIndex, n.Name)
@@ -177,11 +186,31 @@ func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	}
 	for _, o := range machines {
 		if m, ok := o.(*v1alpha1.Machine); ok {
-			if key := c.deploymentOfMachine(m); key != "" {
+			key := c.deploymentOfMachine(m)
+			if key != "" && rollout {
 				c.nodeQueue.Add(key)
+			}
+			if key != "" && inPlace {
+				c.queue.Add(key)
 			}
 		}
 	}
+}
+
+// inPlaceMarksChanged tells whether a node's part in an in-place rollout
+// changed between old and n: its in-place labels (a person's selection in
+// Manual, the agent's result), the agent's failure reason, the cordon, or,
+// on a candidate node, its taints and resourceVersion-guarded writes the
+// rollout waits for.
+func inPlaceMarksChanged(old, n *corev1.Node) bool {
+	for _, k := range []string{v1alpha1.CandidateForUpdateLabel, v1alpha1.SelectedForUpdateLabel, v1alpha1.UpdateResultLabel} {
+		if old.Labels[k] != n.Labels[k] {
+			return true
+		}
+	}
+	_, candidate := n.Labels[v1alpha1.CandidateForUpdateLabel]
+	return old.Annotations[v1alpha1.UpdateFailedReasonAnnotation] != n.Annotations[v1alpha1.UpdateFailedReasonAnnotation] ||
+		old.Spec.Unschedulable != n.Spec.Unschedulable || (candidate && rolloutMarksChanged(old, n))
 }
 
 // rolloutMarksChanged tells whether the marks this controller puts on nodes

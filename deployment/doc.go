@@ -31,8 +31,8 @@
 //   - Scaling events, rollouts (RollingUpdate, Recreate), pause (scaling
 //     only, Progressing reason DeploymentPaused/DeploymentResumed) and the
 //     freeze (label freeze=True, or Options.SafetyGate: nothing grows,
-//     scale-down goes on) are described below. InPlaceUpdate deployments are
-//     scaled but not rolled out; the Progressing condition says so.
+//     scale-down goes on) are described below, and so are in-place
+//     rollouts (InPlaceUpdate).
 //   - Rollback: spec.rollbackTo or the RollbackAnnotation brings back the
 //     template of a revision (0: the previous one) and is cleared, with the
 //     event DeploymentRollback, DeploymentRollbackRevisionNotFound or
@@ -190,14 +190,119 @@
 //     set only (the newest active set while there is no new set), as MCM does
 //     since its issues 754 and 802, and never takes it above spec.replicas.
 //
-// Recreate and InPlaceUpdate deployments with several active sets are left
-// to their rollout.
+// Recreate deployments with several active sets are left to their rollout;
+// for InPlaceUpdate see In-place update.
 //
 // A deployment runs at most Options.MaxReplicas machines (10000 by default;
 // MCM has no ceiling): one whose spec.replicas asks for more is planned,
 // rolled out and sized as if it asked for that many (withinCeiling), never
 // more, and says so in the condition mcmkit.io/ReplicasCapped
 // (ConditionReplicasCapped) and one TooManyReplicas Warning event.
+//
+// # In-place update
+//
+// An InPlaceUpdate deployment keeps every machine and its VM: machines of
+// old sets are updated on their nodes by a node agent (gardener-node-agent
+// in a Gardener shoot; the simulated cloud has one) and then moved to the
+// new set. planInPlace plans each sync from the sets, their machines and
+// the machines' nodes (a target cluster is needed: without one the
+// deployment is only scaled and Progressing says why). Created from zero,
+// the deployment gets its set with spec.replicas, as MCM's. The protocol,
+// with MCM v0.62.1's keys and values (package v1alpha1):
+//
+//  1. A new template creates the new set: with Auto orchestration sized
+//     spec.replicas + maxSurge - the old sets' machines (at most
+//     spec.replicas; the surge is new VMs, as in MCM), with Manual 0.
+//  2. Old sets with replicas or machines get the label
+//     node.machine.sapcloud.io/scale-up-disabled=true (they create no
+//     machine; package machineset) and the annotation
+//     deployment.machine.sapcloud.io/prefer-no-schedule=True; their nodes
+//     the PreferNoSchedule taint and, unless
+//     Options.SkipAutoscalerAnnotationDuringRollout, the cluster-autoscaler's
+//     scale-down-disabled annotation with the by-mcm marker (both from the
+//     node-marks queue, as in a rolling update; the annotation goes at
+//     completion, only where the marker is), and the label
+//     node.machine.sapcloud.io/candidate-for-update=true. Unlike MCM, the new
+//     set loses scale-up-disabled (after a rollback it must grow again).
+//  3. Auto: the controller labels nodes
+//     node.machine.sapcloud.io/selected-for-update=true, oldest old set
+//     first, within a set unavailable machines first, then by machine name
+//     (MCM takes an arbitrary order), never more from a set than its size
+//     nor more than the new set still needs. A machine in flight (selected,
+//     not yet moved) counts once: at most maxUnavailable machines are
+//     unavailable or in flight at a time, plus the surge's new machines,
+//     and a freed slot is filled at once. MCM counts an in-flight machine
+//     twice (unavailable, and selected), so it selects in waves. Selecting
+//     an unavailable machine costs no availability. Manual: a person
+//     labels the nodes; every one is updated at once, as in MCM, and the
+//     surge is 0.
+//  4. The machine controller drains a selected node (cordon first), sets
+//     the machine InPlaceUpdating and the node condition InPlaceUpdate to
+//     ReadyForUpdate; the agent updates the node and labels it
+//     node.machine.sapcloud.io/update-result=successful, or failed with the
+//     annotation node.machine.sapcloud.io/update-failed-reason. An agent
+//     must leave the candidate and selected labels and the cordon alone,
+//     and keep the result label until this controller removes it.
+//  5. A machine is moved to the new set once its node says successful, its
+//     copy of the node condition says UpdateSuccessful and its phase is
+//     past the update (neither InPlaceUpdating nor InPlaceUpdateFailed;
+//     MCM accepts InPlaceUpdateFailed, and such a machine stays failed in
+//     the new set): one merge patch of its controller reference (other
+//     owner references stay; never two controllers), its labels (the new
+//     selector's, and update-result=successful, which keeps the new set
+//     from deleting it until its spec.replicas counts it; removed then)
+//     and nothing of its spec, so spec.class still names the old class,
+//     as in MCM; the new set then copies its in-place parts (node template,
+//     machine configuration, class kind) onto it. The old set shrinks and
+//     the new set grows by the machines moved in the next sync, once the
+//     cache shows the moves: MCM resizes both at once, and a set controller
+//     whose machine cache lags behind its set cache then deletes a machine
+//     of the old set or creates one in the new set. The node loses the candidate, selected and result
+//     labels, the failure reason and the PreferNoSchedule taint, and is
+//     uncordoned; the node condition stays UpdateSuccessful, as in MCM.
+//  6. The nodes of old sets' machines not selected yet carry
+//     mcmkit.io/in-place-update-target (InPlaceTargetAnnotation), the new
+//     set their update is for. A machine whose update is done for another
+//     set (the template changed meanwhile) is not moved but made a
+//     candidate again and updated again: MCM moves it to the newer set
+//     without the newer template. A node without the annotation (selected
+//     by MCM before a switch) is taken as MCM takes it.
+//  7. As in MCM, an old set shrinks to the machines it has left (one
+//     deleted is not replaced there) and the new set makes up for them;
+//     once the new set holds spec.replicas, the old sets go to 0 (with a
+//     surge, deleting the machines it replaced).
+//
+// Divergences from MCM besides those above:
+//
+//   - Fail closed: while the update of an old set's machine that failed
+//     since the new set was created (phase InPlaceUpdateFailed, or the
+//     node's update-result=failed) is not cleared, no further machine is
+//     selected, and Progressing is False with reason InPlaceUpdateFailed
+//     and a Warning event name the machine and the agent's reason. Neither
+//     controller retries or replaces it: the agent may retry and label
+//     successful, a person may label successful or delete the machine. A
+//     new template starts a new rollout; the failed machine still counts
+//     as unavailable there. MCM only lists it in status.failedMachines.
+//   - Scaling during an in-place rollout (MCM's stalls: its scale handles
+//     one active set): growth goes to the new set, a shrink is shared in
+//     proportion to the sets' sizes (shrinkProportionally), and the
+//     rollout goes on.
+//   - node.gardener.cloud/critical-components-not-ready:NoSchedule, which
+//     MCM appends to every moved node (and a second time if it is there),
+//     is added only with Options.CriticalComponentsNotReadyTaint, once;
+//     outside Gardener nobody removes it.
+//   - After a rollback, the new set's nodes that are not being updated lose
+//     the candidate label (MCM leaves it); a machine of the new set whose
+//     update finished for the abandoned template is updated again (the
+//     new set grows by the surge meanwhile). A machine whose update
+//     finished before that is not told apart from one never updated: it
+//     keeps what its agent applied.
+//
+// Node writes are merge patches naming only these keys; a taint change
+// sends the node's full taint list guarded by its resourceVersion. The
+// controller syncs a deployment again when a node's in-place labels,
+// failure reason or cordon change, and waits for its own machine moves
+// to show in the cache before it plans again.
 //
 // # Revisions and history
 //

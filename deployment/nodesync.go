@@ -94,7 +94,7 @@ func (c *Controller) observeNodes(d *v1alpha1.MachineDeployment) (nodeScope, err
 		return nodeScope{}, err
 	}
 	s := nodeScope{
-		rolling:     isRollingUpdate(d) && len(oldMachines) > 0,
+		rolling:     (isRollingUpdate(d) || isInPlaceUpdate(d)) && len(oldMachines) > 0,
 		complete:    newSet != nil && len(oldMachines) == 0,
 		newMachines: newMachines, oldMachines: oldMachines,
 		nodes: map[string]*corev1.Node{},

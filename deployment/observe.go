@@ -36,6 +36,9 @@ type scope struct {
 	observed
 	// frozen says why the deployment adds no machines now, or "".
 	frozen string
+	// inPlace is what an in-place rollout decides on beyond the sets and
+	// machines: their nodes (observeInPlace).
+	inPlace inPlaceNodes
 }
 
 // observed is what a sync sees of a deployment's sets and machines.
@@ -83,6 +86,11 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment)
 	s.newSet, s.old = splitSets(d, owned)
 	s.counts = countSets(owned, s.machines, minReadyOf(d), s.now)
 	s.frozen = machinestate.FrozenReason(ctx, "deployment", d.Labels, c.opts.SafetyGate)
+	if isInPlaceUpdate(d) {
+		if wait = c.observeInPlace(&s); wait {
+			return scope{}, true, nil
+		}
+	}
 	return s, false, nil
 }
 

@@ -46,9 +46,16 @@ const (
 	ReasonDeletedSet                = "SuccessfulDelete"
 	ReasonInvalid                   = "InvalidMachineDeployment"
 	ReasonUnsupported               = "UnsupportedStrategy"
-	ReasonFrozen                    = "Frozen"
-	ReasonAdoptFailed               = "FailedAdopt"
-	ReasonReleaseFailed             = "FailedRelease"
+	// ReasonInPlaceUpdateFailed (Progressing False, and a Warning event):
+	// an in-place update of the current rollout failed; no further machine
+	// is selected.
+	ReasonInPlaceUpdateFailed = "InPlaceUpdateFailed"
+	// ReasonMovedMachine (Normal event): a machine updated in place moved
+	// from an old set to the new one.
+	ReasonMovedMachine  = "MovedMachine"
+	ReasonFrozen        = "Frozen"
+	ReasonAdoptFailed   = "FailedAdopt"
+	ReasonReleaseFailed = "FailedRelease"
 )
 
 // Options configures a Controller. The zero value works: MCM's defaults,
@@ -69,6 +76,15 @@ type Options struct {
 	// autoscaler does not remove nodes mid-rollout, as MCM does unless
 	// --autoscaler-scaledown-annotation-during-rollout=false.
 	SkipAutoscalerAnnotationDuringRollout bool
+	// CriticalComponentsNotReadyTaint, when true, gives the node of a
+	// machine whose in-place update is done the taint
+	// node.gardener.cloud/critical-components-not-ready:NoSchedule when it
+	// moves to the new set, as MCM always does: in a Gardener shoot,
+	// gardener-resource-manager removes it once the node's critical
+	// components run again. Off by default: without that component
+	// nobody removes the taint, and the node would take no pods.
+	// Installations under Gardener should turn it on.
+	CriticalComponentsNotReadyTaint bool
 	// SafetyGate is asked before scale-ups: while it says frozen, the
 	// deployment starts no scale-up and no rollout step that adds
 	// machines; scale-down continues. The machine and MachineSet

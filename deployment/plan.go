@@ -90,6 +90,9 @@ type stepPlan struct {
 	// history limit, deleted once the step succeeded.
 	revision string
 	cleanup  []*v1alpha1.MachineSet
+	// inPlace are the machine and node writes of an in-place rollout's
+	// step; nil for other steps.
+	inPlace *inPlacePlan
 }
 
 // mark is an autoscaler mark to write on a machine: priority 1 and
@@ -183,7 +186,18 @@ func planMarks(p *syncPlan, s scope) {
 func planSets(d *v1alpha1.MachineDeployment, s scope) (stepPlan, error) {
 	p := stepPlan{frozen: s.frozen}
 	var err error
-	if p.step, err = planStep(d, s.observed, s.frozen != ""); err != nil {
+	if inPlaceRolls(d, s) {
+		ip, err := planInPlace(s.inPlaceInput(d), s.frozen != "")
+		if err != nil {
+			return stepPlan{}, err
+		}
+		p.step, p.inPlace = ip.step, &ip
+		if s.frozen != "" {
+			// A machine moved now waits, labelled, in the new set
+			// until the freeze ends and the set grows.
+			p.step = holdIncreases(p.step, s.observed)
+		}
+	} else if p.step, err = planStep(d, s.observed, s.frozen != ""); err != nil {
 		return stepPlan{}, err
 	}
 	revision := maxRevision(s.old) + 1
@@ -208,6 +222,9 @@ func planSets(d *v1alpha1.MachineDeployment, s scope) (stepPlan, error) {
 		if err != nil {
 			return stepPlan{}, err
 		}
+		if p.inPlace != nil || set == s.newSet {
+			withInPlaceMarks(want, set == s.newSet, set.Spec.Replicas > 0 || s.counts[set.Name].Machines > 0)
+		}
 		data, err := patch.Diff(setFields, set, want, "")
 		if err != nil {
 			return stepPlan{}, err
@@ -217,7 +234,7 @@ func planSets(d *v1alpha1.MachineDeployment, s scope) (stepPlan, error) {
 		}
 	}
 	p.revision = revisionToRecord(d, after.newSet)
-	st, err := nextStatus(d, after, s.selector, p.step.Unsupported, s.now, true)
+	st, err := nextStatus(d, after, s.selector, p.stall(), s.now, true)
 	if err != nil {
 		return stepPlan{}, err
 	}

@@ -183,7 +183,9 @@ func setFields(s *v1alpha1.MachineSet) patch.Fields {
 	spec["replicas"] = s.Spec.Replicas
 	spec["minReadySeconds"] = s.Spec.MinReadySeconds
 	spec["autoPreserveFailedMachineMax"] = s.Spec.AutoPreserveFailedMachineMax
-	f["metadata"] = patch.Fields{"annotations": s.Annotations}
+	// Of the labels, only the in-place rollout's scale-up-disabled is the
+	// deployment's.
+	f["metadata"] = patch.Fields{"annotations": s.Annotations, "labels": patch.Keys(s.Labels, v1alpha1.ScaleUpDisabledLabel)}
 	return f
 }
 

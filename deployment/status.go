@@ -195,7 +195,7 @@ func failedMachines(sets []*v1alpha1.MachineSet, machines map[string][]*v1alpha1
 // the paused/resumed report, the Progressing condition (withProgress, or
 // the strategy this controller does not roll out). The Frozen condition is
 // the safety controller's and stays as stored. It is pure.
-func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupported string, now time.Time, synced bool) (v1alpha1.MachineDeploymentStatus, error) {
+func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector string, stalled stall, now time.Time, synced bool) (v1alpha1.MachineDeploymentStatus, error) {
 	base := d
 	if paused, changed := pausedCondition(d, now); changed {
 		base = d.DeepCopy()
@@ -207,9 +207,9 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupport
 		return v1alpha1.MachineDeploymentStatus{}, err
 	}
 	switch {
-	case unsupported != "":
+	case stalled.message != "":
 		st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse,
-			ReasonUnsupported, unsupported, now))
+			stalled.reason, stalled.message, now))
 	case !d.Spec.Paused:
 		newSetName := ""
 		if obs.newSet != nil {
@@ -218,6 +218,22 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector, unsupport
 		st = withProgress(base, st, newSetName, now)
 	}
 	return st, nil
+}
+
+// stall is why a deployment's rollout does not progress, for its
+// Progressing condition (False); the zero value when it may.
+type stall struct{ reason, message string }
+
+// stall is the step's: the strategy not rolled out, or an in-place update
+// that failed.
+func (p stepPlan) stall() stall {
+	switch {
+	case p.step.Unsupported != "":
+		return stall{ReasonUnsupported, p.step.Unsupported}
+	case p.inPlace != nil && p.inPlace.failure != nil:
+		return stall{ReasonInPlaceUpdateFailed, p.inPlace.failure.message()}
+	}
+	return stall{}
 }
 
 // reported reports whether the stored status already tells message under
@@ -247,7 +263,7 @@ func statusOf(s scope, p syncPlan, done applied) (v1alpha1.MachineDeploymentStat
 	if done.newSet != nil {
 		obs.newSet = done.newSet
 	}
-	st, err := nextStatus(p.d, obs, s.selector, p.step.Unsupported, s.now, done.stepErr == nil)
+	st, err := nextStatus(p.d, obs, s.selector, p.stall(), s.now, done.stepErr == nil)
 	if err != nil {
 		return st, err
 	}

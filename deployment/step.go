@@ -28,11 +28,15 @@ type step struct {
 // planStep decides one sync's step from what the sync observed. It is pure.
 //
 //   - A scaling event (isScalingEvent), and any sync of a paused
-//     deployment or of one whose strategy this controller does not roll
-//     out (InPlaceUpdate), sizes the sets with planScale: such a
+//     deployment or of an InPlaceUpdate one that planInPlace does not run
+//     (no target cluster), sizes the sets with planScale: such a
 //     deployment is scaled but does not roll, and the step says why.
 //   - Otherwise the strategy rolls: planRolling for RollingUpdate,
 //     planRecreate for Recreate.
+//   - An InPlaceUpdate deployment without a new set whose old sets have
+//     neither replicas nor machines (created from zero) gets its new set
+//     with spec.replicas, as MCM's in-place rollout sizes it; it is not
+//     reported unsupported, having nothing to roll.
 //   - A frozen deployment drops every increase (creating the new set
 //     included); decreases go ahead.
 func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, error) {
@@ -40,10 +44,22 @@ func planStep(d *v1alpha1.MachineDeployment, obs observed, frozen bool) (step, e
 	var plan rolloutPlan
 	rolls := strategyType(d) == v1alpha1.RecreateMachineDeploymentStrategyType ||
 		strategyType(d) == v1alpha1.RollingUpdateMachineDeploymentStrategyType
-	if !rolls {
+	// An in-place deployment whose old sets have neither replicas nor
+	// machines has nothing to roll: it is sized like any other.
+	inPlaceIdle := isInPlaceUpdate(d) && len(activeSets(obs.old)) == 0 && !oldMachinesExist(obs.old, obs.counts)
+	fromZero := inPlaceIdle && obs.newSet == nil
+	switch {
+	case isInPlaceUpdate(d) && !inPlaceIdle && !d.Spec.Paused:
+		// planSets runs every other in-place rollout (planInPlace).
+		st.Unsupported = "strategy InPlaceUpdate needs the target cluster's nodes, and this controller has none; the deployment is only scaled"
+	case !rolls && !isInPlaceUpdate(d):
 		st.Unsupported = fmt.Sprintf("strategy %s is not rolled out by this controller; the deployment is only scaled", strategyType(d))
 	}
 	switch {
+	case fromZero && !d.Spec.Paused:
+		// Nothing to roll: the new set starts with spec.replicas, as MCM's
+		// in-place rollout sizes it when the old sets have no replicas.
+		plan.New = new(max(d.Spec.Replicas, 0))
 	case d.Spec.Paused || !rolls || isScalingEvent(d, obs.newSet, obs.old):
 		sizes, err := planScale(d, obs.newSet, obs.old, obs.counts)
 		if err != nil {

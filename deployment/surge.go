@@ -87,6 +87,11 @@ func isRollingUpdate(d *v1alpha1.MachineDeployment) bool {
 	return strategyType(d) == v1alpha1.RollingUpdateMachineDeploymentStrategyType
 }
 
+// isInPlaceUpdate tells whether d rolls its machines in place.
+func isInPlaceUpdate(d *v1alpha1.MachineDeployment) bool {
+	return strategyType(d) == v1alpha1.InPlaceUpdateMachineDeploymentStrategyType
+}
+
 // rollingUpdateConfiguration returns the deployment's maxSurge and
 // maxUnavailable for a rolling update, with the API's defaults (1 and 0) for
 // unset values, so that an undefaulted object behaves like a defaulted one.

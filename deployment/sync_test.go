@@ -17,6 +17,9 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -40,6 +43,8 @@ type fakeWorld struct {
 	names atomic.Int32
 	// pending makes new machines Pending instead of Running.
 	pending atomic.Bool
+	// target is the target cluster, nil when there is none.
+	target *k8sfake.Clientset
 }
 
 func testDeployment(replicas int32) *v1alpha1.MachineDeployment {
@@ -64,7 +69,14 @@ func ptrTo[T any](v T) *T { return &v }
 
 func startFakeWorld(t testing.TB, opts Options, objs ...runtime.Object) *fakeWorld {
 	t.Helper()
-	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &fakeapi.Events{}}
+	return startFakeWorldWith(t, opts, nil, objs...)
+}
+
+// startFakeWorldWith is startFakeWorld with target as the target cluster
+// (nil: none).
+func startFakeWorldWith(t testing.TB, opts Options, target *k8sfake.Clientset, objs ...runtime.Object) *fakeWorld {
+	t.Helper()
+	w := &fakeWorld{t: t, client: fake.NewSimpleClientset(objs...), events: &fakeapi.Events{}, target: target}
 	fakeapi.VersionWrites(&w.client.Fake, w.client.Tracker())
 	w.client.PrependReactor("create", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
 		m := a.(k8stesting.CreateAction).GetObject().(*v1alpha1.Machine)
@@ -87,11 +99,18 @@ func startFakeWorld(t testing.TB, opts Options, objs ...runtime.Object) *fakeWor
 	// no finalizer of the machine controller, so deletions are immediate.
 	f := externalversions.NewSharedInformerFactory(w.client, 0)
 	opts.Recorder = w.events
-	ctrl, err := NewController(w.client, nil, Informers{
+	inf := Informers{
 		Deployments: f.Machine().V1alpha1().MachineDeployments(),
 		MachineSets: f.Machine().V1alpha1().MachineSets(),
 		Machines:    f.Machine().V1alpha1().Machines(),
-	}, opts)
+	}
+	var tf informers.SharedInformerFactory
+	var targetClient kubernetes.Interface
+	if target != nil {
+		tf = informers.NewSharedInformerFactory(target, 0)
+		inf.Nodes, targetClient = tf.Core().V1().Nodes(), target
+	}
+	ctrl, err := NewController(w.client, targetClient, inf, opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,10 +124,20 @@ func startFakeWorld(t testing.TB, opts Options, objs ...runtime.Object) *fakeWor
 	w.ctrl = ctrl
 	ctx, cancel := context.WithCancel(logr.NewContext(context.Background(), logr.Discard()))
 	f.Start(ctx.Done())
+	if tf != nil {
+		tf.Start(ctx.Done())
+	}
 	var wg sync.WaitGroup
 	wg.Go(func() { _ = ctrl.Run(ctx, 2) })
 	wg.Go(func() { _ = sets.Run(ctx, 2) })
-	t.Cleanup(func() { cancel(); wg.Wait(); f.Shutdown() })
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+		f.Shutdown()
+		if tf != nil {
+			tf.Shutdown()
+		}
+	})
 	return w
 }
 
@@ -534,9 +563,10 @@ func TestNameCollisionRaisesCollisionCount(t *testing.T) {
 	}
 }
 
-// TestInPlaceUpdateIsScaledNotRolled: this controller does not roll out the
-// InPlaceUpdate strategy; it says so on Progressing and still scales.
-func TestInPlaceUpdateIsScaledNotRolled(t *testing.T) {
+// TestInPlaceUpdateWithoutTargetIsScaledNotRolled: without a target
+// cluster the controller cannot run an in-place rollout (it needs the
+// nodes); it says so on Progressing and still scales.
+func TestInPlaceUpdateWithoutTargetIsScaledNotRolled(t *testing.T) {
 	d := testDeployment(2)
 	w := startFakeWorld(t, Options{}, d)
 	w.eventually(w.settled(2))
@@ -618,4 +648,37 @@ func TestDeploymentPatchesWriteOnlyOwnedAnnotations(t *testing.T) {
 	if slices.ContainsFunc(w.machines(), func(m v1alpha1.Machine) bool { return m.Name == victim }) {
 		t.Errorf("machine %s, named by the autoscaler, is still there", victim)
 	}
+}
+
+// TestInPlaceUpdateFromZero: an InPlaceUpdate deployment created from zero
+// gets a set with spec.replicas and its machines, as MCM's does, and is
+// not reported unsupported (acceptance 0 of the in-place rollout).
+func TestInPlaceUpdateFromZero(t *testing.T) {
+	for _, orchestration := range []v1alpha1.OrchestrationType{v1alpha1.OrchestrationTypeAuto, v1alpha1.OrchestrationTypeManual} {
+		t.Run(string(orchestration), func(t *testing.T) {
+			d := testDeployment(4)
+			d.Spec.Strategy = v1alpha1.MachineDeploymentStrategy{Type: v1alpha1.InPlaceUpdateMachineDeploymentStrategyType,
+				InPlaceUpdate: &v1alpha1.InPlaceUpdateMachineDeployment{OrchestrationType: orchestration,
+					UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: ptrTo(intstr.FromInt32(0)), MaxUnavailable: ptrTo(intstr.FromInt32(1))}}}
+			w := startFakeWorld(t, Options{}, d)
+			w.eventually(w.settled(4))
+			if sets := w.sets(); len(sets) != 1 || sets[0].Spec.Replicas != 4 {
+				t.Errorf("sets %v, want one of 4 replicas", worldSets(sets))
+			}
+			if c, ok := conditionOf(w.deployment().Status.Conditions, v1alpha1.MachineDeploymentProgressing); ok && c.Reason == ReasonUnsupported {
+				t.Errorf("Progressing %+v, want no %s", c, ReasonUnsupported)
+			}
+			if n := w.events.Count(ReasonUnsupported); n != 0 {
+				t.Errorf("%d %s events, want none", n, ReasonUnsupported)
+			}
+		})
+	}
+}
+
+func worldSets(sets []v1alpha1.MachineSet) []string {
+	var out []string
+	for _, s := range sets {
+		out = append(out, fmt.Sprintf("%s=%d", s.Name, s.Spec.Replicas))
+	}
+	return out
 }

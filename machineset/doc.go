@@ -44,6 +44,15 @@
 //     machines are deleted in the order of the deletion ladder below, at
 //     most Options.BurstReplicas per sync, all of a sync's deletions in
 //     parallel; a deleted Failed machine is replaced.
+//   - In-place rollouts (package deployment), as in MCM: a set labelled
+//     node.machine.sapcloud.io/scale-up-disabled (an old set, whose
+//     machines move to the new set one by one) creates no machines, and
+//     still deletes; a machine labelled
+//     node.machine.sapcloud.io/update-result=successful (moved into the set
+//     by the deployment, which takes the label off once the set's
+//     spec.replicas counts it) is neither deleted nor counted in the
+//     surplus, so that the moment between the move and the new size
+//     deletes nothing (planReplicas).
 //   - The template's nodeTemplate, machine configuration and class kind
 //     are patched into existing machines; nothing else of a machine
 //     changes without replacing it.

@@ -45,14 +45,13 @@ type replicaPlan struct {
 // deleted in ladder order (planDeletions); a deleted Failed or marked machine is replaced by
 // a later sync, once its deletion is seen. At most burst machines are
 // created, and at most burst deleted, per sync. A frozen set creates
-// nothing; it still deletes.
+// nothing; it still deletes. So does a set labelled
+// v1alpha1.ScaleUpDisabledLabel (an old set of an in-place rollout). A
+// machine labelled v1alpha1.UpdateResultLabel=successful (one an in-place
+// rollout moved into the set, beingTransferred) is never deleted by a set
+// that is not being deleted, and does not count towards the surplus.
 func planReplicas(set *v1alpha1.MachineSet, wanted int, machines []*v1alpha1.Machine, frozen bool, burst int, l ladder) replicaPlan {
-	active := 0
-	for _, m := range machines {
-		if !machinestate.BeingDeleted(m) {
-			active++
-		}
-	}
+	active := countActive(machines)
 	if set.DeletionTimestamp != nil {
 		// The set is going: all its machines go, in ladder order,
 		// preserved or not.
@@ -62,15 +61,43 @@ func planReplicas(set *v1alpha1.MachineSet, wanted int, machines []*v1alpha1.Mac
 	}
 	diff := wanted - active
 	p := replicaPlan{Active: active}
-	p.Delete, p.HeldBy = planDeletions(set, machines, -diff, burst, l)
+	// A machine an in-place rollout is moving into this set carries the
+	// update-result label until the set's spec.replicas counts it: it is
+	// not deleted, and the surplus is counted without it (MCM's delete
+	// diff leaves it out the same way).
+	deletable := slices.DeleteFunc(slices.Clone(machines), beingTransferred)
+	p.Delete, p.HeldBy = planDeletions(set, deletable, -(wanted - countActive(deletable)), burst, l)
+	_, scaleUpDisabled := set.Labels[v1alpha1.ScaleUpDisabledLabel]
 	switch {
-	case diff <= 0:
+	case diff <= 0 || scaleUpDisabled:
+		// An old set of an in-place rollout creates nothing: its machines
+		// move to the new set one by one, and each move shrinks it only
+		// after the machine left.
 	case frozen:
 		p.HeldBack = diff
 	default:
 		p.Create = min(diff, burst)
 	}
 	return p
+}
+
+// beingTransferred tells whether m carries the update-result label with
+// the value successful: the deployment controller put it on a machine it
+// moved from an old set to this one, and takes it off once the set's
+// spec.replicas counts the machine.
+func beingTransferred(m *v1alpha1.Machine) bool {
+	return m.Labels[v1alpha1.UpdateResultLabel] == v1alpha1.UpdateResultSuccessful
+}
+
+// countActive counts the machines not being deleted.
+func countActive(machines []*v1alpha1.Machine) int {
+	n := 0
+	for _, m := range machines {
+		if !machinestate.BeingDeleted(m) {
+			n++
+		}
+	}
+	return n
 }
 
 // wantedReplicas is how many machines the set wants: spec.replicas, but at
