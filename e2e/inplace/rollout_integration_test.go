@@ -61,7 +61,7 @@ func TestIntegrationInPlaceRolloutAuto(t *testing.T) {
 		types.MergePatchType, []byte(patch), metav1.PatchOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, settle, func(ctx context.Context) (bool, string) { return rolledOut(ctx, s, "v1.37.2") })
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) { return rolledOut(ctx, s, "v1.37.2") })
 
 	after := providerIDs(t, waitRunning(t, s, 6))
 	if !slices.Equal(before, after) {
@@ -129,7 +129,7 @@ func inPlaceDeployment(ns, name string, replicas int32, class string) *v1alpha1.
 func waitRunning(t *testing.T, s *simstack.Stack, n int) []v1alpha1.Machine {
 	t.Helper()
 	var ms []v1alpha1.Machine
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		list, err := s.Machines.MachineV1alpha1().Machines(s.NS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false, err.Error()
@@ -284,23 +284,4 @@ func describe(ms []v1alpha1.Machine) string {
 			m.Labels[v1alpha1.NodeLabelKey], m.DeletionTimestamp != nil)
 	}
 	return b.String()
-}
-
-// eventually polls cond every half second until it holds, and fails t with
-// cond's last word if it does not within timeout.
-func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	last := ""
-	for time.Now().Before(deadline) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
-		ok, msg := cond(ctx)
-		cancel()
-		if ok {
-			return
-		}
-		last = msg
-		time.Sleep(500 * time.Millisecond)
-	}
-	t.Fatalf("not within %v: %s", timeout, last)
 }

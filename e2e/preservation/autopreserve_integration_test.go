@@ -11,6 +11,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -50,7 +51,7 @@ func TestIntegrationAutoPreserveFailedMachineMax(t *testing.T) {
 
 	breakNode(s, nodeOf(&newest))
 	breakNode(s, nodeOf(&older))
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := poolMachines(ctx, s, "auto")
 		if err != nil {
 			return false, err.Error()
@@ -78,7 +79,7 @@ func TestIntegrationAutoPreserveFailedMachineMax(t *testing.T) {
 
 	// The maximum is reached: the third Failed machine is replaced.
 	breakNode(s, nodeOf(&third))
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := poolMachines(ctx, s, "auto")
 		if err != nil {
 			return false, err.Error()
@@ -101,7 +102,7 @@ func TestIntegrationAutoPreserveFailedMachineMax(t *testing.T) {
 
 	// Lowering the maximum releases the older of the two.
 	patchDeployment(t, s, "auto", `{"spec":{"autoPreserveFailedMachineMax":1}}`)
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := poolMachines(ctx, s, "auto")
 		if err != nil {
 			return false, err.Error()
@@ -138,7 +139,7 @@ func autoPreservedFailed(m *v1alpha1.Machine) bool {
 // latter too.
 func waitAutoCounts(t *testing.T, s *simstack.Stack, pool string, auto, preserved int32) {
 	t.Helper()
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		set, err := poolSet(ctx, s, pool)
 		if err != nil {
 			return false, err.Error()

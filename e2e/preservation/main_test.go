@@ -97,7 +97,7 @@ func describe(ms []v1alpha1.Machine) string {
 func runningPool(t *testing.T, s *simstack.Stack, pool string, n int) []v1alpha1.Machine {
 	t.Helper()
 	var got []v1alpha1.Machine
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		ms, err := poolMachines(ctx, s, pool)
 		if err != nil {
 			return false, err.Error()
@@ -237,42 +237,13 @@ func holds(t *testing.T, d time.Duration, cond func(context.Context) (bool, stri
 	}
 }
 
-// eventually polls cond every 200ms until it holds, failing t after
-// timeout with cond's last explanation. Unlike testenv.Eventually it gives
-// each call a context of its own, so that the last explanation is about
-// the objects, not the deadline that cut its reads short.
-func eventually(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
-	t.Helper()
-	if why, ok := poll(timeout, cond); !ok {
-		t.Fatalf("not within %v: %s", timeout, why)
-	}
-}
-
-// soon is eventually that reports a miss with t.Errorf and lets the test
+// soon is testenv.Eventually that reports a miss with t.Errorf and lets the test
 // go on, for checks later steps do not depend on: one run then shows
 // every miss.
 func soon(t *testing.T, timeout time.Duration, cond func(context.Context) (bool, string)) {
 	t.Helper()
-	if why, ok := poll(timeout, cond); !ok {
+	if why, ok := testenv.Poll(timeout, cond); !ok {
 		t.Errorf("not within %v: %s", timeout, why)
-	}
-}
-
-// poll calls cond every 200ms until it holds or timeout passed; it returns
-// cond's last explanation and whether it held.
-func poll(timeout time.Duration, cond func(context.Context) (bool, string)) (string, bool) {
-	deadline := time.Now().Add(timeout)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
-		ok, why := cond(ctx)
-		cancel()
-		if ok {
-			return "", true
-		}
-		if time.Now().After(deadline) {
-			return why, false
-		}
-		time.Sleep(200 * time.Millisecond)
 	}
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/e2e/simstack"
 	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -50,7 +51,7 @@ func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
 	// A broken node, as MCM's Failed machine has; a silent kubelet also
 	// leaves the Node's status to the rest of the control plane.
 	s.Cluster.Kubelet.StopHeartbeats(node)
-	eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, 2*time.Minute, func(ctx context.Context) (bool, string) {
 		n, err := getNode(ctx, s, node)
 		if err != nil {
 			return false, err.Error()
@@ -63,7 +64,7 @@ func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
 
 	stop = s.Run(t, opts)
 	defer stop()
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		set, deployment, err := preservedCounts(ctx, s, "web")
 		if err != nil {
 			return false, err.Error()
@@ -114,7 +115,7 @@ func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
 	// The namespace is the controllers' own: a scale-up adds a machine
 	// beside the preserved one, which still counts toward the replicas.
 	patchDeployment(t, s, "web", `{"spec":{"replicas":3}}`)
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := poolMachines(ctx, s, "web")
 		if err != nil {
 			return false, err.Error()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -34,7 +35,7 @@ func TestIntegrationScaleDownKeepsPreserved(t *testing.T) {
 	node := nodeOf(&kept)
 	annotatedAt := time.Now()
 	annotateNode(t, s, node, v1alpha1.PreserveAnnotation, preserveValue(v1alpha1.PreserveNow))
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		m, err := getMachine(ctx, s, kept.Name)
 		if err != nil {
 			return false, err.Error()
@@ -65,7 +66,7 @@ func TestIntegrationScaleDownKeepsPreserved(t *testing.T) {
 
 	patchDeployment(t, s, "shrink", `{"spec":{"replicas":1}}`)
 	touched := ""
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := poolMachines(ctx, s, "shrink")
 		if err != nil {
 			return false, err.Error()

@@ -14,6 +14,7 @@ import (
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/e2e/simstack"
+	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 	"github.com/mcmkit/mcm/machine"
 )
 
@@ -72,7 +73,7 @@ func TestIntegrationPreserveWhenFailed(t *testing.T) {
 	if d := time.Until(expiry) - 3*time.Second; d > 0 {
 		checkKeptBySetFor(t, s, "short", 2, doomed.Name, d)
 	}
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		ms, err := poolMachines(ctx, s, "short")
 		if err != nil {
 			return false, err.Error()
@@ -88,7 +89,7 @@ func TestIntegrationPreserveWhenFailed(t *testing.T) {
 		}
 		return len(ms) == 2 && running == 2, "want 2 Running machines, the expired one replaced:" + describe(ms)
 	})
-	eventually(t, settle, func(context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(context.Context) (bool, string) {
 		return !vmLive(s, doomed.Spec.ProviderID), fmt.Sprintf("VM %s of the replaced machine still live", doomed.Spec.ProviderID)
 	})
 }
@@ -101,7 +102,7 @@ func failPreservedWhenFailed(t *testing.T, s *simstack.Stack, m *v1alpha1.Machin
 	t.Helper()
 	node := nodeOf(m)
 	annotateNode(t, s, node, v1alpha1.PreserveAnnotation, preserveValue(v1alpha1.PreserveWhenFailed))
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := getMachine(ctx, s, m.Name)
 		if err != nil {
 			return false, err.Error()
@@ -112,7 +113,7 @@ func failPreservedWhenFailed(t *testing.T, s *simstack.Stack, m *v1alpha1.Machin
 	})
 	brokeAt := time.Now()
 	breakNode(s, node)
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		got, err := getMachine(ctx, s, m.Name)
 		if err != nil {
 			return false, fmt.Sprintf("machine %s: %v", m.Name, err)
@@ -186,7 +187,7 @@ func checkKeptBySet(t *testing.T, s *simstack.Stack, pool string, replicas int, 
 
 func checkKeptBySetFor(t *testing.T, s *simstack.Stack, pool string, replicas int, preserved string, d time.Duration) {
 	t.Helper()
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		set, deployment, err := preservedCounts(ctx, s, pool)
 		if err != nil {
 			return false, err.Error()
@@ -219,7 +220,7 @@ func checkKeptBySetFor(t *testing.T, s *simstack.Stack, pool string, replicas in
 // operator's when-failed annotation, and that the counts are back to 0.
 func checkRecovered(t *testing.T, s *simstack.Stack, pool, name, node string) {
 	t.Helper()
-	eventually(t, settle, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, settle, func(ctx context.Context) (bool, string) {
 		m, err := getMachine(ctx, s, name)
 		if err != nil {
 			return false, err.Error()
@@ -280,7 +281,7 @@ func runPod(t *testing.T, s *simstack.Stack, node string) *corev1.Pod {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		got, err := s.Core.CoreV1().Pods(s.NS).Get(ctx, pod.Name, metav1.GetOptions{})
 		if err != nil {
 			return false, err.Error()

@@ -16,7 +16,6 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/rest"
 
 	"github.com/mcmkit/mcm/internal/controlplane"
@@ -209,13 +208,28 @@ func (e *Env) Namespace(t testing.TB) string {
 // why, in words that help whoever reads the failure.
 func Eventually(t testing.TB, timeout time.Duration, cond func(context.Context) (bool, string)) {
 	t.Helper()
-	var last string
-	err := wait.PollUntilContextTimeout(context.Background(), 200*time.Millisecond, timeout, true, func(ctx context.Context) (bool, error) {
-		var ok bool
-		ok, last = cond(ctx)
-		return ok, nil
-	})
-	if err != nil {
-		t.Fatalf("not within %v: %s", timeout, last)
+	if why, ok := Poll(timeout, cond); !ok {
+		t.Fatalf("not within %v: %s", timeout, why)
+	}
+}
+
+// Poll calls cond every 200ms until it holds or timeout has passed, and
+// returns cond's last explanation and whether it held. Each call gets a
+// context of its own (30s), not one bounded by timeout, so that the last
+// explanation is about the objects rather than a deadline that cut the
+// call's reads short; a call that starts before timeout runs to its end.
+func Poll(timeout time.Duration, cond func(context.Context) (bool, string)) (string, bool) {
+	deadline := time.Now().Add(timeout)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		ok, why := cond(ctx)
+		cancel()
+		if ok {
+			return "", true
+		}
+		if time.Now().After(deadline) {
+			return why, false
+		}
+		time.Sleep(200 * time.Millisecond)
 	}
 }
