@@ -83,7 +83,8 @@ type Options struct {
 	// gardener-resource-manager removes it once the node's critical
 	// components run again. Off by default: without that component
 	// nobody removes the taint, and the node would take no pods.
-	// Installations under Gardener should turn it on.
+	// Installations under Gardener should turn it on (the reference
+	// manager does, unless --inplace-critical-components-taint=false).
 	CriticalComponentsNotReadyTaint bool
 	// SafetyGate is asked before scale-ups: while it says frozen, the
 	// deployment starts no scale-up and no rollout step that adds

@@ -102,6 +102,8 @@ func TestParseFlagsAccepts(t *testing.T) {
 		})},
 		{"--machine-inplace-update-timeout is the machines' in-place update timeout, not ignored", []string{"--machine-inplace-update-timeout=1h"},
 			withDefaults(func(c *Config) { c.MachineInPlaceUpdateTimeout = time.Hour })},
+		{"--inplace-critical-components-taint is on by default, as MCM always taints; false turns it off", []string{"--inplace-critical-components-taint=false"},
+			withDefaults(func(c *Config) { c.InPlaceCriticalComponentsTaint = false })},
 		{"--machine-preserve-timeout is the machines' preserve timeout, not ignored", []string{"--machine-preserve-timeout=1h"},
 			withDefaults(func(c *Config) { c.MachinePreserveTimeout = time.Hour })},
 		{"leader election flags without leader election: accepted and named, as MCM ignores them", []string{

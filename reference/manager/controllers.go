@@ -217,6 +217,7 @@ func newDeploymentController(_ context.Context, cc ControllerContext) (Runnable,
 	inf.Nodes = nodes
 	ctrl, err := deployment.NewController(cc.Machines, target, inf, deployment.Options{
 		SkipAutoscalerAnnotationDuringRollout: !cc.Config.AutoscalerScaleDownAnnotationDuringRollout,
+		CriticalComponentsNotReadyTaint:       cc.Config.InPlaceCriticalComponentsTaint,
 		MaxReplicas:                           cc.Config.MachineMaxReplicas,
 		SafetyGate:                            cc.gate(),
 		Logger:                                cc.Logger, Recorder: cc.Recorder, Registerer: cc.Registerer,

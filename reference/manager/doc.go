@@ -49,8 +49,11 @@
 // safety (--machine-max-unhealthy, --machine-safety-orphan-vms-grace-period,
 // --machine-max-replicas: the most machines a MachineSet or MachineDeployment
 // runs, 10000 by default; --machine-keep-preserved-on-scale-down: a
-// scale-down stops short of preserved machines) and to the sim driver
-// (--sim-*).
+// scale-down stops short of preserved machines;
+// --inplace-critical-components-taint, true by default as MCM always
+// taints: a node whose in-place update is done is tainted
+// node.gardener.cloud/critical-components-not-ready:NoSchedule) and to the
+// sim driver (--sim-*).
 // --driver-timeouts sets the deadlines of driver calls, by operation
 // (driver.Timeouts: CreateMachine, InitializeMachine and DeleteMachine
 // 10m, GetMachineStatus 2m, ListMachines 5m, GetVolumeIDs 1m, where MCM

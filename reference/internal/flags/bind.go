@@ -6,6 +6,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/runtime"
 
+	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 )
 
@@ -89,6 +90,9 @@ func (c *Config) bindMachine(fs *flag.FlagSet) {
 	fs.StringVar(&c.NodeConditions, "node-conditions", c.NodeConditions, "comma-separated node conditions that make a machine unhealthy while True")
 	fs.BoolVar(&c.AutoscalerScaleDownAnnotationDuringRollout, "autoscaler-scaledown-annotation-during-rollout", c.AutoscalerScaleDownAnnotationDuringRollout,
 		"keep the cluster-autoscaler from scaling down a deployment's nodes during its rollout")
+	fs.BoolVar(&c.InPlaceCriticalComponentsTaint, "inplace-critical-components-taint", c.InPlaceCriticalComponentsTaint,
+		"taint the node of a machine whose in-place update is done "+v1alpha1.CriticalComponentsNotReadyTaintKey+
+			":NoSchedule when it moves to the new set, as MCM does (Gardener removes it once the node's critical components run)")
 	fs.Var(listFlag{&c.BootstrapTokenAuthExtraGroups}, "bootstrap-token-auth-extra-groups",
 		"comma-separated groups (system:bootstrappers:...) the nodes' bootstrap tokens authenticate as besides their own (auth-extra-groups)")
 }

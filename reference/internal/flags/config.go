@@ -166,6 +166,16 @@ type Config struct {
 	// flags; false keeps MCM's behaviour: preserved machines go last, and
 	// go when the scale-down needs them.
 	MachineKeepPreservedOnScaleDown bool
+	// InPlaceCriticalComponentsTaint gives the node of a machine whose
+	// in-place update is done the taint
+	// node.gardener.cloud/critical-components-not-ready:NoSchedule when the
+	// machine moves to its new set
+	// (deployment.Options.CriticalComponentsNotReadyTaint). An addition to
+	// MCM's flags: true, the default, is MCM's behaviour, which Gardener
+	// relies on (its resource manager removes the taint once the node's
+	// critical components run); false is for installations where nobody
+	// would remove it.
+	InPlaceCriticalComponentsTaint bool
 	// StatusCheckPeriod and StatusCheckTimeout configure the safety
 	// controller's API-server reachability check.
 	StatusCheckPeriod, StatusCheckTimeout time.Duration
@@ -248,6 +258,7 @@ func Default() Config {
 		ResourceExhaustedRetry:                     DefaultResourceExhaustedRe,
 		NodeConditions:                             *d.NodeConditions,
 		AutoscalerScaleDownAnnotationDuringRollout: true,
+		InPlaceCriticalComponentsTaint:             true,
 		SafetyUp:                                   overshoot.DefaultSafetyUp,
 		SafetyDown:                                 overshoot.DefaultSafetyDown,
 		OvershootPeriod:                            overshoot.DefaultOvershootPeriod,
