@@ -229,13 +229,23 @@ func rolledOut(ctx context.Context, s *simstack.Stack, version string) (bool, st
 	if len(sets.Items) != 2 || active != 1 {
 		return false, fmt.Sprintf("want two sets, one of them at 0: %v", sizes)
 	}
+	machines, err := s.Machines.MachineV1alpha1().Machines(s.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	// Only the namespace's machines' nodes: the cluster's nodes include
+	// other tests', named after sets of the same names.
+	ours := map[string]bool{}
+	for _, m := range machines.Items {
+		ours[m.Labels[v1alpha1.NodeLabelKey]] = true
+	}
 	nodes, err := s.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, err.Error()
 	}
 	var problems []string
 	for _, n := range nodes.Items {
-		if !strings.HasPrefix(n.Name, "web-") {
+		if !ours[n.Name] {
 			continue
 		}
 		if n.Status.NodeInfo.KubeletVersion != version {
