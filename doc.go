@@ -76,6 +76,19 @@
 // call runs under a deadline (driver.WithDeadlines). reference/README.md
 // has the threat model.
 //
+// # Rollouts, in place, and preserved machines
+//
+// A MachineDeployment rolls a new template out as MCM's strategies do:
+// RollingUpdate and Recreate replace machines; InPlaceUpdate keeps every
+// VM and has a node agent outside mcm (gardener-node-agent, or driver/sim's
+// simulated one) update each node the deployment or a person selects,
+// after the machine controller drained it, then moves the machine to the
+// new MachineSet. Package deployment documents the label protocol an agent
+// follows, and package machine the machine's side (phases, timeout).
+// Machine preservation (node.machine.sapcloud.io/preserve, a set's
+// autoPreserveFailedMachineMax) keeps a machine and its VM, failed or not,
+// for a while instead of replacing it; package machine documents it.
+//
 // # Switching from MCM
 //
 // A namespace that Gardener MCM manages can be taken over as it is: the
