@@ -314,6 +314,19 @@
 // setsToDelete picks the old sets beyond spec.revisionHistoryLimit, lowest
 // revision first, and only those with no replicas and no machines left.
 //
+// # Preview
+//
+// PreviewChange tells, without a cluster, what the controller would do if
+// a deployment became a proposed one: nothing, propagation of in-place
+// parts to every machine (node template, machine configuration, class
+// kind), a rollout that replaces machines (with the number of waves
+// planRolling takes when machines boot slowly and go quickly: ceil(N /
+// maxSurge) without maxUnavailable; 1 for Recreate), or an in-place
+// update (batches of maxUnavailable under Auto), with a rollback to an old
+// set's revision recognised by sameTemplate, and the template fields that
+// differ. It uses the controller's own rules, so a tool that shows it
+// (kubectl mcm preview) cannot disagree with what the controller then does.
+//
 // # Status
 //
 // calculateStatus counts the machines of all sets, keeps
