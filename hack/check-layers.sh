@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Keeps the module's layers apart (internal/README.md says why):
 #
-#  1. No binary links package testing: `go list -deps` of ./reference/...
-#     and ./examples/... holds no "testing".
+#  1. No binary links package testing: `go list -deps` of ./reference/...,
+#     ./examples/... and ./kubectl-mcm/... holds no "testing".
 #  2. Test support (internal/testsupport/..., e2e/simstack) is imported by
 #     tests and by other test support only.
 #  3. internal/ is the foundation: its packages import, of this module, only
@@ -19,9 +19,9 @@ cd "$ROOT"
 MOD=github.com/mcmkit/mcm
 fail=0
 
-if found="$(go list -deps ./reference/... ./examples/... | grep -x testing)"; then
+if found="$(go list -deps ./reference/... ./examples/... ./kubectl-mcm/... | grep -x testing)"; then
 	echo "check-layers: a binary links package $found:" >&2
-	go list -f '{{.ImportPath}}: {{join .Imports " "}}' -deps ./reference/... ./examples/... |
+	go list -f '{{.ImportPath}}: {{join .Imports " "}}' -deps ./reference/... ./examples/... ./kubectl-mcm/... |
 		grep -E '(^| )testing( |$)' | grep "^$MOD" >&2 || true
 	fail=1
 fi

@@ -202,7 +202,16 @@ func (d *demo) showRollout(w *watcher, rows []row, setRows []setRow) (over bool,
 // printHints prints the commands to look around with.
 func (d *demo) printHints() {
 	d.printf("Look around with:\n  %s --kubeconfig %s get mcd,mcs,mc -n %s\n", d.kubectl, d.cfg.ControlKubeconfig, d.cfg.Namespace)
+	target := ""
 	if d.cfg.TargetKubeconfig != manager.NoTarget {
 		d.printf("  %s --kubeconfig %s get nodes\n", d.kubectl, d.cfg.TargetKubeconfig)
+		target = " --target-kubeconfig " + d.cfg.TargetKubeconfig
+	}
+	// The kubectl plugin (kubectl-mcm/), which kubectl finds on the PATH;
+	// kubectl passes a plugin only the flags after its name.
+	d.printf("With the kubectl plugin (go install ./kubectl-mcm):\n")
+	for _, cmd := range []string{"tree -w", "rollout history " + deploymentName, "rollout status " + deploymentName,
+		"preview " + deploymentName + " --class " + classV1} {
+		d.printf("  %s mcm --kubeconfig %s -n %s%s %s\n", d.kubectl, d.cfg.ControlKubeconfig, d.cfg.Namespace, target, cmd)
 	}
 }
