@@ -15,8 +15,9 @@
 // and hands its figures back in a file.
 //
 // Both systems drive the same simulated cloud, the reference manager's
-// "sim" driver and its simulated kubelet, served by the simcloud command
-// over a unix socket in a process of its own: MCM's provider machine
+// "sim" driver with its simulated kubelet and node agent (which carries
+// out scenario I's in-place updates by MCM's label protocol), served by
+// the simcloud command over a unix socket in a process of its own: MCM's provider machine
 // controller (bench/mcm, built from the module proxy with MCM's own
 // dependencies) and the bench's build of the reference manager
 // (./reference, with its "simcloud" driver) call it. The managers' RSS
@@ -71,6 +72,7 @@ const (
 	envBootJitter    = "MCM_BENCH_BOOT_JITTER"
 	envRolloutBoot   = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
 	envRolloutJitter = "MCM_BENCH_ROLLOUT_BOOT_JITTER"
+	envUpdateDelay   = "MCM_BENCH_INPLACE_UPDATE_DELAY"
 	envSettle        = "MCM_BENCH_SETTLE"
 	envSteady        = "MCM_BENCH_STEADY"
 	envRunTimeout    = "MCM_BENCH_RUN_TIMEOUT"
@@ -81,7 +83,7 @@ const (
 	envRun           = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
 	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
-	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 S:1000 X:10000"
+	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 I:100 S:1000 X:10000"
 )
 
 // The systems compared.
@@ -93,7 +95,7 @@ const (
 var systemLabels = map[string]string{systemMCM: "MCM v0.62.1", systemRef: "mcm"}
 
 // The scenarios, in the order a comparison runs them.
-var scenarioOrder = []string{"M", "D", "R", "S", "X"}
+var scenarioOrder = []string{"M", "D", "R", "I", "S", "X"}
 
 // scenarioSizes is a scenario with the machine counts it runs at.
 type scenarioSizes struct {
@@ -115,6 +117,9 @@ type options struct {
 	systems   []string
 	// boot is how the VMs boot in every scenario but R, rolloutBoot R's.
 	boot, rolloutBoot bootTime
+	// updateDelay is how long I's node agent takes to update a node in
+	// place.
+	updateDelay time.Duration
 	// bootstrapToken makes the machines' user data ask for a bootstrap
 	// token.
 	bootstrapToken bool
@@ -191,6 +196,7 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		systems:     defaultSystems,
 		boot:        bootTime{Delay: envDuration(b, envBootDelay, 0), Jitter: envDuration(b, envBootJitter, 3*time.Second)},
 		rolloutBoot: bootTime{Delay: envDuration(b, envRolloutBoot, time.Minute), Jitter: envDuration(b, envRolloutJitter, 0)},
+		updateDelay: envDuration(b, envUpdateDelay, 30*time.Second),
 		settle:      envDuration(b, envSettle, 5*time.Second),
 		steady:      envDuration(b, envSteady, time.Minute),
 		runTimeout:  envDuration(b, envRunTimeout, 30*time.Minute),

@@ -19,7 +19,7 @@ func TestParseScenarios(t *testing.T) {
 		wantErr string
 	}{
 		{in: defaultScenario, want: []scenarioSizes{
-			{"M", []int{100, 500, 1000}}, {"D", []int{100, 500, 1000}}, {"R", []int{1000}}, {"S", []int{1000}}, {"X", []int{10000}},
+			{"M", []int{100, 500, 1000}}, {"D", []int{100, 500, 1000}}, {"R", []int{1000}}, {"I", []int{100}}, {"S", []int{1000}}, {"X", []int{10000}},
 		}},
 		{in: "  D:5   M:1,2 ", want: []scenarioSizes{{"D", []int{5}}, {"M", []int{1, 2}}}},
 		{in: "", wantErr: "no scenario"},

@@ -34,6 +34,8 @@ type runSpec struct {
 	Bins        binaries `json:"bins"`
 	Boot        bootTime `json:"boot"`
 	RolloutBoot bootTime `json:"rolloutBoot"`
+	// UpdateDelay is how long I's node agent takes to update a node.
+	UpdateDelay time.Duration `json:"updateDelay"`
 	// BootstrapToken puts MCM's bootstrap token placeholder into the
 	// user data.
 	BootstrapToken bool          `json:"bootstrapToken,omitempty"`
@@ -68,7 +70,7 @@ func compare(b *testing.B, opts options) {
 			for _, system := range opts.systems {
 				runs = append(runs, runSpec{
 					Scenario: sc.name, Machines: n, System: system, Bins: bins,
-					Boot: opts.boot, RolloutBoot: opts.rolloutBoot, BootstrapToken: opts.bootstrapToken,
+					Boot: opts.boot, RolloutBoot: opts.rolloutBoot, UpdateDelay: opts.updateDelay, BootstrapToken: opts.bootstrapToken,
 					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir, ManagerEnv: opts.managerEnv,
 					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
 				})

@@ -15,6 +15,7 @@ import (
 	clientcmdapi "k8s.io/client-go/tools/clientcmd/api"
 
 	"github.com/mcmkit/mcm/bench/internal/measure"
+	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/reference/manager"
 )
 
@@ -26,7 +27,23 @@ const (
 	// byKubelet: the simulated kubelet, which registers the Nodes; the
 	// same code and user agent in both systems.
 	byKubelet = "kubelet"
+	// byAgent: the simulated node agent, which labels a node with the
+	// result of its in-place update; it shares the kubelet's client and
+	// is told apart by its field manager.
+	byAgent = "agent"
 )
+
+// whoMade tells who made a request from its user agent and its field
+// manager (the fieldManager query parameter of a write).
+func whoMade(userAgent, fieldManager string) string {
+	switch {
+	case !strings.HasPrefix(userAgent, manager.SimKubeletUserAgent):
+		return byManager
+	case fieldManager == sim.AgentFieldManager:
+		return byAgent
+	}
+	return byKubelet
+}
 
 // apiProxy stands between a system's processes and the API server and
 // counts their requests by who made them: the API server's counters
@@ -40,7 +57,7 @@ type apiProxy struct {
 	kubeconfig string
 
 	mu     sync.Mutex
-	counts map[string]measure.Requests // by byManager or byKubelet
+	counts map[string]measure.Requests // by byManager, byKubelet or byAgent
 }
 
 // startProxy serves a proxy to the API server of cfg and writes a
@@ -54,7 +71,7 @@ func startProxy(cfg *rest.Config, kubeconfigPath string) (*apiProxy, error) {
 	if err != nil {
 		return nil, err
 	}
-	p := &apiProxy{kubeconfig: kubeconfigPath, counts: map[string]measure.Requests{byManager: {}, byKubelet: {}}}
+	p := &apiProxy{kubeconfig: kubeconfigPath, counts: map[string]measure.Requests{byManager: {}, byKubelet: {}, byAgent: {}}}
 	forward := &httputil.ReverseProxy{
 		Rewrite: func(r *httputil.ProxyRequest) {
 			r.SetURL(target)
@@ -71,10 +88,7 @@ func startProxy(cfg *rest.Config, kubeconfigPath string) (*apiProxy, error) {
 		rec := &statusRecorder{ResponseWriter: w, status: http.StatusOK}
 		forward.ServeHTTP(rec, r)
 		verb, resource, subresource := measure.RequestInfo(r.Method, r.Header.Get("Content-Type"), r.URL.Path, r.URL.Query().Get("watch") == "true")
-		who := byManager
-		if strings.HasPrefix(r.UserAgent(), manager.SimKubeletUserAgent) {
-			who = byKubelet
-		}
+		who := whoMade(r.UserAgent(), r.URL.Query().Get("fieldManager"))
 		p.mu.Lock()
 		p.counts[who][measure.Key(verb, resource, subresource, rec.status)]++
 		p.mu.Unlock()

@@ -35,6 +35,9 @@ type result struct {
 	// events) and the API server's own.
 	ManagerWrites measure.Requests `json:"managerWrites"`
 	KubeletWrites measure.Requests `json:"kubeletWrites"`
+	// AgentWrites are those of the simulated node agent (I's in-place
+	// updates: the result labels), counted by the proxy too.
+	AgentWrites measure.Requests `json:"agentWrites,omitempty"`
 	// Reads are the other requests of the same period (GET, LIST,
 	// WATCH), the generator's subtracted, by verb and resource.
 	Reads measure.Requests `json:"reads"`
@@ -60,6 +63,14 @@ type result struct {
 	// Generations and PeakBooting: see generations.
 	Generations int `json:"generations,omitempty"`
 	PeakBooting int `json:"peakBooting,omitempty"`
+
+	// I only: the node agent's update delay, the most machines not
+	// Running at once, and the VMs created and deleted (the run fails
+	// unless both are 0).
+	UpdateDelay    time.Duration `json:"updateDelay,omitempty"`
+	PeakNotRunning int           `json:"peakNotRunning,omitempty"`
+	VMsCreated     int           `json:"vmsCreated,omitempty"`
+	VMsDeleted     int           `json:"vmsDeleted,omitempty"`
 
 	// X only: the steady state after all machines run, for Steady: the
 	// largest summed RSS in it, the CPU cores used on average and the
@@ -167,10 +178,13 @@ func table(results []result, systems []string) string {
 				fmt.Fprintf(&b, " failed:\n%s\n", indent(r.Error))
 				continue
 			}
-			others := r.Writes.Minus(r.ManagerWrites).Minus(r.KubeletWrites)
+			others := r.Writes.Minus(r.ManagerWrites).Minus(r.KubeletWrites).Minus(r.AgentWrites)
 			fmt.Fprintf(&b, " %d writes (the load generator's %d not included), %d reads\n", r.Writes.Total(), r.GeneratorWrites, r.Reads.Total())
 			fmt.Fprintf(&b, "  the manager's own, %d:\n%s", r.ManagerWrites.Total(), r.ManagerWrites.Top(len(r.ManagerWrites)))
 			fmt.Fprintf(&b, "  the simulated kubelet's (Node registration), %d:\n%s", r.KubeletWrites.Total(), r.KubeletWrites.Top(len(r.KubeletWrites)))
+			if len(r.AgentWrites) > 0 {
+				fmt.Fprintf(&b, "  the simulated node agent's (update results), %d:\n%s", r.AgentWrites.Total(), r.AgentWrites.Top(len(r.AgentWrites)))
+			}
 			fmt.Fprintf(&b, "  the control plane's and others, %d:\n%s", others.Total(), others.Top(len(others)))
 			var procs []string
 			for _, p := range r.Processes {
@@ -191,10 +205,12 @@ func table(results []result, systems []string) string {
 	return b.String()
 }
 
-// extra is the scenario's own figures: R's waves and longest gap, X's
-// steady state.
+// extra is the scenario's own figures: R's waves and longest gap, I's
+// update delay, unavailability and VMs, X's steady state.
 func extra(r result) string {
 	switch r.Scenario {
+	case "I":
+		return inPlaceExtra(r)
 	case "R":
 		return fmt.Sprintf("%d waves, %d generations, at most %d booting, longest gap %.1f s", r.Waves, r.Generations, r.PeakBooting, r.LongestGap.Seconds())
 	case "X":

@@ -18,17 +18,14 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
-	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/bench/internal/measure"
 	"github.com/mcmkit/mcm/client/clientset/versioned"
-	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -36,7 +33,7 @@ import (
 const (
 	secretName     = "bench"
 	className      = "bench-v1"
-	nextClassName  = "bench-v2" // R's new template
+	nextClassName  = "bench-v2" // R's and I's new template
 	deploymentName = "bench"
 	// userData is a bare machine's: it asks for no bootstrap token, so
 	// mcm issues none, while MCM issues one for every machine whatever
@@ -88,7 +85,7 @@ func runScenario(b *testing.B, spec runSpec) result {
 	}
 	defer r.sys.shutdown()
 	scenario := map[string]func(context.Context) error{
-		"M": r.bareMachines, "D": r.deploymentScaleUp, "R": r.rollingUpdate, "S": r.scaleDown, "X": r.steadyState,
+		"M": r.bareMachines, "D": r.deploymentScaleUp, "R": r.rollingUpdate, "I": r.inPlaceRollout, "S": r.scaleDown, "X": r.steadyState,
 	}[spec.Scenario]
 	ctx := context.Background()
 	if err := scenario(ctx); err != nil {
@@ -171,11 +168,12 @@ type phase struct {
 	apiserver        measure.Requests
 	generator        measure.Requests
 	manager, kubelet measure.Requests // through the proxy
+	agent            measure.Requests
 	cpu              time.Duration
 }
 
 func (r *run) begin(ctx context.Context) (*phase, error) {
-	p := &phase{generator: r.counter.Requests(), manager: r.proxy.requests(byManager), kubelet: r.proxy.requests(byKubelet)}
+	p := &phase{generator: r.counter.Requests(), manager: r.proxy.requests(byManager), kubelet: r.proxy.requests(byKubelet), agent: r.proxy.requests(byAgent)}
 	var err error
 	if p.apiserver, err = measure.ScrapeRequests(ctx, r.core); err != nil {
 		return nil, err
@@ -211,6 +209,7 @@ func (r *run) end(ctx context.Context, p *phase, done time.Time) error {
 	r.res.GeneratorWrites = generated.Writes().Total()
 	r.res.ManagerWrites = r.proxy.requests(byManager).Minus(p.manager).Writes()
 	r.res.KubeletWrites = r.proxy.requests(byKubelet).Minus(p.kubelet).Writes()
+	r.res.AgentWrites = r.proxy.requests(byAgent).Minus(p.agent).Writes()
 	return nil
 }
 
@@ -295,17 +294,17 @@ func (r *run) deploymentScaleUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	done, err := r.scaleUp(ctx, n)
+	done, err := r.scaleUp(ctx, n, rollingStrategy())
 	if err != nil {
 		return err
 	}
 	return r.end(ctx, p, done)
 }
 
-// scaleUp creates the deployment with n replicas and waits until it is
-// complete.
-func (r *run) scaleUp(ctx context.Context, n int) (time.Time, error) {
-	if err := r.createDeployment(ctx, n); err != nil {
+// scaleUp creates the deployment with n replicas and strategy and waits
+// until it is complete.
+func (r *run) scaleUp(ctx context.Context, n int, strategy v1alpha1.MachineDeploymentStrategy) (time.Time, error) {
+	if err := r.createDeployment(ctx, n, strategy); err != nil {
 		return time.Time{}, err
 	}
 	return r.waitUntil(fmt.Sprintf("the deployment's %d machines Running", n), func(s state) bool {
@@ -322,7 +321,7 @@ func (r *run) rollingUpdate(ctx context.Context) error {
 		return err
 	}
 	progress("%s: setting up: the deployment's %d machines", r.spec, n)
-	if _, err := r.scaleUp(ctx, n); err != nil {
+	if _, err := r.scaleUp(ctx, n, rollingStrategy()); err != nil {
 		return fmt.Errorf("setting up: %w", err)
 	}
 	if err := r.sleep(r.spec.Settle); err != nil {
@@ -367,7 +366,7 @@ func (r *run) scaleDown(ctx context.Context) error {
 		return err
 	}
 	progress("%s: setting up: the deployment's %d machines", r.spec, n)
-	if _, err := r.scaleUp(ctx, n); err != nil {
+	if _, err := r.scaleUp(ctx, n, rollingStrategy()); err != nil {
 		return fmt.Errorf("setting up: %w", err)
 	}
 	if err := r.sleep(r.spec.Settle); err != nil {
@@ -427,68 +426,6 @@ func (r *run) steadyState(ctx context.Context) error {
 	_, r.res.SteadyRSS = r.sys.peaks()
 	r.res.SteadyCores = (cpu - cpuBefore).Seconds() / elapsed.Seconds()
 	r.res.SteadyAllWrites = after.Minus(before).Writes()
-	return nil
-}
-
-// createClasses creates the run's secret and a class of each name whose
-// VMs boot as boot says.
-func (r *run) createClasses(ctx context.Context, boot bootTime, names ...string) error {
-	ud := userData
-	if r.spec.BootstrapToken {
-		ud = tokenUserData
-	}
-	secret := &corev1.Secret{
-		ObjectMeta: metav1.ObjectMeta{Name: secretName, Namespace: r.ns},
-		Data: map[string][]byte{
-			v1alpha1.UserDataKey: []byte(ud),
-			sim.CredentialsKey:   []byte("token"),
-		},
-	}
-	if _, err := r.genCore.CoreV1().Secrets(r.ns).Create(ctx, secret, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the secret: %w", err)
-	}
-	for _, name := range names {
-		class := &v1alpha1.MachineClass{
-			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: r.ns},
-			Provider:   sim.ProviderName,
-			ProviderSpec: sim.ProviderSpec{
-				Zone: "zone-a", InstanceType: "small",
-				BootDelay: &metav1.Duration{Duration: boot.Delay}, BootJitter: &metav1.Duration{Duration: boot.Jitter},
-			}.RawExtension(),
-			SecretRef: &corev1.SecretReference{Name: secretName, Namespace: r.ns},
-		}
-		if _, err := r.genMachines.MachineV1alpha1().MachineClasses(r.ns).Create(ctx, class, metav1.CreateOptions{}); err != nil {
-			return fmt.Errorf("creating class %s: %w", name, err)
-		}
-	}
-	return nil
-}
-
-// createDeployment creates the run's deployment with n replicas of the
-// first class, rolling updates with maxSurge 10 % and maxUnavailable 0.
-func (r *run) createDeployment(ctx context.Context, n int) error {
-	labels := map[string]string{"bench": "compare"}
-	surge, unavailable := intstr.FromString("10%"), intstr.FromInt32(0)
-	md := &v1alpha1.MachineDeployment{
-		ObjectMeta: metav1.ObjectMeta{Name: deploymentName, Namespace: r.ns},
-		Spec: v1alpha1.MachineDeploymentSpec{
-			Replicas: int32(n),
-			Selector: &metav1.LabelSelector{MatchLabels: labels},
-			Template: v1alpha1.MachineTemplateSpec{
-				ObjectMeta: metav1.ObjectMeta{Labels: labels},
-				Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: className}},
-			},
-			Strategy: v1alpha1.MachineDeploymentStrategy{
-				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
-				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{
-					UpdateConfiguration: v1alpha1.UpdateConfiguration{MaxSurge: &surge, MaxUnavailable: &unavailable},
-				},
-			},
-		},
-	}
-	if _, err := r.genMachines.MachineV1alpha1().MachineDeployments(r.ns).Create(ctx, md, metav1.CreateOptions{}); err != nil {
-		return fmt.Errorf("creating the deployment: %w", err)
-	}
 	return nil
 }
 

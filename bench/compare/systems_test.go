@@ -97,7 +97,9 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 		return p, nil
 	}
 	// Both systems' drivers call the simulated cloud in a process of its
-	// own: the managers' RSS and CPU are theirs alone.
+	// own: the managers' RSS and CPU are theirs alone. Its node agent
+	// serves the run's namespace, and acts only on the VMs of classes that
+	// enable it (scenario I's).
 	socket := filepath.Join(logDir, "simcloud.sock")
 	socketReady := func(context.Context) error {
 		c, err := net.Dial("unix", socket)
@@ -107,7 +109,7 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 		return c.Close()
 	}
 	cloud, err := start("simcloud", spec.Bins.SimCloud, socketReady, nil,
-		append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig}, simFlags()...)...)
+		append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig, "--namespace=" + ns}, simFlags()...)...)
 	if err != nil {
 		return nil, err
 	}

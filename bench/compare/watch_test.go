@@ -18,26 +18,46 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 )
 
-// watcher follows the run's machines, nodes and deployment from informers
-// of its own (reads only, not counted as writes) and remembers when it
-// first saw each machine, each machine Running and each node Ready.
+// watcher follows the run's machines, machine sets, nodes and deployment
+// from informers of its own (reads only, not counted as writes) and
+// remembers when it first saw each machine, each machine Running and each
+// node Ready.
 type watcher struct {
 	mu         sync.Mutex
 	machines   map[string]*machineSeen
 	nodeReady  map[string]time.Time // when first seen Ready; zero while not
+	nodeSeen   map[string]nodeSeen
 	nodes      int
+	sets       map[string]setSeen
 	deployment *v1alpha1.MachineDeployment
+	// notRunning is the number of machines not Running now, and
+	// peakNotRunning the most at once since the last markVMs.
+	notRunning, peakNotRunning int
+	// vms follows the VMs from the last markVMs on; nil before.
+	vms *vmLedger
 }
 
 type machineSeen struct {
-	class   string
-	phase   v1alpha1.MachinePhase
-	created time.Time // when first seen
-	running time.Time // when first seen Running; zero before
+	class      string
+	phase      v1alpha1.MachinePhase
+	providerID string
+	created    time.Time // when first seen
+	running    time.Time // when first seen Running; zero before
+}
+
+// nodeSeen is what a node reports of its VM: its provider ID and its
+// kubelet's version.
+type nodeSeen struct{ providerID, kubeletVersion string }
+
+// setSeen is a MachineSet's template class and its replicas, desired
+// (spec) and counted (status).
+type setSeen struct {
+	class            string
+	desired, counted int32
 }
 
 func startWatcher(ctx context.Context, core kubernetes.Interface, mc versioned.Interface, ns string) (*watcher, error) {
-	w := &watcher{machines: map[string]*machineSeen{}, nodeReady: map[string]time.Time{}}
+	w := &watcher{machines: map[string]*machineSeen{}, nodeReady: map[string]time.Time{}, nodeSeen: map[string]nodeSeen{}, sets: map[string]setSeen{}}
 	nf := informers.NewSharedInformerFactory(core, 0)
 	mf := externalversions.NewSharedInformerFactoryWithOptions(mc, 0, externalversions.WithNamespace(ns))
 	handlers := []struct {
@@ -69,6 +89,21 @@ func startWatcher(ctx context.Context, core kubernetes.Interface, mc versioned.I
 				} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					if m, ok := t.Obj.(*v1alpha1.Machine); ok {
 						w.machine(m, true)
+					}
+				}
+			},
+		},
+	}, {
+		mf.Machine().V1alpha1().MachineSets().Informer(),
+		cache.ResourceEventHandlerFuncs{
+			AddFunc:    func(obj any) { w.set(obj.(*v1alpha1.MachineSet), false) },
+			UpdateFunc: func(_, obj any) { w.set(obj.(*v1alpha1.MachineSet), false) },
+			DeleteFunc: func(obj any) {
+				if ms, ok := obj.(*v1alpha1.MachineSet); ok {
+					w.set(ms, true)
+				} else if t, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					if ms, ok := t.Obj.(*v1alpha1.MachineSet); ok {
+						w.set(ms, true)
 					}
 				}
 			},
@@ -109,6 +144,7 @@ func (w *watcher) node(n *corev1.Node, deleted bool) {
 	case deleted:
 		if known {
 			delete(w.nodeReady, n.Name)
+			delete(w.nodeSeen, n.Name)
 			w.nodes--
 		}
 		return
@@ -116,6 +152,8 @@ func (w *watcher) node(n *corev1.Node, deleted bool) {
 		w.nodes++
 		w.nodeReady[n.Name] = time.Time{}
 	}
+	w.nodeSeen[n.Name] = nodeSeen{providerID: n.Spec.ProviderID, kubeletVersion: n.Status.NodeInfo.KubeletVersion}
+	w.vms.saw(n.Spec.ProviderID)
 	if w.nodeReady[n.Name].IsZero() && nodeIsReady(n) {
 		w.nodeReady[n.Name] = now
 	}
@@ -134,20 +172,45 @@ func (w *watcher) machine(m *v1alpha1.Machine, deleted bool) {
 	now := time.Now()
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	seen, ok := w.machines[m.Name]
+	wasDown := ok && seen.phase != v1alpha1.MachineRunning
 	if deleted {
+		if wasDown {
+			w.notRunning--
+		}
 		delete(w.machines, m.Name)
 		return
 	}
-	seen, ok := w.machines[m.Name]
 	if !ok {
 		seen = &machineSeen{created: now}
 		w.machines[m.Name] = seen
 	}
 	seen.class = m.Spec.Class.Name
 	seen.phase = m.Status.CurrentStatus.Phase
+	seen.providerID = m.Spec.ProviderID
+	w.vms.saw(seen.providerID)
+	if down := seen.phase != v1alpha1.MachineRunning; down != wasDown || !ok {
+		switch {
+		case down:
+			w.notRunning++
+		case ok:
+			w.notRunning--
+		}
+		w.peakNotRunning = max(w.peakNotRunning, w.notRunning)
+	}
 	if seen.running.IsZero() && seen.phase == v1alpha1.MachineRunning {
 		seen.running = now
 	}
+}
+
+func (w *watcher) set(ms *v1alpha1.MachineSet, deleted bool) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if deleted {
+		delete(w.sets, ms.Name)
+		return
+	}
+	w.sets[ms.Name] = setSeen{class: ms.Spec.Template.Spec.Class.Name, desired: ms.Spec.Replicas, counted: ms.Status.Replicas}
 }
 
 func (w *watcher) setDeployment(d *v1alpha1.MachineDeployment) {
@@ -164,7 +227,13 @@ type state struct {
 	ofClass        map[string]int // machines by class
 	phases         map[v1alpha1.MachinePhase]int
 	nodes          int
-	deployment     *v1alpha1.MachineDeployment // nil before one was seen
+	// nodesOfVersion counts the nodes by the version their kubelet
+	// reports.
+	nodesOfVersion map[string]int
+	// setReplicasOfClass sums the replicas of the machine sets whose
+	// template has a class, desired and counted alike.
+	setReplicasOfClass map[string]int32
+	deployment         *v1alpha1.MachineDeployment // nil before one was seen
 }
 
 func (w *watcher) state() state {
@@ -173,6 +242,13 @@ func (w *watcher) state() state {
 	s := state{
 		machines: len(w.machines), nodes: w.nodes, deployment: w.deployment,
 		runningOfClass: map[string]int{}, ofClass: map[string]int{}, phases: map[v1alpha1.MachinePhase]int{},
+		nodesOfVersion: map[string]int{}, setReplicasOfClass: map[string]int32{},
+	}
+	for _, n := range w.nodeSeen {
+		s.nodesOfVersion[n.kubeletVersion]++
+	}
+	for _, ms := range w.sets {
+		s.setReplicasOfClass[ms.class] += ms.desired + ms.counted
 	}
 	for _, m := range w.machines {
 		s.ofClass[m.class]++
@@ -213,6 +289,9 @@ func (s state) deploymentDone(n int) bool {
 
 func (s state) String() string {
 	out := fmt.Sprintf("%d machines %v, %d nodes", s.machines, s.phases, s.nodes)
+	if len(s.nodesOfVersion) > 1 {
+		out += fmt.Sprintf(" by kubelet version %v", s.nodesOfVersion)
+	}
 	if d := s.deployment; d != nil {
 		out += fmt.Sprintf("; deployment: %d replicas, %d updated, %d available (generation %d observed %d)",
 			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Generation, d.Status.ObservedGeneration)

@@ -1,11 +1,13 @@
 // Command simcloud serves the reference manager's simulated cloud — the
 // "sim" driver of reference/manager, its driver/sim cloud with the same
-// boot and deletion delays, and its simulated kubelet registering a Node
-// for every running VM in the target cluster — to a driver in another
-// process over a unix socket. The comparison runs MCM's provider machine
-// controller (bench/mcm) and mcm's reference manager against it, so that
-// both managers drive the very same simulated cloud, in a process of its
-// own: whatever differs in the figures is the managers'.
+// boot and deletion delays, its simulated kubelet registering a Node for
+// every running VM in the target cluster and, with --namespace, its node
+// agent, which carries out the in-place updates of the VMs of classes that
+// enable it — to a driver in another process over a unix socket. The
+// comparison runs MCM's provider machine controller (bench/mcm) and mcm's
+// reference manager against it, so that both managers drive the very same
+// simulated cloud, in a process of its own: whatever differs in the
+// figures is the managers'.
 //
 // The wire format is package bench/internal/simwire's; its Dial is the
 // driver of the bench's build of the reference manager
@@ -28,9 +30,11 @@ import (
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/mcmkit/mcm/bench/internal/simwire"
+	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/reference/manager"
 )
@@ -39,6 +43,7 @@ func main() {
 	var (
 		socket     = flag.String("socket", "", "unix socket to serve the driver on (required)")
 		kubeconfig = flag.String("target-kubeconfig", "", "kubeconfig of the target cluster, where the simulated kubelet registers Nodes (required)")
+		namespace  = flag.String("namespace", "", "namespace of the machine objects whose VMs the simulated node agent updates in place (the cluster is control and target alike); empty runs no agent")
 		opts       manager.SimDriverOptions
 	)
 	// The reference manager's --sim-* flags, with its defaults.
@@ -56,13 +61,13 @@ func main() {
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	ctx, stop := signal.NotifyContext(logr.NewContext(context.Background(), log), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, *socket, *kubeconfig, opts); err != nil {
+	if err := run(ctx, *socket, *kubeconfig, *namespace, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "simcloud: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, socket, kubeconfig string, opts manager.SimDriverOptions) error {
+func run(ctx context.Context, socket, kubeconfig, namespace string, opts manager.SimDriverOptions) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", kubeconfig, err)
@@ -71,12 +76,25 @@ func run(ctx context.Context, socket, kubeconfig string, opts manager.SimDriverO
 	if err != nil {
 		return err
 	}
-	d, kubelet, err := manager.SimDriver(opts)(ctx, manager.DriverEnv{
+	env := manager.DriverEnv{
+		Config:       manager.DefaultConfig(),
 		Target:       target,
 		TargetConfig: cfg,
 		Logger:       logr.FromContextOrDiscard(ctx),
 		Registerer:   prometheus.NewRegistry(), // the cloud's API metrics, which nobody reads here
-	})
+	}
+	if namespace != "" {
+		// The agent reads machine objects only; under the simulated
+		// kubelet's user agent, the benchmark's proxy counts its requests
+		// as the node side's, not a manager's.
+		agentConfig := rest.CopyConfig(cfg)
+		agentConfig.UserAgent = manager.SimKubeletUserAgent + "/agent"
+		if env.Machines, err = versioned.NewForConfig(agentConfig); err != nil {
+			return err
+		}
+		env.Config.Namespace = namespace
+	}
+	d, kubelet, err := manager.SimDriver(opts)(ctx, env)
 	if err != nil {
 		return err
 	}
