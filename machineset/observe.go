@@ -104,6 +104,24 @@ func (c *Controller) observe(ctx context.Context, key string, set *v1alpha1.Mach
 	}
 	s.policy, s.policyErr = policyOf(set, c.opts.DeletionPolicy)
 	s.wanted, s.capped = wantedReplicas(set, c.opts.MaxReplicas)
-	s.foreign = c.prov.foreign(key, set, s.owned(), persistedForeign(set), s.now, c.exp.TTL())
+	s.foreign = c.prov.foreign(key, set, s.owned(), persistedForeign(set), func() []*v1alpha1.MachineSet { return c.siblings(set) },
+		s.now, c.exp.TTL())
 	return s, nil
+}
+
+// siblings are the other sets, in the cache, with set's controller (its
+// deployment); none for a set without one.
+func (c *Controller) siblings(set *v1alpha1.MachineSet) []*v1alpha1.MachineSet {
+	owner := metav1.GetControllerOfNoCopy(set)
+	if owner == nil {
+		return nil
+	}
+	all, err := c.sets.MachineSets(set.Namespace).List(everything)
+	if err != nil {
+		return nil // a lister's List does not fail; no sibling is the safe answer
+	}
+	return slices.DeleteFunc(all, func(s *v1alpha1.MachineSet) bool {
+		ref := metav1.GetControllerOfNoCopy(s)
+		return s.UID == set.UID || ref == nil || ref.UID != owner.UID
+	})
 }

@@ -133,9 +133,11 @@ func (p *provenance) forgetSet(key string) {
 // foreign returns the machines among set's (key's) machines that are not
 // being deleted and that the set did not create, sorted by name.
 // persisted are the UIDs the set's v1alpha1.ForeignMachinesAnnotation
-// lists. Creations that were never seen are forgotten after ttl.
+// lists; siblings, called only when a machine is not known as the set's,
+// lists the sets with the same controller (see fromSibling). Creations
+// that were never seen are forgotten after ttl.
 func (p *provenance) foreign(key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, persisted map[types.UID]bool,
-	now time.Time, ttl time.Duration) []*v1alpha1.Machine {
+	siblings func() []*v1alpha1.MachineSet, now time.Time, ttl time.Duration) []*v1alpha1.Machine {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	created := p.created[key]
@@ -147,6 +149,14 @@ func (p *provenance) foreign(key string, set *v1alpha1.MachineSet, machines []*v
 			created[m.Name] = createdMachine{uid: m.UID, sent: c.sent}
 		case ok && c.uid == m.UID:
 		case !persisted[m.UID] && p.inherited[m.UID] == set.UID && set.UID != "":
+		case !persisted[m.UID] && p.fromSibling(m, siblings()):
+			// It keeps its provenance in this set from now on, even once
+			// the sibling is gone.
+			if created == nil {
+				created = map[string]createdMachine{}
+				p.created[key] = created
+			}
+			created[m.Name] = createdMachine{uid: m.UID, sent: now}
 		default:
 			if !machinestate.BeingDeleted(m) {
 				out = append(out, m)
@@ -160,6 +170,23 @@ func (p *provenance) foreign(key string, set *v1alpha1.MachineSet, machines []*v
 	}
 	slices.SortFunc(out, func(a, b *v1alpha1.Machine) int { return strings.Compare(a.Name, b.Name) })
 	return out
+}
+
+// fromSibling tells whether one of siblings, the sets with the same
+// controller as the machine's set, created m or inherited it as its own:
+// an in-place rollout moves machines from a deployment's old sets to its
+// new one, and a machine keeps its provenance when it moves. A machine a
+// sibling holds as foreign stays foreign.
+func (p *provenance) fromSibling(m *v1alpha1.Machine, siblings []*v1alpha1.MachineSet) bool {
+	for _, s := range siblings {
+		if c, ok := p.created[s.Namespace+"/"+s.Name][m.Name]; ok && c.uid == m.UID {
+			return true
+		}
+		if s.UID != "" && p.inherited[m.UID] == s.UID && !persistedForeign(s)[m.UID] {
+			return true
+		}
+	}
+	return false
 }
 
 // persistedForeign reads the set's v1alpha1.ForeignMachinesAnnotation.

@@ -70,28 +70,75 @@ func TestProvenanceForeign(t *testing.T) {
 		}
 		return out
 	}
-	got := p.foreign("ns/pool", set, machines, map[types.UID]bool{"u-listed": true}, now, ttl)
+	got := p.foreign("ns/pool", set, machines, map[types.UID]bool{"u-listed": true}, noSiblings, now, ttl)
 	if diff := cmp.Diff([]string{"forged", "listed", "orphan"}, names(got)); diff != "" {
 		t.Errorf("foreign (-want +got):\n%s", diff)
 	}
 	// "created" is bound to its UID now: a machine that takes its name
 	// after it is gone is not the set's.
 	p.gone("ns/pool", machines[3])
-	got = p.foreign("ns/pool", set, []*v1alpha1.Machine{controlled("created", "u-squatter")}, nil, now, ttl)
+	got = p.foreign("ns/pool", set, []*v1alpha1.Machine{controlled("created", "u-squatter")}, nil, noSiblings, now, ttl)
 	if diff := cmp.Diff([]string{"created"}, names(got)); diff != "" {
 		t.Errorf("a machine under a name the set used, after it was gone (-want +got):\n%s", diff)
 	}
 	// A creation never seen is forgotten after the TTL.
-	p.foreign("ns/pool", set, nil, nil, now.Add(2*ttl), ttl)
-	got = p.foreign("ns/pool", set, []*v1alpha1.Machine{controlled("never-seen", "u-late")}, nil, now.Add(2*ttl), ttl)
+	p.foreign("ns/pool", set, nil, nil, noSiblings, now.Add(2*ttl), ttl)
+	got = p.foreign("ns/pool", set, []*v1alpha1.Machine{controlled("never-seen", "u-late")}, nil, noSiblings, now.Add(2*ttl), ttl)
 	if diff := cmp.Diff([]string{"never-seen"}, names(got)); diff != "" {
 		t.Errorf("a creation unseen past the TTL (-want +got):\n%s", diff)
 	}
 	// Another set of the same name is not this one.
 	other := testSet(3)
 	other.UID = "other-uid"
-	if got := p.foreign("ns/pool", other, []*v1alpha1.Machine{controlled("inherited", "u-inherited")}, nil, now, ttl); len(got) != 1 {
+	if got := p.foreign("ns/pool", other, []*v1alpha1.Machine{controlled("inherited", "u-inherited")}, nil, noSiblings, now, ttl); len(got) != 1 {
 		t.Errorf("a machine inherited under another set's UID is own: %v", names(got))
+	}
+}
+
+func noSiblings() []*v1alpha1.MachineSet { return nil }
+
+// TestProvenanceMovesWithTheMachine: a machine that an in-place rollout
+// moves from a deployment's old set to its new one is the new set's own
+// when the old set created or inherited it, and stays foreign when the old
+// set held it as foreign or the old set has another controller.
+func TestProvenanceMovesWithTheMachine(t *testing.T) {
+	now, ttl := time.Unix(1000, 0), time.Minute
+	deploymentRef := func(uid types.UID) []metav1.OwnerReference {
+		return []metav1.OwnerReference{{APIVersion: "machine.sapcloud.io/v1alpha1", Kind: "MachineDeployment", Name: "md", UID: uid, Controller: new(true)}}
+	}
+	oldSet, newSet, stranger := testSet(3), testSet(3), testSet(3)
+	oldSet.Name, oldSet.UID, oldSet.OwnerReferences = "pool-old", "uid-old", deploymentRef("uid-md")
+	oldSet.Annotations = map[string]string{v1alpha1.ForeignMachinesAnnotation: "u-foreign-there"}
+	newSet.Name, newSet.UID, newSet.OwnerReferences = "pool-new", "uid-new", deploymentRef("uid-md")
+	stranger.Name, stranger.UID = "stranger", "uid-stranger"
+	machine := func(name string, uid types.UID, owner *v1alpha1.MachineSet) *v1alpha1.Machine {
+		return &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns", UID: uid,
+			OwnerReferences: []metav1.OwnerReference{controllerRef(owner)}}}
+	}
+	var p provenance
+	p.sending("ns/pool-old", "created-there", now)
+	p.answered("ns/pool-old", "created-there", machine("created-there", "u-created-there", oldSet), now)
+	p.initial(machine("inherited-there", "u-inherited-there", oldSet))
+	p.initial(machine("foreign-there", "u-foreign-there", oldSet))
+	p.initial(machine("strangers", "u-strangers", stranger))
+	moved := []*v1alpha1.Machine{
+		machine("created-there", "u-created-there", newSet),
+		machine("inherited-there", "u-inherited-there", newSet),
+		machine("foreign-there", "u-foreign-there", newSet),
+		machine("strangers", "u-strangers", newSet),
+	}
+	siblings := func() []*v1alpha1.MachineSet { return []*v1alpha1.MachineSet{oldSet} }
+	var names []string
+	for _, m := range p.foreign("ns/pool-new", newSet, moved, nil, siblings, now, ttl) {
+		names = append(names, m.Name)
+	}
+	if diff := cmp.Diff([]string{"foreign-there", "strangers"}, names); diff != "" {
+		t.Errorf("foreign after the move (-want +got):\n%s", diff)
+	}
+	// The provenance stays with the new set once the old one is gone.
+	p.forgetSet("ns/pool-old")
+	if got := p.foreign("ns/pool-new", newSet, moved[:2], nil, noSiblings, now, ttl); len(got) != 0 {
+		t.Errorf("moved machines foreign once the old set is gone: %v", got)
 	}
 }
 
