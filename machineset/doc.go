@@ -141,7 +141,10 @@
 // foreign: it stays the set's, as in MCM, but goes first on the ladder, is
 // named once by a ForeignMachine Warning event and in the condition
 // mcmkit.io/ForeignMachines (ConditionForeignMachines). A machine created
-// while no controller watched is trusted. provenance.go says why nothing
+// while no controller watched is trusted, and so is one that a set with
+// the same controller (a sibling of the same deployment) created or
+// inherited as its own: an in-place rollout moves machines from old sets
+// to the new one. provenance.go says why nothing
 // on a machine could tell instead.
 //
 // # Availability and minReadySeconds
