@@ -134,10 +134,10 @@ func withInvalidAnnotation(conditions []v1alpha1.MachineDeploymentCondition, d *
 func availableCondition(minAvailable, available int32, now time.Time) v1alpha1.MachineDeploymentCondition {
 	if available >= minAvailable {
 		return newCondition(v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionTrue, v1alpha1.MinimumReplicasAvailableReason,
-			"MachineDeployment has minimum availability.", now)
+			"Deployment has minimum availability.", now)
 	}
 	return newCondition(v1alpha1.MachineDeploymentAvailable, v1alpha1.ConditionFalse, v1alpha1.MinimumReplicasUnavailableReason,
-		fmt.Sprintf("MachineDeployment does not have minimum availability: %d of at least %d machines available.", available, minAvailable), now)
+		fmt.Sprintf("Deployment does not have minimum availability: %d of at least %d machines available.", available, minAvailable), now)
 }
 
 // replicaFailure returns the deployment's ReplicaFailure condition, copied

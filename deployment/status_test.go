@@ -16,7 +16,7 @@ func TestCalculateStatus(t *testing.T) {
 	earlier := metav1.NewTime(epoch)
 	stamp := apitime.Of(now)
 	availableTrue := v1alpha1.MachineDeploymentCondition{Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionTrue,
-		Reason: v1alpha1.MinimumReplicasAvailableReason, Message: "MachineDeployment has minimum availability.",
+		Reason: v1alpha1.MinimumReplicasAvailableReason, Message: "Deployment has minimum availability.",
 		LastUpdateTime: stamp, LastTransitionTime: stamp}
 	stored := func(opts ...func(*v1alpha1.MachineDeploymentStatus)) mdOpt {
 		return func(d *v1alpha1.MachineDeployment) {
@@ -193,7 +193,7 @@ func TestCalculateStatus(t *testing.T) {
 				Conditions: []v1alpha1.MachineDeploymentCondition{{
 					Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionFalse,
 					Reason:         v1alpha1.MinimumReplicasUnavailableReason,
-					Message:        "MachineDeployment does not have minimum availability: 2 of at least 3 machines available.",
+					Message:        "Deployment does not have minimum availability: 2 of at least 3 machines available.",
 					LastUpdateTime: stamp, LastTransitionTime: stamp,
 				}},
 			},
@@ -236,7 +236,7 @@ func TestCalculateStatus(t *testing.T) {
 				Conditions: []v1alpha1.MachineDeploymentCondition{{
 					Type: v1alpha1.MachineDeploymentAvailable, Status: v1alpha1.ConditionFalse,
 					Reason:         v1alpha1.MinimumReplicasUnavailableReason,
-					Message:        "MachineDeployment does not have minimum availability: 1 of at least 2 machines available.",
+					Message:        "Deployment does not have minimum availability: 1 of at least 2 machines available.",
 					LastUpdateTime: stamp, LastTransitionTime: stamp,
 				}},
 			},
