@@ -144,6 +144,16 @@
 // changing them must not start a rollout. Any other change of the template
 // (its labels, annotations, class name, ...) gives a new hash and a new set.
 //
+// MCM hashes differently (FNV-32a over a dump of its Go structs, the
+// label holding the number in decimal, the set's name only the first five
+// characters of its encoding), so the same template has another hash
+// under MCM. Nothing depends on that: the new set is the set whose
+// template is the deployment's (findNewSet), never one found by name or
+// hash, and a set's hash label and selector are never rewritten. A set
+// MCM created, in a rollout taken over part-way, is therefore the new set
+// with MCM's name and hash (a second one is not created); the machines
+// moved there get its selector's labels, MCM's hash among them.
+//
 // # Rolling update
 //
 // maxSurge and maxUnavailable are numbers or percentages of spec.replicas;
