@@ -208,7 +208,7 @@ func nextStatus(d *v1alpha1.MachineDeployment, obs observed, selector string, st
 	}
 	switch {
 	case stalled.message != "":
-		st.Conditions = withCondition(st.Conditions, newCondition(v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse,
+		st.Conditions = withStall(st.Conditions, newCondition(v1alpha1.MachineDeploymentProgressing, v1alpha1.ConditionFalse,
 			stalled.reason, stalled.message, now))
 	case !d.Spec.Paused:
 		newSetName := ""
@@ -234,6 +234,28 @@ func (p stepPlan) stall() stall {
 		return stall{ReasonInPlaceUpdateFailed, p.inPlace.failure.message()}
 	}
 	return stall{}
+}
+
+// withStall is withCondition for a stall's Progressing condition, except
+// that a new message replaces the stored one (with lastUpdateTime; the
+// lastTransitionTime stays): the message names what stops the rollout,
+// such as the failed machine and the agent's reason, which change while
+// status and reason stay. Kept as withCondition keeps it, the condition
+// would go on naming a failure that is gone, and the event that tells a
+// stall once per message (reported) would be sent at every sync.
+func withStall(conditions []v1alpha1.MachineDeploymentCondition, c v1alpha1.MachineDeploymentCondition) []v1alpha1.MachineDeploymentCondition {
+	old, ok := conditionOf(conditions, c.Type)
+	if !ok || old.Status != c.Status || old.Reason != c.Reason || old.Message == c.Message {
+		return withCondition(conditions, c)
+	}
+	out := slices.Clone(conditions)
+	for i := range out {
+		if out[i].Type == c.Type {
+			c.LastTransitionTime = old.LastTransitionTime
+			out[i] = c
+		}
+	}
+	return out
 }
 
 // reported reports whether the stored status already tells message under

@@ -78,22 +78,27 @@ func TestIntegrationInPlaceRolloutAuto(t *testing.T) {
 }
 
 // createClass creates a MachineClass of the simulated cloud in s.NS whose
-// nodes report version and run the node agent, with s's secret.
-func createClass(t *testing.T, s *simstack.Stack, name, version string) string {
+// nodes report version and run the node agent, with s's secret; tune
+// changes its providerSpec further (the agent's retry delay, say).
+func createClass(t *testing.T, s *simstack.Stack, name, version string, tune ...func(*sim.ProviderSpec)) string {
 	t.Helper()
 	ctx := context.Background()
 	base, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Get(ctx, s.Class, metav1.GetOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
+	spec := sim.ProviderSpec{
+		Zone: "zone-a", InstanceType: "large", KubeletVersion: version,
+		InPlaceUpdate: &sim.InPlaceUpdate{Agent: true, UpdateDelay: &metav1.Duration{Duration: 2 * time.Second}},
+	}
+	for _, f := range tune {
+		f(&spec)
+	}
 	class := &v1alpha1.MachineClass{
-		ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: s.NS},
-		Provider:   base.Provider,
-		SecretRef:  base.SecretRef,
-		ProviderSpec: sim.ProviderSpec{
-			Zone: "zone-a", InstanceType: "large", KubeletVersion: version,
-			InPlaceUpdate: &sim.InPlaceUpdate{Agent: true, UpdateDelay: &metav1.Duration{Duration: 2 * time.Second}},
-		}.RawExtension(),
+		ObjectMeta:   metav1.ObjectMeta{Name: name, Namespace: s.NS},
+		Provider:     base.Provider,
+		SecretRef:    base.SecretRef,
+		ProviderSpec: spec.RawExtension(),
 	}
 	if _, err := s.Machines.MachineV1alpha1().MachineClasses(s.NS).Create(ctx, class, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -214,6 +219,12 @@ func watchNotRunning(t *testing.T, s *simstack.Stack) func() int {
 // old one at 0, every node reporting version and carrying no in-place
 // mark, cordon, prefer-no-schedule taint or autoscaler annotation of ours.
 func rolledOut(ctx context.Context, s *simstack.Stack, version string) (bool, string) {
+	return rolledOutOver(ctx, s, version, 2)
+}
+
+// rolledOutOver is rolledOut for a deployment that made want sets, all
+// but one at 0 (a template changed again during the rollout).
+func rolledOutOver(ctx context.Context, s *simstack.Stack, version string, want int) (bool, string) {
 	sets, err := s.Machines.MachineV1alpha1().MachineSets(s.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return false, err.Error()
@@ -226,8 +237,8 @@ func rolledOut(ctx context.Context, s *simstack.Stack, version string) (bool, st
 			active++
 		}
 	}
-	if len(sets.Items) != 2 || active != 1 {
-		return false, fmt.Sprintf("want two sets, one of them at 0: %v", sizes)
+	if len(sets.Items) != want || active != 1 {
+		return false, fmt.Sprintf("want %d sets, all but one at 0: %v", want, sizes)
 	}
 	machines, err := s.Machines.MachineV1alpha1().Machines(s.NS).List(ctx, metav1.ListOptions{})
 	if err != nil {

@@ -24,7 +24,8 @@ import (
 // through both (MCM's stalls while two sets are active): it ends with 4
 // machines, all of the new version, on VMs that were there before the
 // rollout — the growth's machines were new VMs of the new class, and the
-// shrink took them first or took old ones, never a VM that was mid-update.
+// shrink took them first or took old ones, never a VM that was mid-update;
+// the moved machines are the new set's own.
 func TestIntegrationInPlaceScaleDuringRollout(t *testing.T) {
 	s, oldClass, newClass := inPlaceStack(t)
 	create(t, s, slowInPlaceDeployment(s.NS, "scale", 6, oldClass))
@@ -55,6 +56,23 @@ func TestIntegrationInPlaceScaleDuringRollout(t *testing.T) {
 	// the 4 left are VMs from before the rollout, updated in place.
 	if kept < 2 {
 		t.Errorf("only %d of the 4 machines left run VMs from before the rollout (%v, before %v): the rollout replaced VMs", kept, after, before)
+	}
+	noForeignMachines(t, s)
+}
+
+// noForeignMachines fails t if a set holds machines as foreign: machines
+// moved between a deployment's sets are the sets' own, not strangers to
+// delete first.
+func noForeignMachines(t *testing.T, s *simstack.Stack) {
+	t.Helper()
+	sets, err := s.Machines.MachineV1alpha1().MachineSets(s.NS).List(context.Background(), metav1.ListOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, set := range sets.Items {
+		if foreign := set.Annotations[v1alpha1.ForeignMachinesAnnotation]; foreign != "" {
+			t.Errorf("set %s holds machines as foreign: %s", set.Name, foreign)
+		}
 	}
 }
 
