@@ -243,6 +243,10 @@ func planTransfers(machines []inPlaceMachine, newSet *v1alpha1.MachineSet) []tra
 // event took the surge's machines away, a rollout with maxUnavailable 0
 // needs them back to move at all.
 //
+// A new set that is still sized for machines that moved out of it (a
+// rollback made it new again before it shrank) is held to what the old
+// sets leave room for.
+//
 // A new set whose machines are updated again after a rollback (rework > 0)
 // is grown by the surge meanwhile, as a new set starts with it, and comes
 // back to spec.replicas once they are done (surge is 0 in Manual). A
@@ -276,7 +280,12 @@ func sizeInPlace(d *v1alpha1.MachineDeployment, obs observed, surge, rework int3
 	case old+newSpec < replicas+surge:
 		newSpec = min(max(newSpec, replicas+surge-old), replicas)
 	default:
-		newSpec = min(newSpec, replicas)
+		// The new set holds no more than the old sets leave room for
+		// (yet never fewer than its machines): a set that is new again
+		// after a rollback may still be sized for the machines that had
+		// moved out of it, and growing it to that size would create VMs
+		// and zero the old sets, whose machines are still to come back.
+		newSpec = min(newSpec, replicas, max(replicas+surge-old, obs.counts[obs.newSet.Name].Machines))
 	}
 	if newSpec >= replicas {
 		for _, s := range obs.old {
