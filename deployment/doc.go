@@ -288,7 +288,9 @@
 //     since the new set was created (phase InPlaceUpdateFailed, or the
 //     node's update-result=failed) is not cleared, no further machine is
 //     selected, and Progressing is False with reason InPlaceUpdateFailed
-//     and a Warning event name the machine and the agent's reason. Neither
+//     and a Warning event name the machine and the agent's reason (the
+//     first such machine by name; the condition follows when that
+//     changes, one event per message). Neither
 //     controller retries or replaces it: the agent may retry and label
 //     successful, a person may label successful or delete the machine. A
 //     new template starts a new rollout; the failed machine still counts
