@@ -16,9 +16,7 @@ import (
 	"k8s.io/apimachinery/pkg/watch"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/e2e/simstack"
-	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -37,11 +35,7 @@ const quiet = 10 * time.Second
 // uncordoned, while the other two stay in the old set, Running, on the
 // old version, never cordoned. The sets end at 2 and 2, on the same VMs.
 func TestIntegrationInPlaceManual(t *testing.T) {
-	env := testenv.Get(t)
-	s := simstack.Prepare(t, simcluster.Options{Agent: simcluster.AgentOptions{Machines: versioned.NewForConfigOrDie(env.Config())}})
-	oldClass := createClass(t, s, "ip-old", "v1.37.1")
-	newClass := createClass(t, s, "ip-new", "v1.37.2")
-	s.Run(t, simstack.Options{Deployments: true})
+	s, oldClass, newClass := inPlaceStack(t)
 
 	d := inPlaceDeployment(s.NS, "manual", 4, oldClass)
 	d.Spec.Strategy.InPlaceUpdate.OrchestrationType = v1alpha1.OrchestrationTypeManual

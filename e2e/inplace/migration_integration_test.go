@@ -13,10 +13,8 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/e2e/simstack"
-	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -55,8 +53,7 @@ const agentDelay = 5 * time.Second
 // Running at a time.
 func TestIntegrationSwitchFromMCMMidInPlaceRollout(t *testing.T) {
 	ctx := context.Background()
-	env := testenv.Get(t)
-	s := simstack.Prepare(t, simcluster.Options{Agent: simcluster.AgentOptions{Machines: versioned.NewForConfigOrDie(env.Config())}})
+	s := agentStack(t)
 	oldClass := createClass(t, s, "ip-old", "v1.37.1", agentDelayOf(agentDelay))
 	newClass := createClass(t, s, "ip-new", "v1.37.2")
 	opts := simstack.Options{Deployments: true}

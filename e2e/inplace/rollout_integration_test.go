@@ -19,10 +19,8 @@ import (
 
 	"github.com/mcmkit/mcm/api/crds"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/driver/sim"
 	"github.com/mcmkit/mcm/e2e/simstack"
-	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -43,11 +41,7 @@ const settle = 4 * time.Minute
 // at once, every node ends up reporting the new version, the old set ends
 // at 0 and no in-place mark is left on any node.
 func TestIntegrationInPlaceRolloutAuto(t *testing.T) {
-	env := testenv.Get(t)
-	s := simstack.Prepare(t, simcluster.Options{Agent: simcluster.AgentOptions{Machines: versioned.NewForConfigOrDie(env.Config())}})
-	oldClass := createClass(t, s, "ip-old", "v1.37.1")
-	newClass := createClass(t, s, "ip-new", "v1.37.2")
-	s.Run(t, simstack.Options{Deployments: true})
+	s, oldClass, newClass := inPlaceStack(t)
 
 	d := inPlaceDeployment(s.NS, "web", 6, oldClass)
 	if _, err := s.Machines.MachineV1alpha1().MachineDeployments(s.NS).Create(context.Background(), d, metav1.CreateOptions{}); err != nil {

@@ -12,9 +12,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
-	"github.com/mcmkit/mcm/client/clientset/versioned"
 	"github.com/mcmkit/mcm/e2e/simstack"
-	"github.com/mcmkit/mcm/internal/testsupport/simcluster"
 	"github.com/mcmkit/mcm/internal/testsupport/testenv"
 )
 
@@ -115,8 +113,7 @@ func TestIntegrationInPlaceRollback(t *testing.T) {
 // classes (v1.37.1 and v1.37.2) and runs the controllers.
 func inPlaceStack(t *testing.T) (s *simstack.Stack, oldClass, newClass string) {
 	t.Helper()
-	env := testenv.Get(t)
-	s = simstack.Prepare(t, simcluster.Options{Agent: simcluster.AgentOptions{Machines: versioned.NewForConfigOrDie(env.Config())}})
+	s = agentStack(t)
 	oldClass = createClass(t, s, "ip-old", "v1.37.1")
 	newClass = createClass(t, s, "ip-new", "v1.37.2")
 	s.Run(t, simstack.Options{Deployments: true})
