@@ -70,6 +70,7 @@ const (
 	envSystems       = "MCM_BENCH_SYSTEMS"
 	envBootDelay     = "MCM_BENCH_BOOT_DELAY"
 	envBootJitter    = "MCM_BENCH_BOOT_JITTER"
+	envBootModels    = "MCM_BENCH_BOOT_MODELS"
 	envRolloutBoot   = "MCM_BENCH_ROLLOUT_BOOT_DELAY"
 	envRolloutJitter = "MCM_BENCH_ROLLOUT_BOOT_JITTER"
 	envUpdateDelay   = "MCM_BENCH_INPLACE_UPDATE_DELAY"
@@ -83,7 +84,8 @@ const (
 	envRun           = "MCM_BENCH_RUN" // set by the parent for a child: the runSpec
 	// simCloudSocketEnv tells ./reference's simcloud driver the socket.
 	simCloudSocketEnv = "MCM_BENCH_SIMCLOUD_SOCKET"
-	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 I:100 S:1000 X:10000"
+	defaultScenario   = "M:100,500,1000 D:100,500,1000 R:1000 I:100 S:1000 P:1000 X:10000"
+	defaultBootModels = bootReady + "," + bootJittered
 )
 
 // The systems compared.
@@ -95,7 +97,13 @@ const (
 var systemLabels = map[string]string{systemMCM: "MCM v0.62.1", systemRef: "mcm"}
 
 // The scenarios, in the order a comparison runs them.
-var scenarioOrder = []string{"M", "D", "R", "I", "S", "X"}
+var scenarioOrder = []string{"M", "D", "R", "I", "S", "P", "X"}
+
+// bootModelScenarios run once for each boot model of the comparison: the
+// scenarios whose measured phase includes the VMs' boots and whose figures
+// depend on how the VMs come up. The others run with the jittered model
+// (R and I with boots of their own).
+var bootModelScenarios = []string{"M", "D"}
 
 // scenarioSizes is a scenario with the machine counts it runs at.
 type scenarioSizes struct {
@@ -111,12 +119,46 @@ type bootTime struct {
 	Jitter time.Duration `json:"jitter"`
 }
 
+// The boot models of M and D. With VMs that are ready when the cloud call
+// returns, both managers are bound by their clients' write budget; with
+// VMs that join a few seconds later, by how promptly they notice a node
+// and act on it. A ratio holds for its model only, so the table shows
+// both.
+const (
+	// bootReady: the VM runs when CreateMachine returns, and the
+	// simulated kubelet registers its Node at once.
+	bootReady = "ready"
+	// bootJittered: the VM boots after MCM_BENCH_BOOT_DELAY plus a
+	// random extra of up to MCM_BENCH_BOOT_JITTER (0 s and 3 s).
+	bootJittered = "jittered"
+)
+
+// bootModel is a named way for the VMs to boot.
+type bootModel struct {
+	Name string   `json:"name"`
+	Boot bootTime `json:"boot"`
+}
+
+// String is how the table names the model: its boot time.
+func (b bootTime) String() string {
+	switch {
+	case b.Delay == 0 && b.Jitter == 0:
+		return "at once"
+	case b.Jitter == 0:
+		return b.Delay.String()
+	}
+	return fmt.Sprintf("%v+0-%v", b.Delay, b.Jitter)
+}
+
 // options configure a comparison.
 type options struct {
 	scenarios []scenarioSizes
 	systems   []string
-	// boot is how the VMs boot in every scenario but R, rolloutBoot R's.
+	// boot is how the VMs boot in the jittered model, which every
+	// scenario but R runs with; rolloutBoot is R's.
 	boot, rolloutBoot bootTime
+	// bootModels are the models M and D run with, each a run of its own.
+	bootModels []bootModel
 	// updateDelay is how long I's node agent takes to update a node in
 	// place.
 	updateDelay time.Duration
@@ -211,6 +253,9 @@ func optionsFromEnv(b *testing.B, defaultSystems []string) options {
 		}
 	}
 	var err error
+	if opts.bootModels, err = parseBootModels(cmp.Or(os.Getenv(envBootModels), defaultBootModels), opts.boot); err != nil {
+		b.Fatalf("%s: %v", envBootModels, err)
+	}
 	if opts.bootstrapToken, err = parseSwitch(os.Getenv(envToken)); err != nil {
 		b.Fatalf("%s: %v", envToken, err)
 	}
@@ -284,6 +329,27 @@ func parseScenarios(s string) ([]scenarioSizes, error) {
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("no scenario in %q", s)
+	}
+	return out, nil
+}
+
+// parseBootModels reads a comma-separated list of boot models: ready, and
+// jittered, whose VMs boot as jittered says.
+func parseBootModels(s string, jittered bootTime) ([]bootModel, error) {
+	var out []bootModel
+	for name := range strings.SplitSeq(s, ",") {
+		var m bootModel
+		switch name = strings.TrimSpace(name); name {
+		case bootReady:
+			m = bootModel{Name: bootReady}
+		case bootJittered:
+			m = bootModel{Name: bootJittered, Boot: jittered}
+		default:
+			return nil, fmt.Errorf("unknown boot model %q (want %s or %s)", name, bootReady, bootJittered)
+		}
+		if !slices.ContainsFunc(out, func(o bootModel) bool { return o.Name == name }) {
+			out = append(out, m)
+		}
 	}
 	return out, nil
 }

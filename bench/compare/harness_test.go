@@ -19,7 +19,7 @@ func TestParseScenarios(t *testing.T) {
 		wantErr string
 	}{
 		{in: defaultScenario, want: []scenarioSizes{
-			{"M", []int{100, 500, 1000}}, {"D", []int{100, 500, 1000}}, {"R", []int{1000}}, {"I", []int{100}}, {"S", []int{1000}}, {"X", []int{10000}},
+			{"M", []int{100, 500, 1000}}, {"D", []int{100, 500, 1000}}, {"R", []int{1000}}, {"I", []int{100}}, {"S", []int{1000}}, {"P", []int{1000}}, {"X", []int{10000}},
 		}},
 		{in: "  D:5   M:1,2 ", want: []scenarioSizes{{"D", []int{5}}, {"M", []int{1, 2}}}},
 		{in: "", wantErr: "no scenario"},
@@ -43,6 +43,52 @@ func TestParseScenarios(t *testing.T) {
 		}
 		if diff := cmp.Diff(tc.want, got, cmp.AllowUnexported(scenarioSizes{})); diff != "" {
 			t.Errorf("parseScenarios(%q) (-want +got):\n%s", tc.in, diff)
+		}
+	}
+}
+
+// TestParseBootModels: MCM_BENCH_BOOT_MODELS's values; jittered takes its
+// boot from MCM_BENCH_BOOT_DELAY and MCM_BENCH_BOOT_JITTER.
+func TestParseBootModels(t *testing.T) {
+	jittered := bootTime{Jitter: 3 * time.Second}
+	got, err := parseBootModels(defaultBootModels, jittered)
+	want := []bootModel{{Name: bootReady}, {Name: bootJittered, Boot: jittered}}
+	if diff := cmp.Diff(want, got); err != nil || diff != "" {
+		t.Errorf("parseBootModels(%q): %v (-want +got):\n%s", defaultBootModels, err, diff)
+	}
+	if got, err := parseBootModels(" jittered , jittered", jittered); err != nil || len(got) != 1 {
+		t.Errorf("parseBootModels with a repeat = %v, %v; want jittered once", got, err)
+	}
+	if _, err := parseBootModels("ready,slow", jittered); err == nil || !strings.Contains(err.Error(), `unknown boot model "slow"`) {
+		t.Errorf("parseBootModels with an unknown model: %v", err)
+	}
+	for boot, want := range map[bootTime]string{{}: "at once", {Delay: time.Minute}: "1m0s", {Jitter: 3 * time.Second}: "0s+0-3s"} {
+		if got := boot.String(); got != want {
+			t.Errorf("%#v.String() = %q; want %q", boot, got, want)
+		}
+	}
+}
+
+// TestPercentile: nearest rank, whatever the order.
+func TestPercentile(t *testing.T) {
+	var ds []time.Duration
+	for i := 100; i >= 1; i-- {
+		ds = append(ds, time.Duration(i)*time.Millisecond)
+	}
+	for _, tc := range []struct {
+		ds   []time.Duration
+		p    int
+		want time.Duration
+	}{
+		{nil, 50, 0},
+		{ds, 50, 50 * time.Millisecond},
+		{ds, 99, 99 * time.Millisecond},
+		{ds[:1], 99, 100 * time.Millisecond},
+		{[]time.Duration{3, 1, 2}, 50, 2},
+		{[]time.Duration{3, 1, 2}, 99, 3},
+	} {
+		if got := percentile(tc.ds, tc.p); got != tc.want {
+			t.Errorf("percentile(%v, %d) = %v; want %v", tc.ds, tc.p, got, tc.want)
 		}
 	}
 }
@@ -178,7 +224,8 @@ func TestGenerations(t *testing.T) {
 func TestTable(t *testing.T) {
 	results := []result{
 		{
-			Scenario: "M", Machines: 100, System: systemMCM, Wall: 10 * time.Second,
+			Scenario: "M", Machines: 100, Boot: "at once", System: systemMCM, Wall: 10 * time.Second,
+			ReadyToRunningP50: 2 * time.Second, ReadyToRunningP99: 4 * time.Second,
 			Writes:        measure.Requests{"PUT machines": 300, "POST nodes": 100, "PATCH nodes": 100, "POST events": 100},
 			ManagerWrites: measure.Requests{"PUT machines": 300},
 			KubeletWrites: measure.Requests{"POST nodes": 100},
@@ -186,25 +233,26 @@ func TestTable(t *testing.T) {
 			Processes: []processUsage{{Name: "machine-controller", PeakRSS: 60 << 20, CPU: 3 * time.Second}},
 		},
 		{
-			Scenario: "M", Machines: 100, System: systemRef, Wall: 5 * time.Second,
+			Scenario: "M", Machines: 100, Boot: "at once", System: systemRef, Wall: 5 * time.Second,
+			ReadyToRunningP50: time.Second, ReadyToRunningP99: time.Second,
 			Writes:        measure.Requests{"PATCH machines": 150, "POST nodes": 100, "PATCH nodes": 100, "POST events": 50},
 			ManagerWrites: measure.Requests{"PATCH machines": 150},
 			KubeletWrites: measure.Requests{"POST nodes": 100},
 			PeakRSS:       50 << 20, CPU: time.Second,
 		},
-		{Scenario: "R", Machines: 1000, System: systemMCM, Error: "timed out after 30m0s waiting for the rollout\nmore detail"},
+		{Scenario: "R", Machines: 1000, Boot: "1m0s", System: systemMCM, Error: "timed out after 30m0s waiting for the rollout\nmore detail"},
 		{
-			Scenario: "R", Machines: 1000, System: systemRef, Wall: time.Minute, Waves: 10, Generations: 10, PeakBooting: 100, LongestGap: 1500 * time.Millisecond,
+			Scenario: "R", Machines: 1000, Boot: "1m0s", System: systemRef, Wall: time.Minute, Waves: 10, Generations: 10, PeakBooting: 100, LongestGap: 1500 * time.Millisecond,
 			Writes: measure.Requests{"POST machines": 1000},
 		},
 	}
 	got := table(results, []string{systemMCM, systemRef})
 	for _, want := range []string{
-		"M   100  MCM v0.62.1  10.0 s     600            6.00       3.00   100 MiB  4.0 s",
-		"M   100          mcm   5.0 s     400            4.00       1.50    50 MiB  1.0 s",
-		"M   100    mcm / MCM   0.50×   0.67×                      0.50×     0.50×  0.25×",
-		"R  1000  MCM v0.62.1  failed",
-		"R N=1000, MCM v0.62.1 failed: timed out after 30m0s waiting for the rollout\n",
+		"M   100  at once  MCM v0.62.1  10.0 s     600            6.00       3.00   100 MiB  4.0 s Ready→Running p50 2.00 s, p99 4.00 s",
+		"M   100  at once          mcm   5.0 s     400            4.00       1.50    50 MiB  1.0 s Ready→Running p50 1.00 s, p99 1.00 s",
+		"M   100  at once    mcm / MCM   0.50×   0.67×                      0.50×     0.50×  0.25× Ready→Running p50 0.50×, p99 0.25×",
+		"R  1000     1m0s  MCM v0.62.1  failed",
+		"R N=1000 (boot 1m0s), MCM v0.62.1 failed: timed out after 30m0s waiting for the rollout\n",
 		"0.0 s 10 waves, 10 generations, at most 100 booting, longest gap 1.5 s\n",
 		"  the manager's own, 300:\n       300 PUT machines\n",
 		"  the control plane's and others, 200:\n       100 PATCH nodes\n       100 POST events\n",
@@ -215,7 +263,19 @@ func TestTable(t *testing.T) {
 			t.Errorf("the table lacks %q:\n%s", want, got)
 		}
 	}
-	if strings.Contains(got, "R  1000    mcm / MCM") {
+	if strings.Contains(got, "mcm / MCM  failed") || strings.Count(got, "mcm / MCM") != 1 {
 		t.Errorf("a ratio against a failed run:\n%s", got)
+	}
+}
+
+// TestTableScaleDown: a scale-down's writes per machine are per machine
+// it deleted.
+func TestTableScaleDown(t *testing.T) {
+	got := table([]result{{
+		Scenario: "P", Machines: 1000, Boot: "0s+0-3s", System: systemRef, Wall: time.Minute, Deleted: 900,
+		Writes: measure.Requests{"DELETE machines": 900, "POST pods/eviction": 900}, ManagerWrites: measure.Requests{"DELETE machines": 900, "POST pods/eviction": 900},
+	}}, []string{systemRef})
+	if want := "P  1000  0s+0-3s     mcm  60.0 s    1800            2.00       2.00     0 MiB  0.0 s 900 of 1000 machines deleted, 1 pod each"; !strings.Contains(got, want) {
+		t.Errorf("the table lacks %q:\n%s", want, got)
 	}
 }

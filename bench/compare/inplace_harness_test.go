@@ -127,14 +127,14 @@ func TestInPlaceDone(t *testing.T) {
 // agent's writes are listed on their own.
 func TestTableInPlace(t *testing.T) {
 	got := table([]result{{
-		Scenario: "I", Machines: 100, System: systemRef, Wall: 5 * time.Minute,
+		Scenario: "I", Machines: 100, Boot: "0s+0-3s", System: systemRef, Wall: 5 * time.Minute,
 		Writes:        measure.Requests{"PATCH nodes": 500, "PATCH machines/status": 300, "PATCH nodes (409)": 2},
 		ManagerWrites: measure.Requests{"PATCH nodes": 400, "PATCH machines/status": 300},
 		AgentWrites:   measure.Requests{"PATCH nodes": 100, "PATCH nodes (409)": 2},
 		UpdateDelay:   30 * time.Second, PeakNotRunning: 10,
 	}}, []string{systemRef})
 	for _, want := range []string{
-		"I  100     mcm  300.0 s     802            8.02       7.00",
+		"I  100  0s+0-3s     mcm  300.0 s     802            8.02       7.00",
 		"update 30 s, maxUnavailable 10%: at most 10 not Running, 0 VMs created, 0 deleted",
 		"  the simulated node agent's (update results), 102:\n       100 PATCH nodes\n         2 PATCH nodes (409)\n",
 		"  the control plane's and others, 0:\n",

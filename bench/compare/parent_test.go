@@ -28,10 +28,12 @@ type binaries struct {
 
 // runSpec is one scenario of one system, as the parent hands it to a child.
 type runSpec struct {
-	Scenario    string   `json:"scenario"`
-	Machines    int      `json:"machines"`
-	System      string   `json:"system"`
-	Bins        binaries `json:"bins"`
+	Scenario string   `json:"scenario"`
+	Machines int      `json:"machines"`
+	System   string   `json:"system"`
+	Bins     binaries `json:"bins"`
+	// BootModel names how Boot was chosen (bootReady or bootJittered).
+	BootModel   string   `json:"bootModel"`
 	Boot        bootTime `json:"boot"`
 	RolloutBoot bootTime `json:"rolloutBoot"`
 	// UpdateDelay is how long I's node agent takes to update a node.
@@ -53,7 +55,16 @@ type runSpec struct {
 }
 
 func (s runSpec) String() string {
-	return fmt.Sprintf("%s N=%d %s", s.Scenario, s.Machines, systemLabels[s.System])
+	return fmt.Sprintf("%s N=%d (boot %s) %s", s.Scenario, s.Machines, s.bootLabel(), systemLabels[s.System])
+}
+
+// bootLabel is how the VMs of the measured phase boot: R's rollout boot,
+// the model's boot otherwise.
+func (s runSpec) bootLabel() string {
+	if s.Scenario == "R" {
+		return s.RolloutBoot.String()
+	}
+	return s.Boot.String()
 }
 
 // compare builds what the systems need and runs every scenario for each
@@ -66,14 +77,20 @@ func compare(b *testing.B, opts options) {
 	bins := build(b, dir, opts.systems)
 	var runs []runSpec
 	for _, sc := range opts.scenarios {
+		models := []bootModel{{Name: bootJittered, Boot: opts.boot}}
+		if slices.Contains(bootModelScenarios, sc.name) {
+			models = opts.bootModels
+		}
 		for _, n := range sc.sizes {
-			for _, system := range opts.systems {
-				runs = append(runs, runSpec{
-					Scenario: sc.name, Machines: n, System: system, Bins: bins,
-					Boot: opts.boot, RolloutBoot: opts.rolloutBoot, UpdateDelay: opts.updateDelay, BootstrapToken: opts.bootstrapToken,
-					Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir, ManagerEnv: opts.managerEnv,
-					Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s.json", sc.name, n, system)),
-				})
+			for _, model := range models {
+				for _, system := range opts.systems {
+					runs = append(runs, runSpec{
+						Scenario: sc.name, Machines: n, System: system, Bins: bins,
+						BootModel: model.Name, Boot: model.Boot, RolloutBoot: opts.rolloutBoot, UpdateDelay: opts.updateDelay, BootstrapToken: opts.bootstrapToken,
+						Settle: opts.settle, Steady: opts.steady, Timeout: opts.runTimeout, ProfileDir: opts.profileDir, ManagerEnv: opts.managerEnv,
+						Out: filepath.Join(dir, fmt.Sprintf("%s-%d-%s-%s.json", sc.name, n, model.Name, system)),
+					})
+				}
 			}
 		}
 	}
@@ -81,7 +98,7 @@ func compare(b *testing.B, opts options) {
 	var results []result
 	start := time.Now()
 	for i, spec := range runs {
-		b.Run(fmt.Sprintf("%s-%d/%s", spec.Scenario, spec.Machines, spec.System), func(b *testing.B) {
+		b.Run(fmt.Sprintf("%s-%d-%s/%s", spec.Scenario, spec.Machines, spec.BootModel, spec.System), func(b *testing.B) {
 			progress("run %d of %d: %s (%v so far)", i+1, len(runs), spec, time.Since(start).Round(time.Second))
 			res := runChild(b, spec, opts.lock)
 			results = append(results, res)
@@ -156,7 +173,7 @@ func build(b *testing.B, dir string, systems []string) binaries {
 // Its progress lines go to this process's stderr as they come.
 func runChild(b *testing.B, spec runSpec, lock string) result {
 	failed := func(format string, args ...any) result {
-		return result{Scenario: spec.Scenario, Machines: spec.Machines, System: spec.System, Error: fmt.Sprintf(format, args...)}
+		return result{Scenario: spec.Scenario, Machines: spec.Machines, Boot: spec.bootLabel(), System: spec.System, Error: fmt.Sprintf(format, args...)}
 	}
 	raw, err := json.Marshal(spec)
 	if err != nil {

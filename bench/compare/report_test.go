@@ -16,7 +16,9 @@ import (
 type result struct {
 	Scenario string `json:"scenario"`
 	Machines int    `json:"machines"`
-	System   string `json:"system"`
+	// Boot is how the VMs of the measured phase boot (runSpec.bootLabel).
+	Boot   string `json:"boot"`
+	System string `json:"system"`
 	// Error says why the run failed; the figures are then incomplete.
 	Error string `json:"error,omitempty"`
 
@@ -54,6 +56,16 @@ type result struct {
 	// measured phase and the settle period.
 	CPU       time.Duration  `json:"cpu"`
 	Processes []processUsage `json:"processes"`
+
+	// M and D: from a node first seen Ready to its machine first seen
+	// Running, the median and the 99th percentile over the machines
+	// (reactionLatency).
+	ReadyToRunningP50 time.Duration `json:"readyToRunningP50,omitempty"`
+	ReadyToRunningP99 time.Duration `json:"readyToRunningP99,omitempty"`
+
+	// S and P: the machines the scale-down deleted, by which the writes
+	// per machine are divided.
+	Deleted int `json:"deleted,omitempty"`
 
 	// R only: the waves of machine creations of the rollout and the
 	// longest time from a node of the rollout becoming Ready to the next
@@ -96,8 +108,17 @@ type processUsage struct {
 	CPU     time.Duration `json:"cpu"`     // over its whole life
 }
 
+// perMachine is what the per-machine figures divide by: the machines
+// the scale-downs deleted, N otherwise.
+func (r result) perMachine() float64 {
+	if r.Deleted > 0 {
+		return float64(r.Deleted)
+	}
+	return float64(r.Machines)
+}
+
 func (r result) writesPerMachine() float64 {
-	return float64(r.Writes.Total()) / float64(r.Machines)
+	return float64(r.Writes.Total()) / r.perMachine()
 }
 
 // steadyWritesPerSecond is X's rate of writes in the steady period.
@@ -109,7 +130,7 @@ func (r result) steadyWritesPerSecond() float64 {
 }
 
 func (r result) managerWritesPerMachine() float64 {
-	return float64(r.ManagerWrites.Total()) / float64(r.Machines)
+	return float64(r.ManagerWrites.Total()) / r.perMachine()
 }
 
 // table renders the results: one block per scenario and machine count,
@@ -119,15 +140,16 @@ func (r result) managerWritesPerMachine() float64 {
 func table(results []result, systems []string) string {
 	var b strings.Builder
 	w := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(w, "scenario\tN\tsystem\twall\twrites\twrites/machine\tmanager's\tpeak RSS\tCPU\t extra")
+	fmt.Fprintln(w, "scenario\tN\tboot\tsystem\twall\twrites\twrites/machine\tmanager's\tpeak RSS\tCPU\t extra")
 	type key struct {
 		scenario string
 		n        int
+		boot     string
 	}
 	var keys []key
 	bySystem := map[key]map[string]result{}
 	for _, r := range results {
-		k := key{r.Scenario, r.Machines}
+		k := key{r.Scenario, r.Machines, r.Boot}
 		if bySystem[k] == nil {
 			bySystem[k] = map[string]result{}
 			keys = append(keys, k)
@@ -142,17 +164,17 @@ func table(results []result, systems []string) string {
 				continue
 			}
 			if r.Error != "" {
-				fmt.Fprintf(w, "%s\t%d\t%s\tfailed\t\t\t\t\t\t\n", k.scenario, k.n, systemLabels[system])
-				failures = append(failures, fmt.Sprintf("%s N=%d, %s failed: %s", k.scenario, k.n, systemLabels[system], firstLine(r.Error)))
+				fmt.Fprintf(w, "%s\t%d\t%s\t%s\tfailed\t\t\t\t\t\t\n", k.scenario, k.n, k.boot, systemLabels[system])
+				failures = append(failures, fmt.Sprintf("%s N=%d (boot %s), %s failed: %s", k.scenario, k.n, k.boot, systemLabels[system], firstLine(r.Error)))
 				continue
 			}
-			fmt.Fprintf(w, "%s\t%d\t%s\t%.1f s\t%d\t%.2f\t%.2f\t%.0f MiB\t%.1f s\t %s\n", k.scenario, k.n, systemLabels[system],
+			fmt.Fprintf(w, "%s\t%d\t%s\t%s\t%.1f s\t%d\t%.2f\t%.2f\t%.0f MiB\t%.1f s\t %s\n", k.scenario, k.n, k.boot, systemLabels[system],
 				r.Wall.Seconds(), r.Writes.Total(), r.writesPerMachine(), r.managerWritesPerMachine(), mib(r.PeakRSS), r.CPU.Seconds(), extra(r))
 		}
 		theirs, okT := bySystem[k][systemMCM]
 		ours, okO := bySystem[k][systemRef]
 		if okT && okO && theirs.Error == "" && ours.Error == "" {
-			fmt.Fprintf(w, "%s\t%d\tmcm / MCM\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", k.scenario, k.n,
+			fmt.Fprintf(w, "%s\t%d\t%s\tmcm / MCM\t%s\t%s\t%s\t%s\t%s\t%s\t %s\n", k.scenario, k.n, k.boot,
 				ratio(ours.Wall.Seconds(), theirs.Wall.Seconds()),
 				ratio(float64(ours.Writes.Total()), float64(theirs.Writes.Total())), "",
 				ratio(float64(ours.ManagerWrites.Total()), float64(theirs.ManagerWrites.Total())),
@@ -173,7 +195,7 @@ func table(results []result, systems []string) string {
 			if !ok {
 				continue
 			}
-			fmt.Fprintf(&b, "\n%s N=%d, %s:", k.scenario, k.n, systemLabels[system])
+			fmt.Fprintf(&b, "\n%s N=%d (boot %s), %s:", k.scenario, k.n, k.boot, systemLabels[system])
 			if r.Error != "" {
 				fmt.Fprintf(&b, " failed:\n%s\n", indent(r.Error))
 				continue
@@ -215,15 +237,22 @@ func extra(r result) string {
 		return fmt.Sprintf("%d waves, %d generations, at most %d booting, longest gap %.1f s", r.Waves, r.Generations, r.PeakBooting, r.LongestGap.Seconds())
 	case "X":
 		return fmt.Sprintf("steady: %.0f MiB, %.2f cores, %.1f writes/s", mib(r.SteadyRSS), r.SteadyCores, r.steadyWritesPerSecond())
+	case "M", "D":
+		return fmt.Sprintf("Ready→Running p50 %.2f s, p99 %.2f s", r.ReadyToRunningP50.Seconds(), r.ReadyToRunningP99.Seconds())
+	case "S", "P":
+		return scaleDownExtra(r)
 	}
 	return ""
 }
 
 func extraRatio(ours, theirs result) string {
-	if ours.Scenario != "X" {
-		return ""
+	switch ours.Scenario {
+	case "X":
+		return fmt.Sprintf("steady: RSS %s, CPU %s", ratio(float64(ours.SteadyRSS), float64(theirs.SteadyRSS)), ratio(ours.SteadyCores, theirs.SteadyCores))
+	case "M", "D":
+		return fmt.Sprintf("Ready→Running p50 %s, p99 %s", ratio(ours.ReadyToRunningP50.Seconds(), theirs.ReadyToRunningP50.Seconds()), ratio(ours.ReadyToRunningP99.Seconds(), theirs.ReadyToRunningP99.Seconds()))
 	}
-	return fmt.Sprintf("steady: RSS %s, CPU %s", ratio(float64(ours.SteadyRSS), float64(theirs.SteadyRSS)), ratio(ours.SteadyCores, theirs.SteadyCores))
+	return ""
 }
 
 func ratio(ours, theirs float64) string {

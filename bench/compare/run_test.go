@@ -77,7 +77,7 @@ type run struct {
 // runScenario runs spec and returns its figures; a failure of the run is
 // the result's Error.
 func runScenario(b *testing.B, spec runSpec) result {
-	res := result{Scenario: spec.Scenario, Machines: spec.Machines, System: spec.System}
+	res := result{Scenario: spec.Scenario, Machines: spec.Machines, Boot: spec.bootLabel(), System: spec.System}
 	r, err := newRun(b, spec)
 	if err != nil {
 		res.Error = err.Error()
@@ -85,7 +85,8 @@ func runScenario(b *testing.B, spec runSpec) result {
 	}
 	defer r.sys.shutdown()
 	scenario := map[string]func(context.Context) error{
-		"M": r.bareMachines, "D": r.deploymentScaleUp, "R": r.rollingUpdate, "I": r.inPlaceRollout, "S": r.scaleDown, "X": r.steadyState,
+		"M": r.bareMachines, "D": r.deploymentScaleUp, "R": r.rollingUpdate, "I": r.inPlaceRollout,
+		"S": r.scaleDownTo(0), "P": r.scaleDownTo(r.spec.Machines / 10), "X": r.steadyState,
 	}[spec.Scenario]
 	ctx := context.Background()
 	if err := scenario(ctx); err != nil {
@@ -108,7 +109,7 @@ func newRun(b *testing.B, spec runSpec) (*run, error) {
 		deadline: time.Now().Add(spec.Timeout),
 		core:     env.Client(),
 		counter:  measure.NewCounter(),
-		res:      result{Scenario: spec.Scenario, Machines: spec.Machines, System: spec.System},
+		res:      result{Scenario: spec.Scenario, Machines: spec.Machines, Boot: spec.bootLabel(), System: spec.System},
 	}
 	// Each system gets its own CRDs.
 	switch spec.System {
@@ -280,6 +281,7 @@ func (r *run) bareMachines(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.res.ReadyToRunningP50, r.res.ReadyToRunningP99 = r.watch.reactionLatency()
 	return r.end(ctx, p, done)
 }
 
@@ -298,6 +300,7 @@ func (r *run) deploymentScaleUp(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	r.res.ReadyToRunningP50, r.res.ReadyToRunningP99 = r.watch.reactionLatency()
 	return r.end(ctx, p, done)
 }
 
@@ -354,39 +357,6 @@ func (r *run) rollingUpdate(ctx context.Context) error {
 	}
 	r.res.Waves, r.res.LongestGap = waves(created, ready, max(r.spec.RolloutBoot.Delay/2, 500*time.Millisecond))
 	r.res.Generations, r.res.PeakBooting = generations(boots)
-	return r.end(ctx, p, done)
-}
-
-// scaleDown is scenario S: a deployment of N Running machines scaled to
-// zero, each machine drained (its node is empty) and deleted, until no
-// machine and no node is left.
-func (r *run) scaleDown(ctx context.Context) error {
-	n := r.spec.Machines
-	if err := r.createClasses(ctx, r.spec.Boot, className); err != nil {
-		return err
-	}
-	progress("%s: setting up: the deployment's %d machines", r.spec, n)
-	if _, err := r.scaleUp(ctx, n, rollingStrategy()); err != nil {
-		return fmt.Errorf("setting up: %w", err)
-	}
-	if err := r.sleep(r.spec.Settle); err != nil {
-		return err
-	}
-	progress("%s: set up; scaling the deployment to 0", r.spec)
-	p, err := r.begin(ctx)
-	if err != nil {
-		return err
-	}
-	if _, err := r.genMachines.MachineV1alpha1().MachineDeployments(r.ns).Patch(ctx, deploymentName, types.MergePatchType, []byte(`{"spec":{"replicas":0}}`), metav1.PatchOptions{}); err != nil {
-		return fmt.Errorf("scaling the deployment to 0: %w", err)
-	}
-	done, err := r.waitUntil("no machine and no node left", func(s state) bool {
-		d := s.deployment
-		return s.machines == 0 && s.nodes == 0 && d != nil && d.Status.ObservedGeneration >= d.Generation && d.Status.Replicas == 0
-	})
-	if err != nil {
-		return err
-	}
 	return r.end(ctx, p, done)
 }
 

@@ -5,6 +5,7 @@ package compare
 import (
 	"context"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -297,4 +298,33 @@ func (s state) String() string {
 			d.Status.Replicas, d.Status.UpdatedReplicas, d.Status.AvailableReplicas, d.Generation, d.Status.ObservedGeneration)
 	}
 	return out
+}
+
+// reactionLatency is how long the managers took to see a node Ready and
+// call its machine Running: for every machine whose node was seen Ready,
+// the time from then until the machine was first seen Running (0 if it
+// was seen Running first), as the median and the 99th percentile.
+func (w *watcher) reactionLatency() (p50, p99 time.Duration) {
+	w.mu.Lock()
+	var latencies []time.Duration
+	for name, m := range w.machines {
+		ready := w.nodeReady[name]
+		if ready.IsZero() || m.running.IsZero() {
+			continue
+		}
+		latencies = append(latencies, max(0, m.running.Sub(ready)))
+	}
+	w.mu.Unlock()
+	return percentile(latencies, 50), percentile(latencies, 99)
+}
+
+// percentile is the nearest-rank p-th percentile of ds (0 for none).
+func percentile(ds []time.Duration, p int) time.Duration {
+	if len(ds) == 0 {
+		return 0
+	}
+	ds = slices.Clone(ds)
+	slices.Sort(ds)
+	rank := (p*len(ds) + 99) / 100 // ceil(p/100 * n), 1-based
+	return ds[max(rank, 1)-1]
 }
