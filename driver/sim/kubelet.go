@@ -330,7 +330,10 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 			return fmt.Errorf("listing nodes: %w", err)
 		}
 		for _, n := range nodes {
-			if _, known := view.known[n.Name]; known || !k.nodes.owns(n) {
+			// A node whose deletion was requested already waits for a
+			// finalizer's holder: deleting it again every sync would
+			// only load the API server, as no cloud controller does.
+			if _, known := view.known[n.Name]; known || !k.nodes.owns(n) || n.DeletionTimestamp != nil {
 				continue
 			}
 			work = append(work, func(ctx context.Context) error {

@@ -513,6 +513,34 @@ func TestSyncWritesOnlyWhatIsDue(t *testing.T) {
 	}
 }
 
+// The node of a gone VM is deleted once: when a finalizer holds it, the
+// next syncs leave it to the finalizer's holder instead of deleting it
+// again.
+func TestNodeOfAGoneVMIsDeletedOnce(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vm := VM{Name: "n1", NodeName: "n1", State: VMRunning, Initialized: true, ProviderID: "sim:///zone-a/n1"}
+	w := newCachedWorld(t, KubeletOptions{}, vm)
+	w.refresh()
+	w.sync(start)
+	w.src.change()
+	w.refresh()
+	if diff := cmp.Diff([]string{"delete nodes"}, w.sync(start.Add(DefaultSyncPeriod))); diff != "" {
+		t.Errorf("the first sync after the VM went: API calls (-want +got):\n%s", diff)
+	}
+	// The fake deletes at once; a node held by a finalizer stays, with
+	// its deletion timestamp.
+	n := w.kubelet.nodes.nodeFor(vm)
+	n.Finalizers = []string{"example.com/hold"}
+	n.DeletionTimestamp = &metav1.Time{Time: start}
+	if _, err := w.client.CoreV1().Nodes().Create(t.Context(), n, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	w.refresh()
+	if got := w.sync(start.Add(2 * DefaultSyncPeriod)); len(got) != 0 {
+		t.Errorf("a node being deleted was deleted again: %v", got)
+	}
+}
+
 // A restarted kubelet spreads the first renewals and reports of the nodes
 // it registered before over one period, instead of making them all at its
 // first sync.
