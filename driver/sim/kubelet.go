@@ -309,6 +309,35 @@ func (k *Kubelet) spreadExisting(l listers, now time.Time) error {
 	return nil
 }
 
+// goneNodeWork is the deletion of the nodes this kubelet registered whose
+// VMs are gone entirely, none with KeepNodesOfGoneVMs. A node whose
+// deletion was requested already waits for a finalizer's holder: deleting
+// it again every sync would only load the API server, which no cloud
+// controller does.
+func (k *Kubelet) goneNodeWork(l listers, view *vmView) ([]func(context.Context) error, error) {
+	if k.opts.KeepNodesOfGoneVMs {
+		return nil, nil
+	}
+	nodes, err := l.nodes.List(labels.Everything())
+	if err != nil {
+		return nil, fmt.Errorf("listing nodes: %w", err)
+	}
+	var work []func(context.Context) error
+	for _, n := range nodes {
+		if _, known := view.known[n.Name]; known || !k.nodes.owns(n) || n.DeletionTimestamp != nil {
+			continue
+		}
+		work = append(work, func(ctx context.Context) error {
+			if err := k.nodes.deregister(ctx, n); err != nil {
+				return err
+			}
+			k.nodeGone(n.Name) // its lease goes with it (owner reference)
+			return nil
+		})
+	}
+	return work, nil
+}
+
 // sync runs one round over all VMs, nodes, pods and volume attachments: it
 // decides from the caches what is to be done, which at steady state is
 // little (a renewal here and there), and makes those API calls with up to
@@ -321,29 +350,10 @@ func (k *Kubelet) sync(ctx context.Context, l listers) error {
 	silenced := len(k.silenced) > 0
 	k.mu.Unlock()
 
-	var work []func(context.Context) error
-
 	// Nodes of VMs that are gone entirely are deleted.
-	if !k.opts.KeepNodesOfGoneVMs {
-		nodes, err := l.nodes.List(labels.Everything())
-		if err != nil {
-			return fmt.Errorf("listing nodes: %w", err)
-		}
-		for _, n := range nodes {
-			// A node whose deletion was requested already waits for a
-			// finalizer's holder: deleting it again every sync would
-			// only load the API server, as no cloud controller does.
-			if _, known := view.known[n.Name]; known || !k.nodes.owns(n) || n.DeletionTimestamp != nil {
-				continue
-			}
-			work = append(work, func(ctx context.Context) error {
-				if err := k.nodes.deregister(ctx, n); err != nil {
-					return err
-				}
-				k.nodeGone(n.Name) // its lease goes with it (owner reference)
-				return nil
-			})
-		}
+	work, err := k.goneNodeWork(l, view)
+	if err != nil {
+		return err
 	}
 
 	// Which nodes have a live kubelet: a Running, initialized VM that is
