@@ -70,6 +70,7 @@ func (c *Controller) apply(ctx context.Context, s *scope, p syncPlan) (outcome, 
 	out := outcome{set: set, owned: asWritten(m.Owned, written), foreign: m.Foreign, requeueAt: m.NextExpiry}
 	c.tellPreservedScaleDown(s, set, m.Replicas)
 	out.replicas = c.applyReplicas(ctx, s.key, set, m.Replicas)
+	out.owned = afterReplicas(out.owned, out.replicas)
 	out.failure = replicaFailure{NoClass: s.noClass, Create: out.replicas.CreateFailure, Delete: out.replicas.DeleteFailure}
 	c.tellHeldBack(s, set, m.Replicas.HeldBack, out.failure)
 	if m.Finish {
@@ -118,6 +119,15 @@ func (c *Controller) applyOwnership(ctx context.Context, s *scope, set *v1alpha1
 			slices.DeleteFunc(slices.Clone(mp.Foreign), notAdopted), c.opts.BurstReplicas)
 	}
 	return mp, adopted, errors.Join(errs...)
+}
+
+// afterReplicas is owned as the replica plan's writes left it: the
+// machines deleted left out, those created added.
+func afterReplicas(owned []*v1alpha1.Machine, done applied) []*v1alpha1.Machine {
+	if len(done.Gone) > 0 {
+		owned = slices.DeleteFunc(slices.Clone(owned), func(m *v1alpha1.Machine) bool { return done.Gone[m.UID] })
+	}
+	return append(slices.Clip(owned), done.New...)
 }
 
 // asWritten is machines with each one this sync wrote replaced by the

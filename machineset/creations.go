@@ -192,17 +192,17 @@ func (c *Controller) slowStart(ctx context.Context, run *creationRun, create fun
 // names it, and records the name before the request leaves, so that the
 // machine counts as the set's own even if the answer is lost
 // (provenance).
-func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet) error {
+func (c *Controller) createMachine(ctx context.Context, set *v1alpha1.MachineSet) (*v1alpha1.Machine, error) {
 	key := workqueue.KeyOf(set)
 	m := newMachine(set)
 	c.prov.sending(key, m.Name, c.opts.Clock.Now())
 	created, err := c.client.MachineV1alpha1().Machines(set.Namespace).Create(ctx, m, metav1.CreateOptions{FieldManager: c.opts.FieldManager})
 	if err != nil {
-		return fmt.Errorf("creating machine: %w", err)
+		return nil, fmt.Errorf("creating machine: %w", err)
 	}
 	c.prov.answered(key, m.Name, created, c.opts.Clock.Now())
 	c.event(set, corev1.EventTypeNormal, ReasonCreated, "Created machine "+created.Name)
-	return nil
+	return created, nil
 }
 
 // newMachine is a new machine of the set (see machinestate.NewMachine):

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync/atomic"
+	"sync"
 
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
@@ -140,6 +140,12 @@ func (c *Controller) limitCreations(obj any) {
 // applied is what applyReplicas did.
 type applied struct {
 	Created, Deleted int
+	// New are the machines created, as the API server answered; Gone the
+	// UIDs of those deleted. The status counts both as the sync left
+	// them, so that the sync's own creations and deletions need no status
+	// write of their own when their events come.
+	New  []*v1alpha1.Machine
+	Gone map[types.UID]bool
 	// CreateFailure and DeleteFailure describe the creations and the
 	// deletions that failed; "" when none did.
 	CreateFailure, DeleteFailure string
@@ -155,7 +161,8 @@ func (c *Controller) applyReplicas(ctx context.Context, key string, set *v1alpha
 	}
 	c.exp.Set(key, plan.Create, uids...)
 	var done applied
-	done.Deleted, done.DeleteFailure = c.deleteMachines(ctx, key, set, plan.Delete)
+	done.Gone, done.DeleteFailure = c.deleteMachines(ctx, key, set, plan.Delete)
+	done.Deleted = len(done.Gone)
 	if plan.Create > 0 {
 		run := newCreationRun(set, plan.Active, plan.Create)
 		c.creating.start(key, run)
@@ -164,7 +171,16 @@ func (c *Controller) applyReplicas(ctx context.Context, key string, set *v1alpha
 		if current, err := c.sets.MachineSets(set.Namespace).Get(set.Name); err == nil {
 			run.lower(c.stillWanted(run, current))
 		}
-		t := c.slowStart(ctx, run, func(ctx context.Context) error { return c.createMachine(ctx, set) })
+		var mu sync.Mutex
+		t := c.slowStart(ctx, run, func(ctx context.Context) error {
+			m, err := c.createMachine(ctx, set)
+			if err == nil {
+				mu.Lock()
+				done.New = append(done.New, m)
+				mu.Unlock()
+			}
+			return err
+		})
 		c.creating.end(key, run)
 		done.Created = t.Created
 		// The failed, canceled and skipped creations will never be seen;
@@ -195,8 +211,9 @@ func (c *Controller) applyReplicas(ctx context.Context, key string, set *v1alpha
 // the order of the machines' names ("" if none): the plan's order follows
 // the deletion ladder, which may change between syncs, and a message that
 // changed only its order would be a status write.
-func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (deleted int, failure string) {
-	var done atomic.Int32
+func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) (deleted map[types.UID]bool, failure string) {
+	var mu sync.Mutex
+	deleted = map[types.UID]bool{}
 	work := make([]func(context.Context) error, 0, len(machines))
 	for _, m := range machines {
 		work = append(work, func(ctx context.Context) error {
@@ -207,7 +224,9 @@ func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alph
 			}
 			switch {
 			case err == nil:
-				done.Add(1)
+				mu.Lock()
+				deleted[uid] = true
+				mu.Unlock()
 				c.event(set, corev1.EventTypeNormal, ReasonDeleted, "Deleted machine "+m.Name)
 				if isStale(m) {
 					c.metrics.staleMachines.Inc()
@@ -227,5 +246,5 @@ func (c *Controller) deleteMachines(ctx context.Context, key string, set *v1alph
 		failures = append(failures, err.Error())
 	}
 	slices.Sort(failures)
-	return int(done.Load()), strings.Join(failures, "; ")
+	return deleted, strings.Join(failures, "; ")
 }

@@ -31,7 +31,7 @@ func TestSetCreatedMachineWrites(t *testing.T) {
 		{name: "plain", userData: "#!/bin/sh\n", want: map[string]int{
 			"patch machinesets":        1, // the set's finalizer
 			"create machines":          1,
-			"patch machinesets/status": 3, // lastOperation Created; replicas 1; ready and available 1
+			"patch machinesets/status": 2, // lastOperation Created with replicas 1; ready and available 1
 			"patch machines":           1, // provider ID, node label, creation start
 			"patch machines/status":    1, // Running
 			"patch nodes":              1, // machine-name label, binding, finalizer
@@ -39,7 +39,7 @@ func TestSetCreatedMachineWrites(t *testing.T) {
 		{name: "bootstrap token", userData: "#!/bin/sh\njoin --token <<BOOTSTRAP_TOKEN>>\n", want: map[string]int{
 			"patch machinesets":        1,
 			"create machines":          1,
-			"patch machinesets/status": 3,
+			"patch machinesets/status": 2,
 			"patch machines":           1,
 			"patch machines/status":    1,
 			"patch nodes":              1,

@@ -68,13 +68,14 @@ func TestRolloutWrites(t *testing.T) {
 		"patch machinedeployments":        1,
 		"patch machinedeployments/status": 10,
 		"patch machinesets":               6, // 5 sizes and the new set's finalizer
-		// The sets: their machines, and their status: the new set's
-		// lastOperation once, replicas and then availability per
-		// machine; the old set's lastOperation once and replicas per
-		// machine.
+		// The sets: their machines, and their status, per machine: the
+		// new set's replicas, written by the sync that created the
+		// machine, and then its availability; the old set's replicas,
+		// written by the sync that deleted the machine (the first of
+		// each with its lastOperation).
 		"create machines":          3,
 		"delete machines":          3,
-		"patch machinesets/status": 11,
+		"patch machinesets/status": 9,
 		// The machines: provider ID, Running, and the finalizer's
 		// removal at the end of a deletion that ran in one sync.
 		"patch machines":        6,
