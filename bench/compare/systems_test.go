@@ -108,8 +108,11 @@ func startSystem(ctx context.Context, spec runSpec, kubeconfig, ns, logDir strin
 		}
 		return c.Close()
 	}
-	cloud, err := start("simcloud", spec.Bins.SimCloud, socketReady, nil,
-		append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig, "--namespace=" + ns}, simFlags()...)...)
+	cloudFlags := append([]string{"--socket=" + socket, "--target-kubeconfig=" + kubeconfig, "--namespace=" + ns}, simFlags()...)
+	if spec.BootModel == bootReady {
+		cloudFlags = append(cloudFlags, "--create-returns-with-node")
+	}
+	cloud, err := start("simcloud", spec.Bins.SimCloud, socketReady, nil, cloudFlags...)
 	if err != nil {
 		return nil, err
 	}

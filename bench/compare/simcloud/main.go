@@ -9,6 +9,10 @@
 // simulated cloud, in a process of its own: whatever differs in the
 // figures is the managers'.
 //
+// With --create-returns-with-node, CreateMachine returns only once the
+// new VM's Node is registered (up to 10 s): the ready-at-once boot model,
+// whose VMs boot at once, and whose Nodes exist when the call returns.
+//
 // The wire format is package bench/internal/simwire's; its Dial is the
 // driver of the bench's build of the reference manager
 // (bench/compare/reference), bench/mcm/provider/driver.go MCM's.
@@ -29,6 +33,7 @@ import (
 	"github.com/go-logr/logr"
 	"github.com/go-logr/logr/funcr"
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -44,6 +49,7 @@ func main() {
 		socket     = flag.String("socket", "", "unix socket to serve the driver on (required)")
 		kubeconfig = flag.String("target-kubeconfig", "", "kubeconfig of the target cluster, where the simulated kubelet registers Nodes (required)")
 		namespace  = flag.String("namespace", "", "namespace of the machine objects whose VMs the simulated node agent updates in place (the cluster is control and target alike); empty runs no agent")
+		withNodes  = flag.Bool("create-returns-with-node", false, "CreateMachine returns once the new VM's Node is registered (the ready-at-once boot model, for classes whose VMs boot at once)")
 		opts       manager.SimDriverOptions
 	)
 	// The reference manager's --sim-* flags, with its defaults.
@@ -61,13 +67,13 @@ func main() {
 	log := funcr.New(func(prefix, args string) { fmt.Fprintln(os.Stderr, prefix, args) }, funcr.Options{})
 	ctx, stop := signal.NotifyContext(logr.NewContext(context.Background(), log), syscall.SIGTERM, os.Interrupt)
 	defer stop()
-	if err := run(ctx, *socket, *kubeconfig, *namespace, opts); err != nil {
+	if err := run(ctx, *socket, *kubeconfig, *namespace, *withNodes, opts); err != nil {
 		fmt.Fprintf(os.Stderr, "simcloud: %v\n", err)
 		os.Exit(1)
 	}
 }
 
-func run(ctx context.Context, socket, kubeconfig, namespace string, opts manager.SimDriverOptions) error {
+func run(ctx context.Context, socket, kubeconfig, namespace string, withNodes bool, opts manager.SimDriverOptions) error {
 	cfg, err := clientcmd.BuildConfigFromFlags("", kubeconfig)
 	if err != nil {
 		return fmt.Errorf("reading %s: %w", kubeconfig, err)
@@ -97,6 +103,14 @@ func run(ctx context.Context, socket, kubeconfig, namespace string, opts manager
 	d, kubelet, err := manager.SimDriver(opts)(ctx, env)
 	if err != nil {
 		return err
+	}
+	if withNodes {
+		factory := informers.NewSharedInformerFactory(target, 0)
+		nodes := factory.Core().V1().Nodes()
+		d = withNode{Driver: d, nodes: nodes.Lister()}
+		nodes.Informer() // registered before Start
+		factory.Start(ctx.Done())
+		factory.WaitForCacheSync(ctx.Done())
 	}
 	_ = os.Remove(socket) // a socket left by an earlier run
 	listener, err := net.Listen("unix", socket)
