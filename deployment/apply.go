@@ -59,6 +59,9 @@ func (c *Controller) apply(ctx context.Context, s scope, p syncPlan) applied {
 		done.err = c.applyRollback(ctx, &done, p)
 	case phaseStep:
 		c.applyStep(ctx, &done, p)
+		if !done.collision {
+			c.queueNodeMarks(s) // the nodes' rollout marks, on their own queue
+		}
 	}
 	return done
 }
@@ -118,9 +121,6 @@ func (c *Controller) applyStep(ctx context.Context, done *applied, p syncPlan) {
 		// once the machine left its old set); the moved machines' label
 		// goes once the new set counts them.
 		done.stepErr = errors.Join(c.applyInPlaceNodes(ctx, p.inPlace), c.applyUnlabel(ctx, p.inPlace))
-	}
-	if c.nodeQueue != nil {
-		c.nodeQueue.Add(workqueue.KeyOf(done.d)) // the nodes' rollout marks, on their own queue
 	}
 	if done.err = done.stepErr; done.err != nil {
 		return

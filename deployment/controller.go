@@ -75,6 +75,10 @@ type Controller struct {
 	machineWrites *expectations.Writes[string]
 	// toldFrozen remembers the freeze each deployment last told of.
 	toldFrozen dedup.Messages
+	// nodeMarksQueued remembers, per deployment, the machines' side of its
+	// node marks (nodeMarksInputs) when a sync last queued their check: a
+	// sync that sees the same queues none.
+	nodeMarksQueued dedup.Messages
 }
 
 // NewController returns a MachineDeployment controller on client (the
@@ -133,7 +137,12 @@ func (c *Controller) register(inf Informers) error {
 	if err := add(inf.Deployments.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.enqueue,
 		UpdateFunc: func(_, obj any) { c.enqueue(obj) },
-		DeleteFunc: func(obj any) { c.writes.Forget(workqueue.KeyOf(obj)); c.toldFrozen.Forget(workqueue.KeyOf(obj)) },
+		DeleteFunc: func(obj any) {
+			key := workqueue.KeyOf(obj)
+			c.writes.Forget(key)
+			c.toldFrozen.Forget(key)
+			c.nodeMarksQueued.Forget(key)
+		},
 	}); err != nil {
 		return err
 	}
@@ -146,7 +155,7 @@ func (c *Controller) register(inf Informers) error {
 	}
 	if err := add(inf.Machines.Informer(), cache.ResourceEventHandlerFuncs{
 		AddFunc:    c.onMachine,
-		UpdateFunc: func(_, obj any) { c.onMachine(obj) },
+		UpdateFunc: c.onMachineUpdate,
 		DeleteFunc: c.onMachine,
 	}); err != nil {
 		return err
@@ -163,23 +172,31 @@ func (c *Controller) register(inf Informers) error {
 	}
 	c.machineIdx = inf.Machines.Informer().GetIndexer()
 	return add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
+		AddFunc:    c.onNodeAdd,
 		UpdateFunc: c.onNodeUpdate,
 		DeleteFunc: func(obj any) { c.nodeWrites.Forget(workqueue.KeyOf(obj)) },
 	})
 }
 
 // onNodeUpdate queues the node marks of the deployment of a node whose
-// rollout marks changed.
+// rollout marks changed, or whose binding to a machine did (which decides
+// whether the node is marked on the machine's behalf), and the sync of the
+// deployment when its in-place marks changed.
 func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	old, ok1 := oldObj.(*corev1.Node)
 	n, ok2 := obj.(*corev1.Node)
 	if !ok1 || !ok2 {
 		return
 	}
-	rollout, inPlace := rolloutMarksChanged(old, n), inPlaceMarksChanged(old, n)
-	if !rollout && !inPlace {
-		return
+	marks := rolloutMarksChanged(old, n) || nodeBindingChanged(old, n)
+	if inPlace := inPlaceMarksChanged(old, n); marks || inPlace {
+		c.queueNodeMarksOf(n, marks, inPlace)
 	}
+}
+
+// queueNodeMarksOf queues, for the deployments of the machines on node n,
+// the check of their nodes' marks (marks) and their sync (sync).
+func (c *Controller) queueNodeMarksOf(n *corev1.Node, marks, sync bool) {
 	machines, err := c.machineIdx.ByIndex(machinestate.ByNodeIndex, n.Name)
 	if err != nil {
 		return
@@ -187,10 +204,10 @@ func (c *Controller) onNodeUpdate(oldObj, obj any) {
 	for _, o := range machines {
 		if m, ok := o.(*v1alpha1.Machine); ok {
 			key := c.deploymentOfMachine(m)
-			if key != "" && rollout {
+			if key != "" && marks {
 				c.nodeQueue.Add(key)
 			}
-			if key != "" && inPlace {
+			if key != "" && sync {
 				c.queue.Add(key)
 			}
 		}
@@ -300,6 +317,23 @@ func (c *Controller) onMachine(obj any) {
 			c.queue.Add(key)
 		}
 	}
+}
+
+// onMachineUpdate queues the deployment of an updated machine's set, and
+// that of the set it left, when something the deployment decides on
+// changed (machineChangeMatters). A resync (same resourceVersion) carries
+// nothing new: the deployment's own resync (Reconcile's RequeueAfter, its
+// informer's resync) looks at it again.
+func (c *Controller) onMachineUpdate(oldObj, obj any) {
+	old, ok1 := oldObj.(*v1alpha1.Machine)
+	m, ok2 := obj.(*v1alpha1.Machine)
+	if !ok1 || !ok2 || old.ResourceVersion == m.ResourceVersion || !machineChangeMatters(old, m) {
+		return
+	}
+	if oldKey, key := c.deploymentOfMachine(old), c.deploymentOfMachine(m); oldKey != "" && oldKey != key {
+		c.queue.Add(oldKey)
+	}
+	c.onMachine(m)
 }
 
 // deploymentOfMachine returns the key of the deployment that controls the

@@ -113,6 +113,31 @@
 // one in phase Running or Available is available; every other machine is
 // unavailable.
 //
+// # Which events sync a deployment and check its nodes
+//
+// A machine's update syncs its deployment only when something the
+// deployment's sync or its nodes' check reads changed
+// (machineChangeMatters): its labels (its node), owner references,
+// deletion, spec, status.currentStatus, the autoscaler's and the
+// preservation annotations, its InPlaceUpdate condition, and its
+// lastOperation while that failed or the machine is Failed or
+// InPlaceUpdateFailed. A machine that left a set of another deployment
+// syncs that one too. Resyncs of machines sync nothing: the deployment's
+// own resync (Reconcile's RequeueAfter, its informer's resync) looks at it
+// again.
+//
+// The check of the nodes' rollout marks (ReconcileNodes, which lists every
+// machine of the deployment) is queued by a sync only when the machines'
+// side of the marks changed since it last queued one (nodeMarksInputs:
+// rolling or complete, and each machine's node, VM, set and preservation);
+// the nodes' side comes by their events: a node that appears, or whose
+// rollout marks or binding to a machine change. A settled deployment with
+// no such event checks no node. A check that found the deployment deleted
+// or invalid, or failed, lets the next sync queue it again. A table test
+// and rapid properties (the plan, status and node marks differ only when
+// the filter lets the update through, and the node marks only when their
+// inputs differ) keep the filter and the syncs in step.
+//
 // # minReadySeconds
 //
 // As in MCM, spec.minReadySeconds is copied to the sets and exported, and

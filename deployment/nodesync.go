@@ -39,19 +39,29 @@ func (c *Controller) ReconcileNodes(ctx context.Context, key string) (workqueue.
 	}
 	d, err := c.deployments.MachineDeployments(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.nodeMarksQueued.Forget(key)
 		return workqueue.Result{}, nil
 	}
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting machine deployment %s: %w", key, err)
 	}
 	if d.DeletionTimestamp != nil || invalid(d) != "" {
+		// Nothing was checked: the next sync that plans a step queues
+		// the check again, even if the machines are as they were.
+		c.nodeMarksQueued.Forget(key)
 		return workqueue.Result{}, nil
 	}
 	s, err := c.observeNodes(d)
 	if err != nil {
 		return workqueue.Result{}, err
 	}
-	return workqueue.Result{}, c.markNodes(ctx, s.nodes, s.plan(!c.opts.SkipAutoscalerAnnotationDuringRollout))
+	if err := c.markNodes(ctx, s.nodes, s.plan(!c.opts.SkipAutoscalerAnnotationDuringRollout)); err != nil {
+		// Retried with backoff; should the retries stop, the next sync
+		// queues the check again.
+		c.nodeMarksQueued.Forget(key)
+		return workqueue.Result{}, err
+	}
+	return workqueue.Result{}, nil
 }
 
 // nodeScope is what ReconcileNodes observed of a deployment's rollout: the

@@ -199,6 +199,9 @@ func (c *Controller) onMachineUpdate(oldObj, obj any) {
 	if m.DeletionTimestamp != nil && key != "" {
 		c.exp.DeletionObserved(key, m.UID)
 	}
+	if !machineChangeMatters(old, m) {
+		return // nothing the set decides on changed (see the package doc)
+	}
 	if oldKey := ownerKey(old); oldKey != key && oldKey != "" {
 		c.queue.Add(oldKey)
 	}

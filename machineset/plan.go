@@ -93,8 +93,9 @@ func planMachines(s *scope, owned, foreign []*v1alpha1.Machine, burst int) machi
 }
 
 // lagging are the machines, not being deleted, whose in-place parts differ
-// from the set's template. Every machine event syncs the set: the
-// comparison is cheap, and a patch is built only for a machine that lags.
+// from the set's template. A machine whose spec changed syncs the set
+// (machineChangeMatters compares the whole spec): the comparison is cheap,
+// and a patch is built only for a machine that lags.
 func lagging(set *v1alpha1.MachineSet, machines []*v1alpha1.Machine) []*v1alpha1.Machine {
 	var out []*v1alpha1.Machine
 	for _, m := range machines {
