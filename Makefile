@@ -82,8 +82,12 @@ check-size:
 ## stable period); last, the same scenarios against Gardener MCM v0.62.1
 ## (built from the Go module proxy) and against the reference manager, each
 ## on a fresh control plane, printed as one table with progress lines while
-## it runs (bench/compare; bench/README.md says how to read it, and
-## MCM_BENCH_SCENARIOS picks scenarios and sizes). The simscale run takes
+## it runs, creation under both boot models (VMs up and joined when the
+## cloud call returns, and VMs joining 0-3 s later) with the ratios for
+## each (bench/compare; bench/README.md says how to read it, and
+## MCM_BENCH_SCENARIOS picks scenarios and sizes). The library's own
+## benchmarks include the cost of one unrelated machine event in a settled
+## deployment of 10 000 machines (BenchmarkSettledMachineEvent). The simscale run takes
 ## about seven minutes on two cores, the comparison's defaults well over an
 ## hour.
 bench: testenv
