@@ -26,6 +26,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/deployment"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
 	"github.com/mcmkit/mcm/machine"
 	"github.com/mcmkit/mcm/machineset"
 	"github.com/mcmkit/mcm/workqueue"
@@ -103,8 +104,8 @@ func classes(userData string, names ...string) (*corev1.Secret, []runtime.Object
 func startStack(t *testing.T, secret runtime.Object, control ...runtime.Object) *stack {
 	t.Helper()
 	s := &stack{t: t, machines: fake.NewSimpleClientset(control...), core: k8sfake.NewSimpleClientset(secret), registered: map[string]bool{}}
-	serve(&s.machines.Fake, s.machines.Tracker())
-	serve(&s.core.Fake, s.core.Tracker())
+	fakeapi.ServeLifecycle(&s.machines.Fake, s.machines.Tracker())
+	fakeapi.ServeLifecycle(&s.core.Fake, s.core.Tracker())
 	for _, f := range []*k8stesting.Fake{&s.machines.Fake, &s.core.Fake} {
 		f.PrependReactor("*", "*", func(a k8stesting.Action) (bool, runtime.Object, error) {
 			if isWrite(a) {

@@ -1,6 +1,8 @@
 // Package fakeapi makes client-go's fake clientsets behave more like an API
 // server where controllers depend on it: every write gets a new
-// resourceVersion. Events records the reasons of the events a controller
+// resourceVersion (VersionWrites); with ServeLifecycle, created objects
+// also get a UID and a creation time, and finalizers hold deleted objects
+// as the API server does. Events records the reasons of the events a controller
 // under test records. Without one, a controller that waits for its cache to
 // show its own write, or ignores update events whose resourceVersion did
 // not change (resyncs), cannot be tested on a fake clientset.
@@ -9,6 +11,7 @@
 //
 //	client := fake.NewSimpleClientset(objs...)
 //	fakeapi.VersionWrites(&client.Fake, client.Tracker())
+//	fakeapi.ServeLifecycle(&other.Fake, other.Tracker()) // finalizers too
 package fakeapi
 
 import (

@@ -38,3 +38,30 @@ func TestEveryWriteGetsANewVersion(t *testing.T) {
 		t.Errorf("stored %+v, %v", stored, err)
 	}
 }
+
+// ServeLifecycle: a created object gets a UID and a creation time, a
+// finalizer holds a deleted one, and the write that removes the last
+// finalizer of an object being deleted deletes it.
+func TestServeLifecycleHonoursFinalizers(t *testing.T) {
+	c := fake.NewSimpleClientset()
+	ServeLifecycle(&c.Fake, c.Tracker())
+	machines := c.MachineV1alpha1().Machines("ns")
+	ctx := context.Background()
+	created, err := machines.Create(ctx, &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Finalizers: []string{"hold"}}}, metav1.CreateOptions{})
+	if err != nil || created.UID == "" || created.CreationTimestamp.IsZero() || created.ResourceVersion == "" {
+		t.Fatalf("created %+v, %v: want a UID, a creation time and a resourceVersion", created.ObjectMeta, err)
+	}
+	if err := machines.Delete(ctx, "m", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	held, err := machines.Get(ctx, "m", metav1.GetOptions{})
+	if err != nil || held.DeletionTimestamp == nil {
+		t.Fatalf("after the delete: %v, %v; want the machine held with a deletion timestamp", held, err)
+	}
+	if _, err := machines.Patch(ctx, "m", types.MergePatchType, []byte(`{"metadata":{"finalizers":null}}`), metav1.PatchOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := machines.Get(ctx, "m", metav1.GetOptions{}); err == nil {
+		t.Error("the machine is still there after its last finalizer went")
+	}
+}
