@@ -50,7 +50,7 @@ func deploymentSyncView(m *v1alpha1.Machine) v1alpha1.Machine {
 			Name: m.Name, Namespace: m.Namespace, UID: m.UID,
 			CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
 			Labels: m.Labels, OwnerReferences: m.OwnerReferences,
-			Annotations: pick(m.Annotations, readAnnotations),
+			Annotations: machinestate.PickAnnotations(m.Annotations, readAnnotations),
 		},
 		Spec: m.Spec,
 	}
@@ -67,21 +67,6 @@ func deploymentSyncView(m *v1alpha1.Machine) v1alpha1.Machine {
 		}
 	}
 	return v
-}
-
-// pick returns the entries of annotations under keys, nil when there are
-// none.
-func pick(annotations map[string]string, keys []string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := annotations[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
-		}
-	}
-	return out
 }
 
 // queueNodeMarks queues the check of the deployment's nodes' rollout marks

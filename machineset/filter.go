@@ -5,6 +5,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 // readAnnotations are the machine annotations a set's sync reads: the
@@ -41,7 +42,7 @@ func setSyncView(m *v1alpha1.Machine) v1alpha1.Machine {
 			Name: m.Name, Namespace: m.Namespace, UID: m.UID,
 			CreationTimestamp: m.CreationTimestamp, DeletionTimestamp: m.DeletionTimestamp,
 			Labels: m.Labels, OwnerReferences: m.OwnerReferences,
-			Annotations: pick(m.Annotations, readAnnotations),
+			Annotations: machinestate.PickAnnotations(m.Annotations, readAnnotations),
 		},
 		Spec: m.Spec,
 	}
@@ -50,19 +51,4 @@ func setSyncView(m *v1alpha1.Machine) v1alpha1.Machine {
 		v.Status.LastOperation = m.Status.LastOperation
 	}
 	return v
-}
-
-// pick returns the entries of annotations under keys, nil when there are
-// none.
-func pick(annotations map[string]string, keys []string) map[string]string {
-	var out map[string]string
-	for _, k := range keys {
-		if v, ok := annotations[k]; ok {
-			if out == nil {
-				out = make(map[string]string, len(keys))
-			}
-			out[k] = v
-		}
-	}
-	return out
 }

@@ -73,3 +73,19 @@ func MarkedForDeletionAt(m *v1alpha1.Machine) (time.Time, bool) {
 	}
 	return t, true
 }
+
+// PickAnnotations returns the entries of annotations under keys, nil when
+// there are none: the part of a machine's annotations a controller reads,
+// for comparing two versions of a machine by what a sync decides on.
+func PickAnnotations(annotations map[string]string, keys []string) map[string]string {
+	var out map[string]string
+	for _, k := range keys {
+		if v, ok := annotations[k]; ok {
+			if out == nil {
+				out = make(map[string]string, len(keys))
+			}
+			out[k] = v
+		}
+	}
+	return out
+}

@@ -88,3 +88,26 @@ func TestMinReady(t *testing.T) {
 		}
 	}
 }
+
+func TestPickAnnotations(t *testing.T) {
+	keys := []string{"a", "b"}
+	for _, tc := range []struct {
+		in, want map[string]string
+	}{
+		{in: nil, want: nil},
+		{in: map[string]string{"c": "1"}, want: nil},
+		{in: map[string]string{"a": "", "c": "1"}, want: map[string]string{"a": ""}},
+		{in: map[string]string{"a": "1", "b": "2", "c": "3"}, want: map[string]string{"a": "1", "b": "2"}},
+	} {
+		got := PickAnnotations(tc.in, keys)
+		if len(got) != len(tc.want) || (got == nil) != (tc.want == nil) {
+			t.Errorf("PickAnnotations(%v) = %v; want %v", tc.in, got, tc.want)
+			continue
+		}
+		for k, v := range tc.want {
+			if w, ok := got[k]; !ok || w != v {
+				t.Errorf("PickAnnotations(%v) = %v; want %v", tc.in, got, tc.want)
+			}
+		}
+	}
+}
