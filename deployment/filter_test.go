@@ -13,6 +13,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/testsupport/machinedraw"
 )
 
 func TestMachineChangeMatters(t *testing.T) {
@@ -179,10 +180,11 @@ func TestPropertyFilterHidesNoSync(t *testing.T) {
 	if err != nil || len(set) != 1 {
 		t.Fatal(set, err)
 	}
+	draw := machinedraw.New(epoch)
 	rapid.Check(t, func(t *rapid.T) {
 		for range 30 {
-			old := drawMachine(t, w.machines[0], set[0])
-			updated := mutateMachine(t, old, set[0])
+			old := draw.Machine(t, w.machines[0], set[0], "old")
+			updated := draw.Mutate(t, old, set[0])
 			_ = idx.Update(old)
 			before, beforeInputs := w.deploymentDecision(t)
 			_ = idx.Update(updated)
