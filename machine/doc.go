@@ -67,7 +67,10 @@
 //     default MCM's limit, the safety/budget package's with its zero
 //     options: one machine at a time among those one MachineSet controls —
 //     the controller reference, not a label). Node
-//     conditions are copied to the status when they change.
+//     conditions are copied to the status when they change. A node that
+//     turns Ready queues its Pending or Unknown machine ahead of the other
+//     machines waiting (workqueue's AddFirst), so that its Running status
+//     does not wait behind a wave of creations.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the
 //     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation

@@ -195,9 +195,14 @@ func TestPlanNodeEvent(t *testing.T) {
 		}
 		return out
 	}
+	readyNode := live.DeepCopy()
+	readyNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}}
+	notReadyNode := live.DeepCopy()
+	notReadyNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
+	unknown := withPhase(baseMachine(), v1alpha1.MachineUnknown, "p1")
 	type result struct {
-		Sync, Delete    []string
-		RemoveFinalizer bool
+		SyncFirst, Sync, Delete []string
+		RemoveFinalizer         bool
 	}
 	for _, tc := range []struct {
 		name     string
@@ -206,6 +211,10 @@ func TestPlanNodeEvent(t *testing.T) {
 		want     result
 	}{
 		{"live node syncs its machine", live, []*v1alpha1.Machine{running}, result{Sync: []string{"Running"}}},
+		{"a Ready node syncs first the machines it turns Running", readyNode, []*v1alpha1.Machine{pending, running, unknown, deleting},
+			result{SyncFirst: []string{"Pending", "Unknown"}, Sync: []string{"Running", "Running/deleting"}}},
+		{"a node that is not Ready syncs its machines in turn", notReadyNode, []*v1alpha1.Machine{pending, unknown},
+			result{Sync: []string{"Pending", "Unknown"}}},
 		{"node being deleted deletes its machine, whatever its phase", terminating, []*v1alpha1.Machine{running, pending}, result{Delete: []string{"Running", "Pending"}}},
 		{"machine already being deleted is synced", terminating, []*v1alpha1.Machine{deleting}, result{Sync: []string{"Running/deleting"}}},
 		{"gone node deletes a joined machine only", nil, []*v1alpha1.Machine{running, pending}, result{Sync: []string{"Pending"}, Delete: []string{"Running"}}},
@@ -221,7 +230,7 @@ func TestPlanNodeEvent(t *testing.T) {
 		{"a node bound to an unknown machine keeps its finalizer", boundElsewhere, nil, result{}},
 	} {
 		p := planNodeEvent(tc.node, tc.machines)
-		got := result{Sync: names(p.Sync), Delete: names(p.Delete), RemoveFinalizer: p.RemoveFinalizer}
+		got := result{SyncFirst: names(p.SyncFirst), Sync: names(p.Sync), Delete: names(p.Delete), RemoveFinalizer: p.RemoveFinalizer}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)
 		}

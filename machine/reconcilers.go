@@ -108,6 +108,9 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	}
 	p := planNodeEvent(node, machines)
 	logger := logr.FromContextOrDiscard(ctx)
+	for _, m := range p.SyncFirst {
+		c.machineQueue.AddFirst(workqueue.KeyOf(m))
+	}
 	for _, m := range p.Sync {
 		c.machineQueue.Add(workqueue.KeyOf(m))
 	}
@@ -137,6 +140,11 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 type nodeEventPlan struct {
 	// Sync are machines to sync, Delete machines to delete.
 	Sync, Delete []*v1alpha1.Machine
+	// SyncFirst are machines to sync ahead of the others waiting: the
+	// node is Ready, and their sync may turn them Running (or Running
+	// again). That is the moment a user waits for, while the other keys
+	// queued behind a wave of creations bring results only later.
+	SyncFirst []*v1alpha1.Machine
 	// RemoveFinalizer: the node is being deleted, carries the node
 	// finalizer, confirms no machine's claim, and is not bound to a
 	// machine this controller does not know (another manager's).
@@ -168,6 +176,8 @@ func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPla
 			// Only a node that was there can go: a machine still waiting
 			// for its node to register is not deleted.
 			p.Delete = append(p.Delete, m)
+		case nodeReady(node) && awaitsReadyNode(m):
+			p.SyncFirst = append(p.SyncFirst, m)
 		default:
 			p.Sync = append(p.Sync, m)
 		}
@@ -178,6 +188,29 @@ func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPla
 	known := owner == "" || slices.ContainsFunc(machines, func(m *v1alpha1.Machine) bool { return m.UID == owner })
 	p.RemoveFinalizer = deleting && confirmed == 0 && known && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
 	return p
+}
+
+// awaitsReadyNode reports whether the machine's phase is one a Ready node
+// ends: joining (none yet, Pending, Available) or Unknown.
+func awaitsReadyNode(m *v1alpha1.Machine) bool {
+	switch m.Status.CurrentStatus.Phase {
+	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable, v1alpha1.MachineUnknown:
+		return true
+	}
+	return false
+}
+
+// nodeReady reports whether node's Ready condition is True.
+func nodeReady(node *corev1.Node) bool {
+	if node == nil {
+		return false
+	}
+	for _, c := range node.Status.Conditions {
+		if c.Type == corev1.NodeReady {
+			return c.Status == corev1.ConditionTrue
+		}
+	}
+	return false
 }
 
 // wasJoined reports whether the machine's node had registered: its phase

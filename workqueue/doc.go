@@ -34,6 +34,11 @@
 // A key is never reconciled by two workers at once, and a key added while it
 // is being reconciled is reconciled once more afterwards.
 //
+// Keys are handed out first in, first out, except that AddFirst puts a key
+// ahead of all keys added otherwise. The machine controller uses it for a
+// node that became Ready: with a thousand creations queued, the machine's
+// Running status would otherwise wait for all of them.
+//
 // # Logging
 //
 // The workers log through the logr.Logger in Run's context, or through

@@ -151,6 +151,8 @@ type Queue[K comparable] struct {
 	newQueue func() kworkqueue.TypedRateLimitingInterface[K]
 	once     sync.Once
 	q        kworkqueue.TypedRateLimitingInterface[K]
+	// lanes orders the keys client-go's queue hands out (AddFirst).
+	lanes *lanes[K]
 
 	// unreachable is the backoff of failures that say the API server is out
 	// of reach (see Options.UnreachableMaxDelay).
@@ -217,7 +219,16 @@ func New[K comparable](name string, r Reconciler[K], opts Options) (*Queue[K], e
 		// at the first Add or Run; export them from now on, as zeros.
 		exportQueueSeries(cfg.MetricsProvider, name)
 	}
+	q.lanes = newLanes[K]()
 	q.newQueue = func() kworkqueue.TypedRateLimitingInterface[K] {
+		// client-go's three layers, built as its constructors build them
+		// but around lanes, the order in which keys are handed out.
+		inner := kworkqueue.NewTypedWithConfig(kworkqueue.TypedQueueConfig[K]{
+			Name: cfg.Name, MetricsProvider: cfg.MetricsProvider, Clock: clk, Queue: q.lanes,
+		})
+		cfg.DelayingQueue = kworkqueue.NewTypedDelayingQueueWithConfig(kworkqueue.TypedDelayingQueueConfig[K]{
+			Name: cfg.Name, MetricsProvider: cfg.MetricsProvider, Clock: clk, Queue: inner,
+		})
 		return kworkqueue.NewTypedRateLimitingQueueWithConfig(limiter, cfg)
 	}
 	return q, nil
@@ -233,6 +244,20 @@ func (q *Queue[K]) queue() kworkqueue.TypedRateLimitingInterface[K] {
 // no-op; adding a key that is being processed reconciles it once more
 // afterwards. Keys added after Run has returned are ignored.
 func (q *Queue[K]) Add(key K) { q.queue().Add(key) }
+
+// AddFirst queues key like Add, but ahead of every key added otherwise: for
+// the rare event that lets a sync finish something a user waits for, say a
+// machine's node that became Ready, while hundreds of keys wait for work
+// whose result comes later anyway. Keys added with AddFirst are handed out
+// in the order they were added; a key being processed is reconciled once
+// more afterwards, first. Keys added with AddFirst all the time would
+// starve the others: it is for events that come once or twice in an
+// object's life.
+func (q *Queue[K]) AddFirst(key K) {
+	inner := q.queue() // lanes is in use from here on
+	q.lanes.mark(key)
+	inner.Add(key)
+}
 
 // AddAfter queues key once d has passed on the queue's clock.
 func (q *Queue[K]) AddAfter(key K, d time.Duration) { q.queue().AddAfter(key, d) }

@@ -741,3 +741,41 @@ func TestConflictLoggedAtV1(t *testing.T) {
 		t.Errorf("conflict logs (-want +got):\n%s", diff)
 	}
 }
+
+// TestAddFirstPassesWaitingKeys: with the only worker busy, keys added with
+// AddFirst are reconciled before those added with Add, in the order they
+// came; the depth metric counts each key once.
+func TestAddFirstPassesWaitingKeys(t *testing.T) {
+	release := make(chan struct{})
+	var mu sync.Mutex
+	var order []string
+	r := workqueue.ReconcilerFunc[string](func(_ context.Context, key string) (workqueue.Result, error) {
+		if key == "busy" {
+			<-release
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		order = append(order, key)
+		return workqueue.Result{}, nil
+	})
+	reg := prometheus.NewRegistry()
+	q := newQueue(t, queueName, r, workqueue.Options{Registerer: reg})
+	q.Add("busy")
+	stop := startRun(t, context.Background(), q, 1)
+	eventually(t, "the worker to take the busy key", func() bool { return q.Len() == 0 })
+	for _, k := range []string{"a", "b", "c"} {
+		q.Add(k)
+	}
+	q.AddFirst("d")
+	q.AddFirst("b") // waiting: moves ahead of a, behind d
+	q.AddFirst("b") // once only
+	if got := samples(t, reg)[counter("depth")]; got != 4 || q.Len() != 4 {
+		t.Errorf("depth metric %v and Len() %d with a, b, c and d waiting, want 4", got, q.Len())
+	}
+	close(release)
+	eventually(t, "every key reconciled", func() bool { mu.Lock(); defer mu.Unlock(); return len(order) == 5 })
+	stop()
+	if diff := cmp.Diff([]string{"busy", "d", "b", "a", "c"}, order); diff != "" {
+		t.Errorf("reconcile order (-want +got):\n%s", diff)
+	}
+}
