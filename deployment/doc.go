@@ -22,7 +22,8 @@
 //     selector without a positive requirement (empty, or only NotIn and
 //     DoesNotExist) makes the deployment invalid and selects nothing. A
 //     sync waits until the cache shows the controller's own writes to the
-//     sets, so no set is scaled twice.
+//     sets, the new set it created included, so no set is scaled or
+//     created twice.
 //   - The new set, <deployment>-<hash>, is created when the template
 //     changes in a way that needs new machines (see Template hash); a name
 //     taken by another template raises status.collisionCount. The new set

@@ -79,7 +79,7 @@ func planInPlace(in inPlaceInput, frozen bool) (inPlacePlan, error) {
 		}
 		return ch
 	}
-	target := d.Name + "-" + templateHash(&d.Spec.Template, d.Status.CollisionCount)
+	target := newSetName(d)
 	if obs.newSet != nil {
 		target = obs.newSet.Name
 	}

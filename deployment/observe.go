@@ -6,6 +6,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/internal/machinestate"
@@ -84,6 +85,11 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment)
 	owned := append(own.Owned, s.adopt...)
 	s.machines = machinesBySet(owned, machines)
 	s.newSet, s.old = splitSets(d, owned)
+	if s.newSet == nil && !c.writes.Observed(cache.NewObjectName(d.Namespace, newSetName(d)).String(), "") {
+		// The new set this controller created is not in the cache yet:
+		// planning now would create it again, and fail.
+		return scope{}, true, nil
+	}
 	s.counts = countSets(owned, s.machines, minReadyOf(d), s.now)
 	s.frozen = machinestate.FrozenReason(ctx, "deployment", d.Labels, c.opts.SafetyGate)
 	if isInPlaceUpdate(d) {

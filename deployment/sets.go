@@ -199,7 +199,7 @@ func controllerRef(d *v1alpha1.MachineDeployment) metav1.OwnerReference {
 // top of the deployment's selector, with the deployment's annotations and
 // revision and the given replicas.
 func newSetOf(d *v1alpha1.MachineDeployment, replicas int32, revision int64) (*v1alpha1.MachineSet, error) {
-	hash := templateHash(&d.Spec.Template, d.Status.CollisionCount)
+	hash := newSetHash(d)
 	template := d.Spec.Template.DeepCopy()
 	template.Labels = withEntries(template.Labels, map[string]string{v1alpha1.MachineTemplateHashLabelKey: hash})
 	selector := d.Spec.Selector.DeepCopy()
@@ -210,7 +210,7 @@ func newSetOf(d *v1alpha1.MachineDeployment, replicas int32, revision int64) (*v
 	}
 	return &v1alpha1.MachineSet{
 		ObjectMeta: metav1.ObjectMeta{
-			Name:            d.Name + "-" + hash,
+			Name:            newSetName(d),
 			Namespace:       d.Namespace,
 			Labels:          maps.Clone(template.Labels),
 			Annotations:     ann,
@@ -226,6 +226,14 @@ func newSetOf(d *v1alpha1.MachineDeployment, replicas int32, revision int64) (*v
 		},
 	}, nil
 }
+
+// newSetHash is the machine-template-hash of d's new set.
+func newSetHash(d *v1alpha1.MachineDeployment) string {
+	return templateHash(&d.Spec.Template, d.Status.CollisionCount)
+}
+
+// newSetName is the name of d's new set.
+func newSetName(d *v1alpha1.MachineDeployment) string { return d.Name + "-" + newSetHash(d) }
 
 // copyInt32 returns a copy of p, nil for nil.
 func copyInt32(p *int32) *int32 {

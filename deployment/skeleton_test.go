@@ -453,3 +453,45 @@ func statusEqual(a, b v1alpha1.MachineDeploymentStatus) bool {
 	data, err := patch.Diff(fields, a, b, "")
 	return err == nil && data == nil
 }
+
+// TestObserveWaitsForItsNewSet: once the controller has created the new
+// set, a sync before the cache shows it waits rather than create it again
+// (and fail with AlreadyExists); the set in the cache ends the wait.
+func TestObserveWaitsForItsNewSet(t *testing.T) {
+	d := newDeployment(3)
+	d.Finalizers = []string{Finalizer}
+	old := skeletonSet(d, "md-old", "1", 3, withClass("class-old"))
+	w := newSkeletonWorld(t, Options{}, append([]runtime.Object{d, old}, skeletonMachines(old, 3, nil)...), nil)
+	ctx := context.Background()
+	if _, wait, err := w.ctrl.observe(ctx, d); err != nil || wait {
+		t.Fatalf("observe before any write: wait %v, err %v", wait, err)
+	}
+	set, err := newSetOf(d, 0, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The controller's create, as createNewSet records it, before the
+	// cache shows the set.
+	w.ctrl.writes.Wrote(d.Namespace+"/"+newSetName(d), "999")
+	if _, wait, err := w.ctrl.observe(ctx, d); err != nil || !wait {
+		t.Fatalf("observe with the created set not cached: wait %v, err %v; want a wait", wait, err)
+	}
+	set.ResourceVersion = "999" // the fake API server keeps the version it is given
+	if _, err := w.client.MachineV1alpha1().MachineSets(d.Namespace).Create(ctx, set, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		s, wait, err := w.ctrl.observe(ctx, d)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !wait && s.newSet != nil && s.newSet.Name == set.Name {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("observe still waits (%v) or has no new set (%v) after the cache showed it", wait, s.newSet)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
