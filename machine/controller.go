@@ -79,8 +79,9 @@ type Controller struct {
 
 	metrics *metrics
 	// writes are the machines' last writes, nodeWrites the nodes' (by
-	// name), until the caches show them.
-	writes, nodeWrites *expectations.Writes[string]
+	// name), classWrites the classes' finalizer patches, until the caches
+	// show them.
+	writes, nodeWrites, classWrites *expectations.Writes[string]
 	// finalized expects, by key, the deletion of each machine whose
 	// finalizer the controller removed, until the cache drops it.
 	finalized *expectations.Store[string]
@@ -133,14 +134,15 @@ func NewController(control versioned.Interface, controlCore, target kubernetes.I
 	}
 	c := &Controller{
 		control: control, controlCore: controlCore, target: target, driver: d, opts: o,
-		gate:       o.ReplacementGate,
-		machines:   inf.Machines.Lister(),
-		machineIdx: inf.Machines.Informer().GetIndexer(),
-		classes:    inf.Classes.Lister(),
-		secrets:    inf.Secrets.Lister(),
-		writes:     expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
-		nodeWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
-		finalized:  expectations.New[string](expectations.Options{Clock: o.Clock}),
+		gate:        o.ReplacementGate,
+		machines:    inf.Machines.Lister(),
+		machineIdx:  inf.Machines.Informer().GetIndexer(),
+		classes:     inf.Classes.Lister(),
+		secrets:     inf.Secrets.Lister(),
+		writes:      expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		nodeWrites:  expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		classWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock}),
+		finalized:   expectations.New[string](expectations.Options{Clock: o.Clock}),
 	}
 	if c.metrics, err = newMetrics(o.Registerer); err != nil {
 		return nil, fmt.Errorf("machine: %w", err)

@@ -21,6 +21,7 @@ import (
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/driver/sim"
+	"github.com/mcmkit/mcm/internal/testsupport/fakeapi"
 	"github.com/mcmkit/mcm/safety"
 	"github.com/mcmkit/mcm/workqueue"
 )
@@ -33,6 +34,7 @@ type fakeController struct {
 	core   *k8sfake.Clientset
 	cloud  *sim.Cloud
 	frozen *atomic.Bool
+	mf     externalversions.SharedInformerFactory
 }
 
 func newFakeController(t *testing.T) *fakeController {
@@ -67,7 +69,7 @@ func newFakeController(t *testing.T) *fakeController {
 	if !cache.WaitForCacheSync(ctx.Done(), c.synced()...) {
 		t.Fatal("caches did not sync")
 	}
-	return &fakeController{c: c, mc: mc, core: core, cloud: cloud, frozen: frozen}
+	return &fakeController{c: c, mc: mc, core: core, cloud: cloud, frozen: frozen, mf: mf}
 }
 
 // eventually runs reconcile until cond holds (the informer caches lag the
@@ -233,6 +235,40 @@ func TestSecretAndClassFinalizers(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, "secret finalizer removed", reconcileSecret, func() bool { return !secretHasFinalizer() })
+}
+
+// TestClassFinalizerPatchedOnce: a class sync whose cache does not show
+// the controller's finalizer patch yet sends no second patch.
+func TestClassFinalizerPatchedOnce(t *testing.T) {
+	f := newFakeController(t)
+	fakeapi.VersionWrites(&f.mc.Fake, f.mc.Tracker())
+	ctx := context.Background()
+	classIdx := f.mf.Machine().V1alpha1().MachineClasses().Informer().GetIndexer()
+	stale, err := f.c.classes.MachineClasses("ns").Get("c")
+	if err != nil {
+		t.Fatal(err)
+	}
+	f.createMachine(t, "m1") // reconciles the class until its finalizer is stored
+	patches := func() (n int) {
+		for _, a := range f.mc.Actions() {
+			if a.GetVerb() == "patch" && a.GetResource().Resource == "machineclasses" {
+				n++
+			}
+		}
+		return n
+	}
+	if n := patches(); n != 1 {
+		t.Fatalf("%d class patches to add the finalizer, want 1", n)
+	}
+	if err := classIdx.Update(stale); err != nil { // the cache lags
+		t.Fatal(err)
+	}
+	if _, err := f.c.ReconcileMachineClass(ctx, "ns/c"); err != nil {
+		t.Fatal(err)
+	}
+	if n := patches(); n != 1 {
+		t.Errorf("%d class patches after a sync on a lagging cache, want 1", n)
+	}
 }
 
 // TestDriverFailureIsAnError: a failed CreateMachine is returned to the

@@ -59,10 +59,17 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	}
 	class, err := c.classes.MachineClasses(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
+		c.classWrites.Forget(key)
 		return workqueue.Result{}, nil
 	}
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("getting machine class %s: %w", key, err)
+	}
+	if !c.classWrites.Observed(key, class.ResourceVersion) {
+		// The cache does not show the last finalizer patch yet: patching
+		// from it would send that patch again. Its event brings the class
+		// back.
+		return workqueue.Result{}, nil
 	}
 	users, err := c.machineIdx.ByIndex(indexMachineByClass, key)
 	if err != nil {
@@ -75,6 +82,7 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	if written == class {
 		return workqueue.Result{}, nil // as wanted already
 	}
+	c.classWrites.Wrote(key, written.ResourceVersion)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated machine class finalizer", "class", key, "machines", len(users))
 	c.enqueueMachinesOfClass(key)
 	return workqueue.Result{}, nil
