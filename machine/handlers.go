@@ -132,11 +132,30 @@ func (c *Controller) onMachine(oldObj, obj any) {
 	if !ok {
 		return
 	}
-	c.machineQueue.Add(workqueue.KeyOf(m))
+	if c.joinsNow(m) {
+		c.machineQueue.AddFirst(workqueue.KeyOf(m))
+	} else {
+		c.machineQueue.Add(workqueue.KeyOf(m))
+	}
 	c.classQueue.Add(classKeyOf(m))
 	if old, ok := oldObj.(*v1alpha1.Machine); ok && old.Spec.Class.Name != m.Spec.Class.Name {
 		c.classQueue.Add(classKeyOf(old))
 	}
+}
+
+// joinsNow reports whether m's next sync may turn it Running: it awaits a
+// Ready node, and the node it is bound to is Ready in the cache. Such a
+// machine is queued first, as ReconcileNode queues it when the node turns
+// Ready: a node that registers before the machine's creation write shows
+// in the cache finds no machine, and the machine's own event is then the
+// one that brings it to Running.
+func (c *Controller) joinsNow(m *v1alpha1.Machine) bool {
+	name := m.Labels[v1alpha1.NodeLabelKey]
+	if c.nodes == nil || name == "" || m.DeletionTimestamp != nil || !awaitsReadyNode(m) {
+		return false
+	}
+	node, err := c.nodes.Get(name)
+	return err == nil && nodeReady(node)
 }
 
 func (c *Controller) onMachineDelete(obj any) {

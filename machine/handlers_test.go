@@ -122,3 +122,51 @@ func TestInPlaceLabelsSyncAtOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestJoinsNow: a machine event queues the machine first when its sync may
+// turn it Running: it awaits a node, and the node it is bound to is Ready.
+func TestJoinsNow(t *testing.T) {
+	f := newFakeCluster(t)
+	c, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, ready := range map[string]corev1.ConditionStatus{"ready": corev1.ConditionTrue, "not-ready": corev1.ConditionFalse} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+		if err := f.inf.Nodes.Informer().GetIndexer().Add(n); err != nil {
+			t.Fatal(err)
+		}
+	}
+	now := metav1.Now()
+	machine := func(node string, phase v1alpha1.MachinePhase, deleting bool) *v1alpha1.Machine {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}}
+		if node != "" {
+			m.Labels = map[string]string{v1alpha1.NodeLabelKey: node}
+		}
+		if deleting {
+			m.DeletionTimestamp = &now
+		}
+		m.Status.CurrentStatus.Phase = phase
+		return m
+	}
+	for _, tc := range []struct {
+		name string
+		m    *v1alpha1.Machine
+		want bool
+	}{
+		{"created, its node Ready", machine("ready", "", false), true},
+		{"Pending, its node Ready", machine("ready", v1alpha1.MachinePending, false), true},
+		{"Unknown, its node Ready again", machine("ready", v1alpha1.MachineUnknown, false), true},
+		{"Running already", machine("ready", v1alpha1.MachineRunning, false), false},
+		{"Failed", machine("ready", v1alpha1.MachineFailed, false), false},
+		{"being deleted", machine("ready", v1alpha1.MachinePending, true), false},
+		{"its node not Ready", machine("not-ready", v1alpha1.MachinePending, false), false},
+		{"its node not registered yet", machine("absent", v1alpha1.MachinePending, false), false},
+		{"no node yet", machine("", v1alpha1.MachinePending, false), false},
+	} {
+		if got := c.joinsNow(tc.m); got != tc.want {
+			t.Errorf("%s: joinsNow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
