@@ -68,7 +68,17 @@ type reportState struct {
 	// epoch tells a state made due at once (by a changed condition, say)
 	// from the one a report in flight started from.
 	epoch uint64
+	// registered is when this kubelet created the node (zero: it did
+	// not, or the state was reset since).
+	registered time.Time
 }
+
+// cacheLagBound is how long after registering a node the kubelet trusts
+// that the node exists although its cache does not show it yet. Under
+// load the cache lags by seconds, and every sync in between would post
+// the node again only to be told it exists. A node deleted before the
+// cache ever showed it is registered again after this bound.
+const cacheLagBound = 30 * time.Second
 
 func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod time.Duration, jitter func(time.Duration) time.Duration) *nodeReporter {
 	return &nodeReporter{
@@ -171,6 +181,9 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 	state, known := r.reports[vm.NodeName]
 	overrides := maps.Clone(r.overrides[vm.NodeName])
 	r.mu.Unlock()
+	if known && !state.registered.IsZero() && now.Sub(state.registered) < cacheLagBound {
+		return nil, nil // registered; the cache has not shown it yet
+	}
 
 	node := r.nodeFor(vm)
 	node.Status = desiredNodeStatus(vm, overrides, nil, nil, now)
@@ -182,7 +195,7 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 		return nil, fmt.Errorf("registering node %s: %w", vm.NodeName, err)
 	}
 	// Whatever was known of a node of this name before describes another.
-	r.record(vm.NodeName, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: created.ResourceVersion, epoch: state.epoch})
+	r.record(vm.NodeName, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: created.ResourceVersion, epoch: state.epoch, registered: now})
 	return created, nil
 }
 
@@ -237,7 +250,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	want := desiredNodeStatus(vm, overrides, reported, node.Status.Conditions, now)
 	keepExtendedResources(want, node.Status.Capacity)
 	if !due && statusEquivalent(node.Status, want) {
-		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
+		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch, registered: state.registered})
 		return nil
 	}
 	data, err := nodeStatusPatch(node.Status, want)
@@ -254,7 +267,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 			return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
 		}
 	}
-	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch})
+	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch, registered: state.registered})
 	return nil
 }
 

@@ -428,6 +428,28 @@ func TestRegisteredNodeIsReadyAtOnce(t *testing.T) {
 	}
 }
 
+// TestRegistrationWaitsForTheCache: syncs before the cache shows a node
+// this kubelet registered do not post it again (each would get
+// AlreadyExists); a node the cache has still not shown after
+// cacheLagBound is registered again, in case it was deleted unseen.
+func TestRegistrationWaitsForTheCache(t *testing.T) {
+	start := time.Date(2026, 1, 1, 12, 0, 0, 0, time.UTC)
+	vm := VM{Name: "n1", NodeName: "n1", State: VMRunning, Initialized: true, ProviderID: "sim:///zone-a/n1"}
+	w := newCachedWorld(t, KubeletOptions{}, vm)
+	if calls := w.sync(start); !slices.Contains(calls, "create nodes") {
+		t.Fatalf("the first sync did not register the node: %v", calls)
+	}
+	if calls := w.sync(start.Add(DefaultSyncPeriod)); slices.Contains(calls, "create nodes") {
+		t.Errorf("a sync before the cache showed the node registered it again: %v", calls)
+	}
+	if err := w.client.CoreV1().Nodes().Delete(t.Context(), "n1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if calls := w.sync(start.Add(cacheLagBound + time.Second)); !slices.Contains(calls, "create nodes") {
+		t.Errorf("a node never cached was not registered again after %v: %v", cacheLagBound, calls)
+	}
+}
+
 // At steady state a sync makes no API calls: a lease renewal every renew
 // period and an unchanged status every report period are all it writes, and
 // a node changed by somebody else costs a status write only if its status
