@@ -74,3 +74,34 @@ func ExampleQueue() {
 	// mcm_workqueue_reconcile_total result=requeue: 0
 	// mcm_workqueue_reconcile_total result=success: 2
 }
+
+// ExampleQueue_AddFirst: keys added before Run are handed out in order,
+// except the one added with AddFirst, which passes them.
+func ExampleQueue_AddFirst() {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	reconcile := func(_ context.Context, key string) (workqueue.Result, error) {
+		fmt.Println("reconcile", key)
+		if key == "default/created-3" {
+			cancel()
+		}
+		return workqueue.Result{}, nil
+	}
+	q, err := workqueue.New("machine", workqueue.ReconcilerFunc[string](reconcile), workqueue.Options{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for _, key := range []string{"default/created-1", "default/created-2", "default/created-3"} {
+		q.Add(key)
+	}
+	q.AddFirst("default/node-ready") // its node just turned Ready
+	if err := q.Run(ctx, 1); err != nil {
+		fmt.Println("run:", err)
+	}
+	// Output:
+	// reconcile default/node-ready
+	// reconcile default/created-1
+	// reconcile default/created-2
+	// reconcile default/created-3
+}
