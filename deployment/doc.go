@@ -286,7 +286,8 @@
 //     the new set): one merge patch of its controller reference (other
 //     owner references stay; never two controllers), its labels (the new
 //     selector's, and update-result=successful, which keeps the new set
-//     from deleting it until its spec.replicas counts it; removed then)
+//     from deleting it until its spec.replicas counts it; removed then, or
+//     when a step sizes the set to 0 after a template change made it old)
 //     and nothing of its spec, so spec.class still names the old class,
 //     as in MCM; the new set then copies its in-place parts (node template,
 //     machine configuration, class kind) onto it. The old set shrinks and

@@ -111,7 +111,7 @@ func planInPlace(in inPlaceInput, frozen bool) (inPlacePlan, error) {
 		}
 	}
 	planNewSetNodes(machines, p.transfers, target, in.criticalTaint, change)
-	p.unlabel = movedAndCounted(machines, obs.newSet, replicas)
+	p.unlabel = movedAndCounted(machines, obs.newSet, replicas, p.step.Replicas)
 	p.nodes = sortedChanges(changes)
 	return p, nil
 }
@@ -326,7 +326,11 @@ func movedIn(machines []*v1alpha1.Machine) int32 {
 // them): the label has done its work (it kept the set from deleting them
 // while its size did not count them yet). A set that a template change
 // made old counts them too (sizeInPlace).
-func movedAndCounted(machines []inPlaceMachine, newSet *v1alpha1.MachineSet, replicas int32) []*v1alpha1.Machine {
+//
+// An old set this step sizes to 0 (sizes) has no machine to keep: the new
+// set holds the deployment's replicas, as after a scale-down. Its labels
+// go too, or the set could never delete the machines they protect.
+func movedAndCounted(machines []inPlaceMachine, newSet *v1alpha1.MachineSet, replicas int32, sizes map[string]int32) []*v1alpha1.Machine {
 	have := map[string]int32{}
 	labelled := map[string][]*v1alpha1.Machine{}
 	sets := map[string]*v1alpha1.MachineSet{}
@@ -343,7 +347,8 @@ func movedAndCounted(machines []inPlaceMachine, newSet *v1alpha1.MachineSet, rep
 		if name == newSet.Name {
 			counted = min(counted, replicas)
 		}
-		if sets[name].Spec.Replicas >= counted {
+		size, sized := sizes[name]
+		if sets[name].Spec.Replicas >= counted || name != newSet.Name && sized && size == 0 {
 			out = append(out, ms...)
 		}
 	}

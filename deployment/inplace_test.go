@@ -122,3 +122,34 @@ func TestInPlaceFailClosed(t *testing.T) {
 	_, why := w.converged()
 	t.Fatalf("no convergence after the failure was cleared: %s\n%s", why, w)
 }
+
+// TestMovedAndCountedInAZeroedOldSet: a machine moved into a set that a
+// template change then made old keeps its update-result label while the
+// set counts it; once a step sizes that set to 0 (a scale-down left the new
+// set holding every replica), the label goes, or the set could never
+// delete the machine and the rollout would never end.
+func TestMovedAndCountedInAZeroedOldSet(t *testing.T) {
+	newSet := newSet("md-new", 1, 0)
+	old := newSet.DeepCopy()
+	old.Name, old.Spec.Replicas = "md-old", 0
+	moved := newMachine("moved")
+	moved.Labels = map[string]string{v1alpha1.UpdateResultLabel: v1alpha1.UpdateResultSuccessful}
+	machines := []inPlaceMachine{{m: moved, set: old, old: true}, {m: newMachine("fresh"), set: newSet}}
+	for _, tc := range []struct {
+		name  string
+		sizes map[string]int32
+		want  []string
+	}{
+		{"the step sizes the old set to 0", map[string]int32{"md-old": 0, "md-new": 1}, []string{"moved"}},
+		{"the step sizes the old set to count it", map[string]int32{"md-old": 1, "md-new": 1}, nil},
+		{"no step size (a scaling event's sizes left it out)", map[string]int32{"md-new": 1}, nil},
+	} {
+		var got []string
+		for _, m := range movedAndCounted(machines, newSet, 1, tc.sizes) {
+			got = append(got, m.Name)
+		}
+		if diff := cmp.Diff(tc.want, got); diff != "" {
+			t.Errorf("%s: unlabelled (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
