@@ -55,6 +55,9 @@ type nodeReporter struct {
 	reported map[string]map[corev1.NodeConditionType]bool
 	reports  map[string]reportState // by node; none: due now
 	epoch    uint64                 // last reportState.epoch handed out
+	// registered is when this kubelet registered each node, until it sees
+	// the node deleted (see cacheLagBound).
+	registered map[string]time.Time
 }
 
 // reportState is what is known of one node's status.
@@ -68,9 +71,6 @@ type reportState struct {
 	// epoch tells a state made due at once (by a changed condition, say)
 	// from the one a report in flight started from.
 	epoch uint64
-	// registered is when this kubelet created the node (zero: it did
-	// not, or the state was reset since).
-	registered time.Time
 }
 
 // cacheLagBound is how long after registering a node the kubelet trusts
@@ -89,6 +89,7 @@ func newNodeReporter(client kubernetes.Interface, identity string, reportPeriod 
 		overrides:    map[string]map[corev1.NodeConditionType]corev1.NodeCondition{},
 		reported:     map[string]map[corev1.NodeConditionType]bool{},
 		reports:      map[string]reportState{},
+		registered:   map[string]time.Time{},
 	}
 }
 
@@ -146,6 +147,16 @@ func (r *nodeReporter) forget(node string) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	delete(r.reports, node)
+	delete(r.registered, node)
+}
+
+// registeredAt is when this kubelet registered the node, if it did and has
+// not seen it deleted since.
+func (r *nodeReporter) registeredAt(node string) (time.Time, bool) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	at, ok := r.registered[node]
+	return at, ok
 }
 
 // spread makes the node's first unchanged-status report due at a random
@@ -181,7 +192,7 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 	state, known := r.reports[vm.NodeName]
 	overrides := maps.Clone(r.overrides[vm.NodeName])
 	r.mu.Unlock()
-	if known && !state.registered.IsZero() && now.Sub(state.registered) < cacheLagBound {
+	if at, ok := r.registeredAt(vm.NodeName); ok && now.Sub(at) < cacheLagBound {
 		return nil, nil // registered; the cache has not shown it yet
 	}
 
@@ -194,8 +205,11 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 	case err != nil:
 		return nil, fmt.Errorf("registering node %s: %w", vm.NodeName, err)
 	}
+	r.mu.Lock()
+	r.registered[vm.NodeName] = now
+	r.mu.Unlock()
 	// Whatever was known of a node of this name before describes another.
-	r.record(vm.NodeName, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: created.ResourceVersion, epoch: state.epoch, registered: now})
+	r.record(vm.NodeName, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: created.ResourceVersion, epoch: state.epoch})
 	return created, nil
 }
 
@@ -250,7 +264,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 	want := desiredNodeStatus(vm, overrides, reported, node.Status.Conditions, now)
 	keepExtendedResources(want, node.Status.Capacity)
 	if !due && statusEquivalent(node.Status, want) {
-		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch, registered: state.registered})
+		r.record(node.Name, known, state, reportState{next: state.next, checked: node.ResourceVersion, epoch: state.epoch})
 		return nil
 	}
 	data, err := nodeStatusPatch(node.Status, want)
@@ -267,7 +281,7 @@ func (r *nodeReporter) reportStatus(ctx context.Context, vm VM, node *corev1.Nod
 			return fmt.Errorf("reporting status of node %s: %w", node.Name, err)
 		}
 	}
-	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch, registered: state.registered})
+	r.record(node.Name, known, state, reportState{next: now.Add(r.jitter(r.reportPeriod)), checked: written.ResourceVersion, epoch: state.epoch})
 	return nil
 }
 
