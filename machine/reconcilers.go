@@ -208,17 +208,12 @@ func awaitsReadyNode(m *v1alpha1.Machine) bool {
 	return false
 }
 
-// nodeReady reports whether node's Ready condition is True.
+// nodeReady reports whether node's Ready condition is True (nodeHealth
+// without the configured bad conditions): enough to queue a machine
+// first, whose sync then applies the whole test.
 func nodeReady(node *corev1.Node) bool {
-	if node == nil {
-		return false
-	}
-	for _, c := range node.Status.Conditions {
-		if c.Type == corev1.NodeReady {
-			return c.Status == corev1.ConditionTrue
-		}
-	}
-	return false
+	ready, _ := nodeHealth(node, nil)
+	return ready
 }
 
 // wasJoined reports whether the machine's node had registered: its phase
