@@ -85,10 +85,13 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment)
 	owned := append(own.Owned, s.adopt...)
 	s.machines = machinesBySet(owned, machines)
 	s.newSet, s.old = splitSets(d, owned)
-	if s.newSet == nil && !c.writes.Observed(cache.NewObjectName(d.Namespace, newSetName(d)).String(), "") {
-		// The new set this controller created is not in the cache yet:
-		// planning now would create it again, and fail.
-		return scope{}, true, nil
+	if s.newSet == nil {
+		// The new set this controller created may not be in the cache
+		// yet: planning now would create it again, and fail.
+		name := newSetName(d)
+		if !c.writes.Observed(cache.NewObjectName(d.Namespace, name).String(), versionOf(sets, name)) {
+			return scope{}, true, nil
+		}
 	}
 	s.counts = countSets(owned, s.machines, minReadyOf(d), s.now)
 	s.frozen = machinestate.FrozenReason(ctx, "deployment", d.Labels, c.opts.SafetyGate)
@@ -98,6 +101,19 @@ func (c *Controller) observe(ctx context.Context, d *v1alpha1.MachineDeployment)
 		}
 	}
 	return s, false, nil
+}
+
+// versionOf is the resourceVersion of the set named name among sets, ""
+// when there is none. A set of the new set's name that the deployment does
+// not own ends the wait for it too: the creation's name collision is then
+// the step's to handle.
+func versionOf(sets []*v1alpha1.MachineSet, name string) string {
+	for _, s := range sets {
+		if s.Name == name {
+			return s.ResourceVersion
+		}
+	}
+	return ""
 }
 
 // confirmedOrphans returns the orphans the deployment may adopt: all of

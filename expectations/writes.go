@@ -74,7 +74,9 @@ func (w *Writes[K]) Wrote(key K, resourceVersion string) {
 // reflects the controller's last write to it: true when no write is
 // pending, when the cached version is at least the written one, or when the
 // write is older than the TTL. A pending write that is observed (or
-// expired) is forgotten.
+// expired) is forgotten. An empty resourceVersion stands for an object the
+// cache does not hold (yet): it reflects no write, so a controller that
+// created the object waits for it.
 func (w *Writes[K]) Observed(key K, resourceVersion string) bool {
 	now := w.clock.Now()
 	w.mu.Lock()

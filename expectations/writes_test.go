@@ -59,6 +59,11 @@ func TestWrites(t *testing.T) {
 			{wrote: "10", noAssert: true, wantLen: 1},
 			{forget: true, observe: "3", want: true},
 		}},
+		{name: "an object not cached yet reflects no write", steps: []step{
+			{wrote: "10", noAssert: true, wantLen: 1},
+			{observe: "", want: false, wantLen: 1},
+			{observe: "10", want: true},
+		}},
 		{name: "empty version records nothing", steps: []step{
 			{wrote: "", noAssert: true},
 			{observe: "1", want: true},
