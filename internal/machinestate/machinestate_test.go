@@ -6,6 +6,7 @@ import (
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/google/go-cmp/cmp"
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
@@ -99,15 +100,9 @@ func TestPickAnnotations(t *testing.T) {
 		{in: map[string]string{"a": "", "c": "1"}, want: map[string]string{"a": ""}},
 		{in: map[string]string{"a": "1", "b": "2", "c": "3"}, want: map[string]string{"a": "1", "b": "2"}},
 	} {
-		got := PickAnnotations(tc.in, keys)
-		if len(got) != len(tc.want) || (got == nil) != (tc.want == nil) {
-			t.Errorf("PickAnnotations(%v) = %v; want %v", tc.in, got, tc.want)
-			continue
-		}
-		for k, v := range tc.want {
-			if w, ok := got[k]; !ok || w != v {
-				t.Errorf("PickAnnotations(%v) = %v; want %v", tc.in, got, tc.want)
-			}
+		// cmp tells a nil map from an empty one: none picked is nil.
+		if diff := cmp.Diff(tc.want, PickAnnotations(tc.in, keys)); diff != "" {
+			t.Errorf("PickAnnotations(%v) (-want +got):\n%s", tc.in, diff)
 		}
 	}
 }

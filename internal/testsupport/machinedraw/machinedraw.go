@@ -17,15 +17,18 @@ import (
 type Drawer struct {
 	times  []time.Time
 	values []string
+	parts  []part
 }
 
 // New returns a Drawer around epoch.
 func New(epoch time.Time) *Drawer {
-	return &Drawer{
+	d := &Drawer{
 		times: []time.Time{epoch.Add(-time.Hour), epoch, epoch.Add(time.Minute), epoch.Add(48 * time.Hour)},
 		values: []string{"", "1", "3", "now", "when-failed", "auto-preserved", "false",
 			epoch.Format(time.RFC3339), epoch.Add(48 * time.Hour).Format(time.RFC3339)},
 	}
+	d.parts = d.newParts()
+	return d
 }
 
 // Failed and Running come often: most of what a set decides on depends on
@@ -40,7 +43,7 @@ var annotations = []string{v1alpha1.MachinePriorityAnnotation, v1alpha1.MarkedFo
 // version.
 func (d *Drawer) Machine(t *rapid.T, base *v1alpha1.Machine, set *v1alpha1.MachineSet, version string) *v1alpha1.Machine {
 	m := base.DeepCopy()
-	for _, part := range d.parts() {
+	for _, part := range d.parts {
 		part(t, m, set)
 	}
 	for range rapid.IntRange(0, 3).Draw(t, "annotations") {
@@ -54,9 +57,8 @@ func (d *Drawer) Machine(t *rapid.T, base *v1alpha1.Machine, set *v1alpha1.Machi
 // resourceVersion "new".
 func (d *Drawer) Mutate(t *rapid.T, old *v1alpha1.Machine, set *v1alpha1.MachineSet) *v1alpha1.Machine {
 	m := old.DeepCopy()
-	parts := d.parts()
 	for range rapid.IntRange(1, 2).Draw(t, "changes") {
-		parts[rapid.IntRange(0, len(parts)-1).Draw(t, "part")](t, m, set)
+		d.parts[rapid.IntRange(0, len(d.parts)-1).Draw(t, "part")](t, m, set)
 	}
 	m.ResourceVersion = "new"
 	return m
@@ -83,8 +85,8 @@ func (d *Drawer) annotation(t *rapid.T, m *v1alpha1.Machine) {
 
 type part func(t *rapid.T, m *v1alpha1.Machine, set *v1alpha1.MachineSet)
 
-// parts each draw one part of a machine.
-func (d *Drawer) parts() []part {
+// newParts are functions that each draw one part of a machine.
+func (d *Drawer) newParts() []part {
 	return []part{
 		labels,
 		func(t *rapid.T, m *v1alpha1.Machine, _ *v1alpha1.MachineSet) { d.annotation(t, m) },
