@@ -68,7 +68,8 @@
 //     options: one machine at a time among those one MachineSet controls —
 //     the controller reference, not a label). Node
 //     conditions are copied to the status when they change. A node that
-//     turns Ready queues its Pending or Unknown machine ahead of the other
+//     turns Ready queues its Pending, Unknown or InPlaceUpdateSuccessful
+//     machine ahead of the other
 //     machines waiting (workqueue's AddFirst), and so does an event of such
 //     a machine whose node is Ready already, so that its Running status
 //     does not wait behind a wave of creations.

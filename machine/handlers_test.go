@@ -158,6 +158,8 @@ func TestJoinsNow(t *testing.T) {
 		{"created, its node Ready", machine("ready", "", false), true},
 		{"Pending, its node Ready", machine("ready", v1alpha1.MachinePending, false), true},
 		{"Unknown, its node Ready again", machine("ready", v1alpha1.MachineUnknown, false), true},
+		{"updated in place, its node Ready again", machine("ready", v1alpha1.MachineInPlaceUpdateSuccessful, false), true},
+		{"updating in place", machine("ready", v1alpha1.MachineInPlaceUpdating, false), false},
 		{"Running already", machine("ready", v1alpha1.MachineRunning, false), false},
 		{"Failed", machine("ready", v1alpha1.MachineFailed, false), false},
 		{"being deleted", machine("ready", v1alpha1.MachinePending, true), false},

@@ -200,6 +200,9 @@ func TestPlanNodeEvent(t *testing.T) {
 	notReadyNode := live.DeepCopy()
 	notReadyNode.Status.Conditions = []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionFalse}}
 	unknown := withPhase(baseMachine(), v1alpha1.MachineUnknown, "p1")
+	updated := withPhase(baseMachine(), v1alpha1.MachineInPlaceUpdateSuccessful, "p1")
+	updating := withPhase(baseMachine(), v1alpha1.MachineInPlaceUpdating, "p1")
+	failed := withPhase(baseMachine(), v1alpha1.MachineFailed, "p1")
 	type result struct {
 		SyncFirst, Sync, Delete []string
 		RemoveFinalizer         bool
@@ -213,8 +216,10 @@ func TestPlanNodeEvent(t *testing.T) {
 		{"live node syncs its machine", live, []*v1alpha1.Machine{running}, result{Sync: []string{"Running"}}},
 		{"a Ready node syncs first the machines it turns Running", readyNode, []*v1alpha1.Machine{pending, running, unknown, deleting},
 			result{SyncFirst: []string{"Pending", "Unknown"}, Sync: []string{"Running", "Running/deleting"}}},
-		{"a node that is not Ready syncs its machines in turn", notReadyNode, []*v1alpha1.Machine{pending, unknown},
-			result{Sync: []string{"Pending", "Unknown"}}},
+		{"a Ready node syncs first a machine updated in place", readyNode, []*v1alpha1.Machine{updated, updating, failed},
+			result{SyncFirst: []string{"InPlaceUpdateSuccessful"}, Sync: []string{"InPlaceUpdating", "Failed"}}},
+		{"a node that is not Ready syncs its machines in turn", notReadyNode, []*v1alpha1.Machine{pending, unknown, updated},
+			result{Sync: []string{"Pending", "Unknown", "InPlaceUpdateSuccessful"}}},
 		{"node being deleted deletes its machine, whatever its phase", terminating, []*v1alpha1.Machine{running, pending}, result{Delete: []string{"Running", "Pending"}}},
 		{"machine already being deleted is synced", terminating, []*v1alpha1.Machine{deleting}, result{Sync: []string{"Running/deleting"}}},
 		{"gone node deletes a joined machine only", nil, []*v1alpha1.Machine{running, pending}, result{Sync: []string{"Pending"}, Delete: []string{"Running"}}},

@@ -199,10 +199,14 @@ func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPla
 }
 
 // awaitsReadyNode reports whether the machine's phase is one a Ready node
-// ends: joining (none yet, Pending, Available) or Unknown.
+// ends (planHealth): joining (none yet, Pending, Available), Unknown, or
+// updated in place. A preserved Failed machine, which a healthy node also
+// brings back, is not queued first: whether it is preserved depends on the
+// time, and it is rare enough to wait its turn.
 func awaitsReadyNode(m *v1alpha1.Machine) bool {
 	switch m.Status.CurrentStatus.Phase {
-	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable, v1alpha1.MachineUnknown:
+	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable, v1alpha1.MachineUnknown,
+		v1alpha1.MachineInPlaceUpdateSuccessful:
 		return true
 	}
 	return false
