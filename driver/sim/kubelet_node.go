@@ -150,15 +150,6 @@ func (r *nodeReporter) forget(node string) {
 	delete(r.registered, node)
 }
 
-// registeredAt is when this kubelet registered the node, if it did and has
-// not seen it deleted since.
-func (r *nodeReporter) registeredAt(node string) (time.Time, bool) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	at, ok := r.registered[node]
-	return at, ok
-}
-
 // spread makes the node's first unchanged-status report due at a random
 // time within one period from now, for a node registered before this
 // kubelet started. A status that needs a change is still written at the
@@ -191,8 +182,9 @@ func (r *nodeReporter) register(ctx context.Context, vm VM, now time.Time) (*cor
 	r.mu.Lock()
 	state, known := r.reports[vm.NodeName]
 	overrides := maps.Clone(r.overrides[vm.NodeName])
+	registeredAt, registered := r.registered[vm.NodeName]
 	r.mu.Unlock()
-	if at, ok := r.registeredAt(vm.NodeName); ok && now.Sub(at) < cacheLagBound {
+	if registered && now.Sub(registeredAt) < cacheLagBound {
 		return nil, nil // registered; the cache has not shown it yet
 	}
 
