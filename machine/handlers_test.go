@@ -8,10 +8,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
 
+	"github.com/google/go-cmp/cmp"
+
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 
 	"github.com/mcmkit/mcm/client/informers/externalversions"
 	"github.com/mcmkit/mcm/internal/testsupport/registrationstest"
+	"github.com/mcmkit/mcm/workqueue"
 )
 
 // TestRunRemovesHandlers: the informers may outlive the controller (a
@@ -131,13 +134,7 @@ func TestJoinsNow(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	for name, ready := range map[string]corev1.ConditionStatus{"ready": corev1.ConditionTrue, "not-ready": corev1.ConditionFalse} {
-		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
-			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
-		if err := f.inf.Nodes.Informer().GetIndexer().Add(n); err != nil {
-			t.Fatal(err)
-		}
-	}
+	addReadyAndNotReadyNodes(t, f)
 	now := metav1.Now()
 	machine := func(node string, phase v1alpha1.MachinePhase, deleting bool) *v1alpha1.Machine {
 		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: "m", Namespace: "ns"}}
@@ -169,6 +166,88 @@ func TestJoinsNow(t *testing.T) {
 	} {
 		if got := c.joinsNow(tc.m); got != tc.want {
 			t.Errorf("%s: joinsNow = %v, want %v", tc.name, got, tc.want)
+		}
+	}
+}
+
+// TestReadyNodeQueuesItsMachineFirst: the two places that decide a
+// machine may turn Running now (a node sync that finds the node Ready, and
+// the machine's own event when its node is Ready already) queue it ahead
+// of the keys already waiting; a machine whose node is not Ready waits
+// its turn.
+func TestReadyNodeQueuesItsMachineFirst(t *testing.T) {
+	f := newFakeCluster(t)
+	addReadyAndNotReadyNodes(t, f)
+	pending := func(name, node string) *v1alpha1.Machine {
+		m := &v1alpha1.Machine{ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: "ns",
+			Labels: map[string]string{v1alpha1.NodeLabelKey: node}}}
+		m.Status.CurrentStatus.Phase = v1alpha1.MachinePending
+		return m
+	}
+	onReady, onNotReady := pending("on-ready", "ready"), pending("on-not-ready", "not-ready")
+	for _, m := range []*v1alpha1.Machine{onReady, onNotReady} {
+		if err := f.inf.Machines.Informer().GetIndexer().Add(m); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, tc := range []struct {
+		name  string
+		queue func(*Controller)
+		want  []string
+	}{
+		{"node sync, node Ready", func(c *Controller) { reconcileNodeOrFail(t, c, "ready") },
+			[]string{"ns/on-ready", "ns/waiting-1", "ns/waiting-2"}},
+		{"node sync, node not Ready", func(c *Controller) { reconcileNodeOrFail(t, c, "not-ready") },
+			[]string{"ns/waiting-1", "ns/waiting-2", "ns/on-not-ready"}},
+		{"machine event, node Ready", func(c *Controller) { c.onMachine(nil, onReady) },
+			[]string{"ns/on-ready", "ns/waiting-1", "ns/waiting-2"}},
+		{"machine event, node not Ready", func(c *Controller) { c.onMachine(nil, onNotReady) },
+			[]string{"ns/waiting-1", "ns/waiting-2", "ns/on-not-ready"}},
+	} {
+		c, err := NewController(f.mc, f.core, f.core, f.inf, f.driver, Options{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(t.Context())
+		var order []string
+		record := func(_ context.Context, key string) (workqueue.Result, error) {
+			if order = append(order, key); len(order) == len(tc.want) {
+				cancel()
+			}
+			return workqueue.Result{}, nil
+		}
+		// The controller's queue, with a reconciler that records the
+		// order in which it hands out keys.
+		if c.machineQueue, err = workqueue.New("machine", workqueue.ReconcilerFunc[string](record), workqueue.Options{}); err != nil {
+			t.Fatal(err)
+		}
+		c.machineQueue.Add("ns/waiting-1")
+		c.machineQueue.Add("ns/waiting-2")
+		tc.queue(c)
+		if err := c.machineQueue.Run(ctx, 1); err != nil {
+			t.Fatal(err)
+		}
+		if diff := cmp.Diff(tc.want, order); diff != "" {
+			t.Errorf("%s: reconcile order (-want +got):\n%s", tc.name, diff)
+		}
+	}
+}
+
+func reconcileNodeOrFail(t *testing.T, c *Controller, name string) {
+	t.Helper()
+	if _, err := c.ReconcileNode(t.Context(), name); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// addReadyAndNotReadyNodes caches two nodes, "ready" and "not-ready".
+func addReadyAndNotReadyNodes(t *testing.T, f fakeCluster) {
+	t.Helper()
+	for name, ready := range map[string]corev1.ConditionStatus{"ready": corev1.ConditionTrue, "not-ready": corev1.ConditionFalse} {
+		n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: ready}}}}
+		if err := f.inf.Nodes.Informer().GetIndexer().Add(n); err != nil {
+			t.Fatal(err)
 		}
 	}
 }
