@@ -113,8 +113,11 @@ func TestIntegrationForeignMachinesSurviveARestart(t *testing.T) {
 		t.Fatal(err)
 	}
 	own := names(list.Items)
-	// Short of two machines but frozen, the set keeps what it gets.
+	// Short of two machines but frozen, the set keeps what it gets. The
+	// forged machines come once the controller has seen it so: a sync that
+	// saw them with the set still at 2 would delete them as excess.
 	set := w.patchSet("keep", `{"metadata":{"labels":{"freeze":"True"}},"spec":{"replicas":4}}`)
+	w.waitObserved(set)
 	createForged(t, w.machines, set, "forged-a")
 	createForged(t, w.machines, set, "forged-b")
 	waitForeignEvents(t, w.ns, "keep", "forged-a", "forged-b")

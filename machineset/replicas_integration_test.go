@@ -150,6 +150,19 @@ func (w *replicaWorld) patchSet(name, patch string) *v1alpha1.MachineSet {
 	return set
 }
 
+// waitObserved waits until the controller has synced set's generation:
+// its cache then shows set as written, or a later version of it.
+func (w *replicaWorld) waitObserved(set *v1alpha1.MachineSet) {
+	w.t.Helper()
+	testenv.Eventually(w.t, time.Minute, func(ctx context.Context) (bool, string) {
+		got, err := w.machines.MachineV1alpha1().MachineSets(w.ns).Get(ctx, set.Name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		return got.Status.ObservedGeneration >= set.Generation, fmt.Sprintf("observed generation %d of %d", got.Status.ObservedGeneration, set.Generation)
+	})
+}
+
 // live counts the machines not being deleted.
 func (w *replicaWorld) live(ctx context.Context) (int, error) {
 	list, err := w.machines.MachineV1alpha1().Machines(w.ns).List(ctx, metav1.ListOptions{})
@@ -218,14 +231,7 @@ func TestIntegrationReplicaCeiling(t *testing.T) {
 	})
 	// A sync after the ceiling was reached creates nothing: the spec
 	// change's generation is observed with the ceiling's machines.
-	set = w.patchSet("huge", `{"spec":{"minReadySeconds":1}}`)
-	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		got, err := w.machines.MachineV1alpha1().MachineSets(w.ns).Get(ctx, "huge", metav1.GetOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		return got.Status.ObservedGeneration >= set.Generation, fmt.Sprintf("observed generation %d of %d", got.Status.ObservedGeneration, set.Generation)
-	})
+	w.waitObserved(w.patchSet("huge", `{"spec":{"minReadySeconds":1}}`))
 	if n, err := w.live(context.Background()); err != nil || n != ceiling {
 		t.Fatalf("%d live machines after another sync, want the ceiling's %d (%v)", n, ceiling, err)
 	}
