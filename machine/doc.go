@@ -69,10 +69,9 @@
 //     the controller reference, not a label). Node
 //     conditions are copied to the status when they change. A node that
 //     turns Ready queues its Pending, Unknown or InPlaceUpdateSuccessful
-//     machine ahead of the other
-//     machines waiting (workqueue's AddFirst), and so does an event of such
-//     a machine whose node is Ready already, so that its Running status
-//     does not wait behind a wave of creations.
+//     machine ahead of the other machines waiting (workqueue's AddFirst),
+//     and so does an event of such a machine whose node is Ready already,
+//     so that its Running status does not wait behind a wave of creations.
 //   - Node sync: the nodeTemplate's labels, annotations and taints are
 //     applied to the Node by a three-way merge against the
 //     node.machine.sapcloud.io/last-applied-anno-labels-taints annotation
