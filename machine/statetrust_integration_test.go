@@ -72,17 +72,19 @@ func runningMachine(t *testing.T, w *world, m *v1alpha1.Machine) *v1alpha1.Machi
 	return cur
 }
 
-// holdsFor checks every quarter second, for d, that the machine's node,
-// VM and guarded pod (when guarded) are still there and that the machine
-// is still being deleted at want.
+// holdsFor checks every quarter second, for d, that the machine's guarded
+// pod (when guarded), node, VM and the machine itself are still there,
+// and then that the machine is still being deleted at want.
 func holdsFor(t *testing.T, w *world, m *v1alpha1.Machine, guarded bool, want machine.DeletionStep, d time.Duration) {
 	t.Helper()
 	ctx := context.Background()
 	node := m.Labels[v1alpha1.NodeLabelKey]
 	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		cur, err := getMachine(ctx, w.mc, w.ns, m.Name)
-		if err != nil {
-			t.Fatalf("machine %s: %v", m.Name, err)
+		// What a skipped step would delete first, the machine last.
+		if guarded {
+			if p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
+				t.Fatalf("the PodDisruptionBudget's pod was deleted (err %v)", err)
+			}
 		}
 		if n, err := w.core.CoreV1().Nodes().Get(ctx, node, metav1.GetOptions{}); err != nil || n.DeletionTimestamp != nil {
 			t.Fatalf("node %s deleted (err %v)", node, err)
@@ -90,14 +92,16 @@ func holdsFor(t *testing.T, w *world, m *v1alpha1.Machine, guarded bool, want ma
 		if !vmAlive(w, m.Spec.ProviderID) {
 			t.Fatalf("VM %s deleted", m.Spec.ProviderID)
 		}
-		if guarded {
-			if p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{}); err != nil || p.DeletionTimestamp != nil {
-				t.Fatalf("the PodDisruptionBudget's pod was deleted (err %v)", err)
-			}
+		if _, err := getMachine(ctx, w.mc, w.ns, m.Name); err != nil {
+			t.Fatalf("machine %s: %v", m.Name, err)
 		}
-		if got := machine.CurrentDeletionStep(cur); got != want {
-			t.Fatalf("deletion step %s, want %s (lastOperation %q)", got, want, cur.Status.LastOperation.Description)
-		}
+	}
+	cur, err := getMachine(ctx, w.mc, w.ns, m.Name)
+	if err != nil {
+		t.Fatalf("machine %s: %v", m.Name, err)
+	}
+	if got := machine.CurrentDeletionStep(cur); got != want {
+		t.Fatalf("deletion step %s, want %s (lastOperation %q)", got, want, cur.Status.LastOperation.Description)
 	}
 }
 
