@@ -77,7 +77,7 @@ func (c *Controller) withBootstrapToken(ctx context.Context, m *v1alpha1.Machine
 // machine's creation deadline (creation start plus creation timeout).
 func (c *Controller) issueBootstrapToken(ctx context.Context, m *v1alpha1.Machine) (string, error) {
 	timeout := v1alpha1.EffectiveMachineConfiguration(m, &c.opts.Machine).MachineCreationTimeout.Duration
-	return c.bootstrapTokens().Issue(ctx, m, timeout, creationStart(m).Add(timeout))
+	return c.bootstrapTokens().Issue(ctx, m, timeout, creationStart(m, c.opts.Clock.Now()).Add(timeout))
 }
 
 // ValidateBootstrapGroup checks an extra group of bootstrap tokens (see

@@ -15,9 +15,10 @@ import (
 )
 
 // DeletionStep is a step of the deletion flow. The current step of a
-// machine being deleted is stored in its DeletionStepAnnotation; each step
-// is idempotent, and the annotation only moves on after the step's work is
-// done, so a crash between any two API writes repeats at most one step.
+// machine being deleted is recorded in its status, in the
+// DeletionCondition; each step is idempotent, and the record only moves on
+// after the step's work is done, so a crash between any two API writes
+// repeats at most the steps done since the last one.
 type DeletionStep string
 
 // The deletion steps, in order.
@@ -52,13 +53,14 @@ var deletionSteps = []DeletionStep{
 // DeletionSteps returns the deletion steps in order.
 func DeletionSteps() []DeletionStep { return slices.Clone(deletionSteps) }
 
-// CurrentDeletionStep returns the step stored on the machine. A machine
-// without (or with an unknown) step starts at the first: every step is
-// idempotent, so starting over is always safe.
+// CurrentDeletionStep returns the step the controller recorded for the
+// machine (its DeletionCondition; never DeletionStepAnnotation, which is
+// anyone's to write who may patch the machine). A machine without a
+// record starts at the first step: every step is idempotent, so starting
+// over is always safe.
 func CurrentDeletionStep(m *v1alpha1.Machine) DeletionStep {
-	s := DeletionStep(m.Annotations[DeletionStepAnnotation])
-	if slices.Contains(deletionSteps, s) {
-		return s
+	if rec, ok := deletionRecordOf(m); ok {
+		return rec.Step
 	}
 	return StepWaitPreDrainHooks
 }
@@ -113,6 +115,10 @@ type deletionInput struct {
 type deletionDecision struct {
 	Step   DeletionStep
 	Action deletionAction
+	// Drain is the drain parameters in force since the deletion began:
+	// the record's, else (the record is written with the step's outcome)
+	// the machine's configuration now.
+	Drain drainParams
 	// Description for lastOperation while the step runs (or is skipped).
 	Description string
 	// Force is set for StepDrain on the machine's force path (label,
@@ -141,7 +147,11 @@ type deletionDecision struct {
 // pure.
 func decideDeletion(in deletionInput) deletionDecision {
 	m := in.Machine
-	d := deletionDecision{Step: CurrentDeletionStep(m)}
+	rec, ok := deletionRecordOf(m)
+	if !ok {
+		rec = deletionRecord{Step: StepWaitPreDrainHooks, Drain: drainParamsOf(in.Config)}
+	}
+	d := deletionDecision{Step: rec.Step, Drain: rec.Drain}
 	switch d.Step {
 	case StepWaitPreDrainHooks, StepWaitPreTerminateHooks:
 		prefix := PreDrainHookPrefix
@@ -167,11 +177,9 @@ func decideDeletion(in deletionInput) deletionDecision {
 			d.Description = fmt.Sprintf("Skipping drain: node %s is not this machine's (%s). Initiate VM deletion", in.NodeName, in.NotOwnedWhy)
 			return d
 		}
-		d.Force, d.ForceReason = forceDrain(in)
-		d.DrainDeadline = m.DeletionTimestamp.Add(in.Config.MachineDrainTimeout.Duration)
-		if n := in.Config.MaxEvictRetries; n != nil {
-			d.MaxEvictRetries = int(*n)
-		}
+		d.Force, d.ForceReason = forceDrain(in, d.Drain.DrainTimeout.Duration)
+		d.DrainDeadline = m.DeletionTimestamp.Add(d.Drain.DrainTimeout.Duration)
+		d.MaxEvictRetries = int(d.Drain.MaxEvictRetries)
 		if d.Force {
 			d.DrainDeadline = in.Now
 		}
@@ -235,14 +243,15 @@ func hooksOf(m *v1alpha1.Machine, prefix string) []string {
 }
 
 // forceDrain reports whether the machine asks for a forced drain, and
-// why: the force-deletion label, or the drain timeout since the deletion.
-// Whether a NotReady node is drained by force is the drain's to decide.
-func forceDrain(in deletionInput) (bool, string) {
+// why: the force-deletion label, or the drain timeout (frozen when the
+// deletion began) since the deletion. Whether a NotReady node is drained
+// by force is the drain's to decide.
+func forceDrain(in deletionInput, timeout time.Duration) (bool, string) {
 	m := in.Machine
 	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDeletionLabelKey]); err == nil && v {
 		return true, "force-deletion label"
 	}
-	if timeout := in.Config.MachineDrainTimeout.Duration; in.Now.Sub(m.DeletionTimestamp.Time) > timeout {
+	if in.Now.Sub(m.DeletionTimestamp.Time) > timeout {
 		return true, fmt.Sprintf("drain timeout %v exceeded", timeout)
 	}
 	return false, ""
@@ -269,8 +278,9 @@ type stepOutcome struct {
 }
 
 // planDeletionWrite returns the machine to write after running a step of d
-// with outcome out: phase Terminating, the (next) step and when it began,
-// the drain state and the last operation. It is pure.
+// with outcome out: phase Terminating, the record of the (next) step, when
+// it began and the frozen drain parameters (see DeletionCondition) with
+// its mirror, the drain state and the last operation. It is pure.
 func planDeletionWrite(cur *v1alpha1.Machine, now time.Time, d deletionDecision, out stepOutcome) *v1alpha1.Machine {
 	m := cur.DeepCopy()
 	setPhase(m, v1alpha1.MachineTerminating, now)
@@ -279,10 +289,7 @@ func planDeletionWrite(cur *v1alpha1.Machine, now time.Time, d deletionDecision,
 	if out.Done {
 		step = d.Step.next()
 	}
-	if m.Annotations[DeletionStepAnnotation] != string(step) {
-		setAnnotation(m, DeletionStepAnnotation, string(step))
-		setAnnotation(m, DeletionStepSinceAnnotation, formatTime(now))
-	}
+	setDeletionRecord(m, advanceDeletionRecord(m, step, d.Drain, now))
 	switch {
 	case out.Done && d.Step == StepDrain:
 		clearDrainState(m) // a later drain starts afresh

@@ -26,8 +26,21 @@ import (
 func deletingMachine(step DeletionStep) *v1alpha1.Machine {
 	m := withPhase(baseMachine(), v1alpha1.MachineTerminating, "p1")
 	m.DeletionTimestamp = &metav1.Time{Time: t0.Add(-time.Minute)}
-	m.Annotations = map[string]string{DeletionStepAnnotation: string(step), DeletionStepSinceAnnotation: formatTime(t0.Add(-time.Minute))}
+	m.Annotations = map[string]string{}
+	if step != "" {
+		recordStep(m, step, t0.Add(-time.Minute), defaultDrain)
+	}
 	return m
+}
+
+// defaultDrain is the drain parameters of a machine with the default
+// configuration.
+var defaultDrain = drainParams{DrainTimeout: metav1.Duration{Duration: v1alpha1.DefaultMachineDrainTimeout}, MaxEvictRetries: v1alpha1.DefaultMaxEvictRetries}
+
+// recordStep records on m, as the controller does, a deletion flow at step
+// since then, with the drain parameters p.
+func recordStep(m *v1alpha1.Machine, step DeletionStep, since time.Time, p drainParams) {
+	setDeletionRecord(m, deletionRecord{Step: step, Since: metav1.NewTime(since), Drain: p})
 }
 
 func TestPlanDeletionWrite(t *testing.T) {
@@ -37,44 +50,60 @@ func TestPlanDeletionWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	rawState, _ := json.Marshal(state)
+	// Step, Since and Drain are the record's (DeletionCondition), which
+	// the annotations mirror.
 	type result struct {
-		Step, Since, DrainState string
-		BlockedBy               string // the budgets the drain waits on, for the index
-		Phase                   v1alpha1.MachinePhase
-		Op                      v1alpha1.LastOperation
-		LastKnownState          string
+		Step, Since    string
+		Drain          drainParams
+		DrainState     string
+		BlockedBy      string // the budgets the drain waits on, for the index
+		Phase          v1alpha1.MachinePhase
+		Op             v1alpha1.LastOperation
+		LastKnownState string
 	}
 	earlier := formatTime(t0.Add(-time.Minute))
+	short := drainParams{DrainTimeout: metav1.Duration{Duration: time.Second}, MaxEvictRetries: 1}
 	tests := []struct {
 		name   string
 		stored DeletionStep // "" for a machine the flow has not touched yet
 		drain  string       // stored drain state
+		forged string       // a DeletionStepAnnotation someone else wrote
 		d      deletionDecision
 		out    stepOutcome
 		want   result
 	}{
-		{name: "first step is recorded with its start", d: deletionDecision{Step: StepWaitPreDrainHooks, Description: "Waiting for pre-drain hooks: x"},
+		{name: "first step is recorded with its start and the drain parameters", d: deletionDecision{Step: StepWaitPreDrainHooks, Description: "Waiting for pre-drain hooks: x", Drain: short},
 			out: stepOutcome{RequeueAfter: time.Minute},
-			want: result{Step: string(StepWaitPreDrainHooks), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating,
+			want: result{Step: string(StepWaitPreDrainHooks), Since: formatTime(t0), Drain: short, Phase: v1alpha1.MachineTerminating,
 				Op: v1alpha1.LastOperation{Description: "Waiting for pre-drain hooks: x", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
-		{name: "a waiting step keeps its start", stored: StepDrain, d: deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
+		{name: "a waiting step keeps its start", stored: StepDrain, d: deletionDecision{Step: StepDrain, Description: "Initiate node drain", Drain: defaultDrain},
 			out: stepOutcome{Description: "Draining node: 2 pods remaining", DrainState: &state},
-			want: result{Step: string(StepDrain), Since: earlier, DrainState: string(rawState), BlockedBy: "ns/db,ns/web", Phase: v1alpha1.MachineTerminating,
+			want: result{Step: string(StepDrain), Since: earlier, Drain: defaultDrain, DrainState: string(rawState), BlockedBy: "ns/db,ns/web", Phase: v1alpha1.MachineTerminating,
 				Op: v1alpha1.LastOperation{Description: "Draining node: 2 pods remaining", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
 		{name: "a finished drain moves on and drops its state", stored: StepDrain, drain: string(rawState),
-			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain"},
+			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain", Drain: defaultDrain},
 			out: stepOutcome{Done: true, Description: "Drain successful. Initiate VM deletion", DrainState: &state},
-			want: result{Step: string(StepDrain.next()), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating,
+			want: result{Step: string(StepDrain.next()), Since: formatTime(t0), Drain: defaultDrain, Phase: v1alpha1.MachineTerminating,
 				Op: v1alpha1.LastOperation{Description: "Drain successful. Initiate VM deletion", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
-		{name: "a failed driver call keeps the step and its code", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion"},
+		{name: "a failed driver call keeps the step and its code", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion", Drain: defaultDrain},
 			out: stepOutcome{Failed: true, ErrorCode: "Unavailable", Description: "Cloud provider message - DeleteMachine failed"},
-			want: result{Step: string(StepDeleteVM), Since: earlier, Phase: v1alpha1.MachineTerminating,
+			want: result{Step: string(StepDeleteVM), Since: earlier, Drain: defaultDrain, Phase: v1alpha1.MachineTerminating,
 				Op: v1alpha1.LastOperation{Description: "Cloud provider message - DeleteMachine failed", State: v1alpha1.MachineStateFailed,
 					Type: v1alpha1.MachineOperationDelete, ErrorCode: "Unavailable"}}},
-		{name: "the driver's last known state is kept", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion"},
+		{name: "the driver's last known state is kept", stored: StepDeleteVM, d: deletionDecision{Step: StepDeleteVM, Description: "Initiate VM deletion", Drain: defaultDrain},
 			out: stepOutcome{Done: true, LastKnownState: "vm-gone"},
-			want: result{Step: string(StepDeleteNode), Since: formatTime(t0), Phase: v1alpha1.MachineTerminating, LastKnownState: "vm-gone",
+			want: result{Step: string(StepDeleteNode), Since: formatTime(t0), Drain: defaultDrain, Phase: v1alpha1.MachineTerminating, LastKnownState: "vm-gone",
 				Op: v1alpha1.LastOperation{Description: "Initiate VM deletion", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+		{name: "a forged step annotation is set back to the record", stored: StepDrain, forged: string(StepRemoveFinalizer),
+			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain", Drain: defaultDrain},
+			out: stepOutcome{Description: "Draining node: 2 pods remaining"},
+			want: result{Step: string(StepDrain), Since: earlier, Drain: defaultDrain, Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Draining node: 2 pods remaining", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
+		{name: "a step keeps the drain parameters recorded when the deletion began", stored: StepDrain,
+			d:   deletionDecision{Step: StepDrain, Description: "Initiate node drain", Drain: defaultDrain},
+			out: stepOutcome{Done: true, Description: "Drain successful. Initiate VM deletion"},
+			want: result{Step: string(StepWaitPreTerminateHooks), Since: formatTime(t0), Drain: defaultDrain, Phase: v1alpha1.MachineTerminating,
+				Op: v1alpha1.LastOperation{Description: "Drain successful. Initiate VM deletion", State: v1alpha1.MachineStateProcessing, Type: v1alpha1.MachineOperationDelete}}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -82,6 +111,9 @@ func TestPlanDeletionWrite(t *testing.T) {
 			if tc.stored == "" {
 				cur.Annotations = nil
 				cur.Status.CurrentStatus.Phase = v1alpha1.MachineRunning
+			}
+			if tc.forged != "" {
+				cur.Annotations[DeletionStepAnnotation] = tc.forged
 			}
 			if tc.drain != "" {
 				cur.Annotations[DrainStateAnnotation] = tc.drain
@@ -91,7 +123,14 @@ func TestPlanDeletionWrite(t *testing.T) {
 			m := planDeletionWrite(cur, t0, tc.d, tc.out)
 			op := m.Status.LastOperation
 			op.LastUpdateTime = metav1.Time{}
-			got := result{Step: m.Annotations[DeletionStepAnnotation], Since: m.Annotations[DeletionStepSinceAnnotation],
+			rec, ok := deletionRecordOf(m)
+			if !ok {
+				t.Fatalf("no deletion record in conditions %+v", m.Status.Conditions)
+			}
+			if step, since := m.Annotations[DeletionStepAnnotation], m.Annotations[DeletionStepSinceAnnotation]; step != string(rec.Step) || since != formatTime(rec.Since.Time) {
+				t.Errorf("annotations say step %q since %s, the record %q since %s", step, since, rec.Step, formatTime(rec.Since.Time))
+			}
+			got := result{Step: string(rec.Step), Since: formatTime(rec.Since.Time), Drain: rec.Drain,
 				DrainState: m.Annotations[DrainStateAnnotation], BlockedBy: m.Annotations[drainBlockedByAnnotation],
 				Phase: m.Status.CurrentStatus.Phase, Op: op, LastKnownState: m.Status.LastKnownState}
 			if diff := cmp.Diff(tc.want, got); diff != "" {

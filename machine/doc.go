@@ -54,7 +54,8 @@
 //     the node label's value is the driver's fault (Internal), reported
 //     before anything is written. Failures give CrashLoopBackOff, or
 //     Failed once the creation timeout has passed since
-//     CreationStartedAnnotation (never before the machine's creation):
+//     CreationStartedAnnotation (never before the machine's creation,
+//     never after now: see Timestamps):
 //     the retry after a failure comes no later than the timeout, which a
 //     CrashLoopBackOff machine is then Failed by without another driver
 //     call.
@@ -67,7 +68,8 @@
 //     default MCM's limit, the safety/budget package's with its zero
 //     options: one machine at a time among those one MachineSet controls —
 //     the controller reference, not a label). Node
-//     conditions are copied to the status when they change. A node that
+//     conditions are copied to the status when they change (the
+//     controller's own, under mcmkit.io/, stay). A node that
 //     turns Ready queues its Pending, Unknown or InPlaceUpdateSuccessful
 //     machine ahead of the other machines waiting (workqueue's AddFirst),
 //     and so does an event of such a machine whose node is Ready already,
@@ -94,9 +96,16 @@
 //     Terminating for want of a machine — unless it is bound to a machine
 //     this controller does not know, another manager's on a shared
 //     target.
-//   - Deletion: an explicit step machine stored in DeletionStepAnnotation
-//     (see DeletionStep): pre-drain hooks, drain, pre-terminate hooks,
-//     DeleteMachine, Node deletion, finalizer removal. Before the drain,
+//   - Deletion: an explicit step machine recorded in the machine's status
+//     (the condition DeletionCondition, mirrored for people and tools in
+//     DeletionStepAnnotation, which is never read; see DeletionStep):
+//     pre-drain hooks, drain, pre-terminate hooks, DeleteMachine, Node
+//     deletion, finalizer removal. The record holds the step, when it
+//     began, and the drain timeout and maxEvictRetries in force when the
+//     deletion began: patching the annotation or the machine's
+//     configuration during the deletion neither moves the flow on nor
+//     shortens the drain. A machine without a record (a deletion begun by
+//     an older version or by MCM) starts at the first step. Before the drain,
 //     the node is marked with the Terminating condition (reason Unhealthy
 //     for a Failed machine, ScaleDown otherwise), and a machine without
 //     the node label finds its node by the node's machine-name label or,
@@ -109,15 +118,16 @@
 //     whose class the driver refuses (InvalidArgument) skips
 //     DeleteMachine. Each sync observes,
 //     decides the step (decideDeletion), runs it, and goes on with the next
-//     until one waits or fails; only then is the outcome (step, phase
-//     Terminating, lastOperation) written, and a flow that ends within the
-//     sync writes only the finalizer's removal. Each step is idempotent and
-//     the stored step only advances after its work, so a crash repeats the
+//     until one waits or fails; only then is the outcome (the record,
+//     phase Terminating, lastOperation: one status write) written, and a
+//     flow that ends within the sync writes only the finalizer's removal.
+//     Each step is idempotent and the recorded step only advances after
+//     its work, so a crash repeats the
 //     steps done since the last write. The drain runs in non-blocking passes of
 //     the drain engine (state in DrainStateAnnotation, which anyone who
 //     may patch the machine can write: the deadline and maxEvictRetries
-//     always come from the machine's deletion timestamp and
-//     configuration, and a state the machine or the engine cannot trust
+//     always come from the machine's deletion timestamp and the
+//     record's drain parameters, and a state the machine or the engine cannot trust
 //     restarts the drain, event DrainStateReset), forced after the
 //     drain timeout or with the force-deletion label; a pod whose eviction
 //     PodDisruptionBudgets refused maxEvictRetries times is deleted without
@@ -361,6 +371,18 @@
 // (package internal/patch). Each write's resourceVersion is remembered
 // (expectations.Writes) until the informer cache has caught up, so no sync
 // acts on a cache older than the controller's own writes.
+//
+// # Timestamps
+//
+// The times the timeouts count from are kept in the controller's
+// annotations (CreationStartedAnnotation, UnhealthySinceAnnotation,
+// mcmkit.io/inplace-drain-started), which anyone who may patch a machine
+// can write and which a leader whose clock runs ahead writes in the
+// future. One rule (clampTime) reads them: never after now, and the
+// creation start never before the machine's creation. A sync that finds
+// one in the future stores now in its place with whatever else it writes
+// and reports it once (a Warning event FutureTimestamp and a log line), so
+// a forged 2099 puts no timeout off: it runs from when it was found.
 //
 // # Retries
 //

@@ -245,6 +245,9 @@ func (p *machineCollector) Collect(ch chan<- prometheus.Metric) {
 		gauge(machineInfoDesc, 1, m.Name, m.Namespace, strconv.FormatInt(m.CreationTimestamp.Unix(), 10),
 			m.Spec.ProviderID, class.APIGroup, class.Kind, class.Name, m.Labels[v1alpha1.NodeLabelKey])
 		for _, cond := range m.Status.Conditions {
+			if ownCondition(cond) {
+				continue // the node's conditions only, as in MCM
+			}
 			gauge(machineConditionDesc, promreg.ConditionValue(cond.Status), m.Name, m.Namespace, string(cond.Type))
 		}
 	}

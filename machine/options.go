@@ -46,25 +46,31 @@ const (
 )
 
 // Annotations under mcmkit.io/ that hold the controller's own bookkeeping on
-// Machines. They are the source of truth for timeouts and for the deletion
-// flow; status.lastOperation.description is only ever written, never read.
+// Machines. Anyone who may patch a machine can write them, so none is taken
+// on trust: the times are kept between the machine's creation and now (a
+// time in the future is set to now and reported, event FutureTimestamp),
+// and the deletion flow goes by its record in the status
+// (DeletionCondition), which the deletion annotations only mirror.
+// status.lastOperation.description is only ever written, never read.
 const (
 	// CreationStartedAnnotation records (RFC 3339) when the controller first
 	// tried to create the machine's VM: written before the driver is
 	// called, or, for a machine created with the finalizer, with the VM's
 	// provider ID. The creation timeout counts from here (falling back to
-	// metadata.creationTimestamp), never from a lastUpdateTime that other
-	// writes move.
+	// metadata.creationTimestamp, and never earlier), never from a
+	// lastUpdateTime that other writes move.
 	CreationStartedAnnotation = "mcmkit.io/creation-started"
 	// UnhealthySinceAnnotation records (RFC 3339) when the machine was last
 	// found unhealthy after being Running. The health timeout counts from
 	// here; it is removed when the machine is healthy again.
 	UnhealthySinceAnnotation = "mcmkit.io/unhealthy-since"
-	// DeletionStepAnnotation holds the current DeletionStep of a machine
-	// being deleted.
+	// DeletionStepAnnotation shows the current DeletionStep of a machine
+	// being deleted, for people and tools: a mirror of the
+	// DeletionCondition's reason, written with it and never read.
 	DeletionStepAnnotation = "mcmkit.io/deletion-step"
-	// DeletionStepSinceAnnotation records (RFC 3339) when the current
-	// deletion step began, for per-step timeouts.
+	// DeletionStepSinceAnnotation shows (RFC 3339) when the current
+	// deletion step began: a mirror of the DeletionCondition's
+	// lastTransitionTime, never read.
 	DeletionStepSinceAnnotation = "mcmkit.io/deletion-step-since"
 	// DrainStateAnnotation holds the JSON drain.State between drain passes.
 	DrainStateAnnotation = "mcmkit.io/drain-state"
@@ -101,6 +107,10 @@ const (
 	// the drain starts over.
 	ReasonDrainStateReset = "DrainStateReset"
 	ReasonDeleteFailed    = "DeleteFailed"
+	// ReasonFutureTimestamp: a timestamp the controller reads back from
+	// its annotations (creation start, unhealthy since, in-place drain
+	// start) lay in the future; it was set to now (see clampTime).
+	ReasonFutureTimestamp = "FutureTimestamp"
 	ReasonDeleted         = "Deleted"
 )
 

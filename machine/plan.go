@@ -93,6 +93,9 @@ type machinePlan struct {
 	// Claim reports claims of the machine that are ignored (a node or VM
 	// that is not its own); nil if none.
 	Claim *event
+	// Clamped reports the timestamps in the future the plan set to now
+	// (see clampFutureTimes); nil if none.
+	Clamped *event
 	// Retry is the backoff class when the plan reports a failure; with
 	// retryNone the key is requeued after RequeueAfter (0: not at all).
 	Retry        retryClass
@@ -234,6 +237,9 @@ func planMachine(obs observation, o *Options) machinePlan {
 		// the creation start — rather than in a write of its own.
 		m.Finalizers = append(m.Finalizers, v1alpha1.MachineFinalizer)
 	}
+	// Stored with whatever the sync writes, so that every timeout counts
+	// from now at the latest.
+	p.Clamped = clampFutureTimes(m, obs.Now)
 	d := decide(obs)
 	if d.Binding.Kind == bindForeign {
 		// Ignored: the creation flow asks the driver for the machine's
@@ -293,7 +299,7 @@ func planCreationStart(p *machinePlan, obs observation, o *Options) {
 		setAnnotation(m, CreationStartedAnnotation, formatTime(obs.Now))
 	}
 	if timeout := obs.Config.MachineCreationTimeout.Duration; m.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff &&
-		obs.Now.Sub(creationStart(m)) > timeout {
+		obs.Now.Sub(creationStart(m, obs.Now)) > timeout {
 		msg := fmt.Sprintf("Machine %s failed to join the cluster in %v; the last creation attempt failed: %s",
 			m.Name, timeout, m.Status.LastOperation.Description)
 		p.Event = report(m, obs.Now, transition{

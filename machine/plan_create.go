@@ -115,7 +115,7 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 // creation timeout, or Failed once that passed.
 func planCreateFailure(p *machinePlan, obs observation, out createOutcome) {
 	m := p.Machine
-	timedOut := obs.Now.Sub(creationStart(m)) > obs.Config.MachineCreationTimeout.Duration
+	timedOut := obs.Now.Sub(creationStart(m, obs.Now)) > obs.Config.MachineCreationTimeout.Duration
 	failPhase := v1alpha1.MachineCrashLoopBackOff
 	if timedOut {
 		failPhase = v1alpha1.MachineFailed
@@ -141,7 +141,7 @@ func planCreateFailure(p *machinePlan, obs observation, out createOutcome) {
 	})
 	p.Retry = retryClassOf(code)
 	if !timedOut {
-		p.TimeoutIn = creationStart(m).Add(obs.Config.MachineCreationTimeout.Duration).Sub(obs.Now) + time.Millisecond
+		p.TimeoutIn = creationStart(m, obs.Now).Add(obs.Config.MachineCreationTimeout.Duration).Sub(obs.Now) + time.Millisecond
 	}
 	p.Err = fmt.Errorf("%s: %w", out.FailedOp, out.Err)
 }

@@ -22,17 +22,14 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 	if m.Status.CurrentStatus.Phase == "" && !joined {
 		// The VM was created and its status not written yet
 		// (Options.PendingDelay).
-		if wait := o.PendingDelay - obs.Now.Sub(creationStart(m)); wait > 0 {
+		if wait := o.PendingDelay - obs.Now.Sub(creationStart(m, obs.Now)); wait > 0 {
 			p.RequeueAfter = wait
 			return
 		}
 		report(m, obs.Now, pendingTransition)
 	}
-	if node != nil && !conditionsEquivalent(m.Status.Conditions, node.Status.Conditions) {
-		m.Status.Conditions = nil
-		for _, c := range node.Status.Conditions {
-			m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
-		}
+	if node != nil {
+		copyNodeConditions(m, node)
 	}
 	switch m.Status.CurrentStatus.Phase {
 	case "", v1alpha1.MachinePending, v1alpha1.MachineAvailable:
@@ -95,14 +92,14 @@ func planJoin(p *machinePlan, obs observation, joined bool, o *Options) {
 		// The join duration is the lastOperation's and the join metric's;
 		// MCM's machine-join-duration annotation would cost a write of its
 		// own.
-		took := now.Sub(creationStart(m)).Round(time.Millisecond)
+		took := now.Sub(creationStart(m, now)).Round(time.Millisecond)
 		markRunning(p, now, v1alpha1.MachineOperationCreate, "",
 			fmt.Sprintf("Machine %s successfully joined the cluster in %v", m.Name, took), o)
 		p.Joined, p.JoinTook = true, took
 		return
 	}
 	timeout := obs.Config.MachineCreationTimeout.Duration
-	elapsed := now.Sub(creationStart(m))
+	elapsed := now.Sub(creationStart(m, now))
 	if elapsed > timeout {
 		msg := fmt.Sprintf("Machine %s failed to join the cluster in %v", m.Name, timeout)
 		p.Event = report(m, now, transition{
@@ -138,7 +135,7 @@ type healthTimer struct {
 // is unhealthy.
 func healthTimerOf(m *v1alpha1.Machine, obs observation) healthTimer {
 	t := healthTimer{Timeout: obs.Config.MachineHealthTimeout.Duration}
-	since, ok := parseTime(m.Annotations[UnhealthySinceAnnotation])
+	since, ok := storedTime(m, UnhealthySinceAnnotation, time.Time{}, obs.Now)
 	if !ok {
 		since, t.Restarted = obs.Now, true
 	}
@@ -292,6 +289,21 @@ func nodeHealth(node *corev1.Node, bad []corev1.NodeConditionType) (healthy bool
 		return false, "Node conditions: " + strings.Join(problems, ", ")
 	}
 	return true, ""
+}
+
+// copyNodeConditions copies the node's conditions to the machine's status
+// when they changed, keeping the controller's own (see ownCondition).
+func copyNodeConditions(m *v1alpha1.Machine, node *corev1.Node) {
+	copied := slices.DeleteFunc(slices.Clone(m.Status.Conditions), ownCondition)
+	if conditionsEquivalent(copied, node.Status.Conditions) {
+		return
+	}
+	own := slices.DeleteFunc(slices.Clone(m.Status.Conditions), func(c corev1.NodeCondition) bool { return !ownCondition(c) })
+	m.Status.Conditions = nil
+	for _, c := range node.Status.Conditions {
+		m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
+	}
+	m.Status.Conditions = append(m.Status.Conditions, own...)
 }
 
 // conditionTypes splits the comma-separated nodeConditions setting.

@@ -259,8 +259,8 @@ func startInPlaceUpdate(p *machinePlan, c v1alpha1.MachineConfiguration, now tim
 // annotation is anyone's to write, the node's condition the
 // controller's) nor after now.
 func planInPlaceDrain(obs observation, m *v1alpha1.Machine, node string, cur *corev1.NodeCondition) *drainRules {
-	start, ok := parseTime(m.Annotations[InPlaceDrainStartedAnnotation])
-	if !ok || start.After(obs.Now) {
+	start, ok := storedTime(m, InPlaceDrainStartedAnnotation, time.Time{}, obs.Now)
+	if !ok {
 		start = obs.Now
 		setAnnotation(m, InPlaceDrainStartedAnnotation, formatTime(start))
 	}

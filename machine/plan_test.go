@@ -407,47 +407,71 @@ func TestDecideDeletion(t *testing.T) {
 		Action   deletionAction
 		Force    bool
 		BadInput bool
+		// Drain: the drain parameters the decision holds to (and the
+		// write records).
+		Drain drainParams
 	}
+	short := drainParams{DrainTimeout: metav1.Duration{Duration: time.Second}, MaxEvictRetries: 1}
+	shorten := func(m *v1alpha1.Machine, in *deletionInput) {
+		m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineDrainTimeout: &short.DrainTimeout, MaxEvictRetries: new(short.MaxEvictRetries)}
+		in.Config = v1alpha1.EffectiveMachineConfiguration(m, nil)
+	}
+	d0 := defaultDrain
 	tests := []struct {
-		name   string
+		name string
+		// step is the recorded step ("": no record; a step the flow does
+		// not know: a record that cannot be read).
 		step   string
 		mutate func(*v1alpha1.Machine, *deletionInput)
 		want   result
 	}{
 		{"new deletion waits for pre-drain hook", "", func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.Annotations[PreDrainHookPrefix+"/x"] = ""
-		}, result{StepWaitPreDrainHooks, delWait, false, false}},
-		{"unknown step restarts", "Bogus", nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
-		{"no pre-drain hooks", string(StepWaitPreDrainHooks), nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
-		{"drain", string(StepDrain), nil, result{StepDrain, delDrain, false, false}},
-		{"drain without node", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.Node = nil }, result{StepDrain, delAdvance, false, false}},
-		{"drain without target", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.HasTarget = false }, result{StepDrain, delAdvance, false, false}},
+		}, result{StepWaitPreDrainHooks, delWait, false, false, d0}},
+		{"unknown step restarts", "Bogus", nil, result{StepWaitPreDrainHooks, delAdvance, false, false, d0}},
+		{"no pre-drain hooks", string(StepWaitPreDrainHooks), nil, result{StepWaitPreDrainHooks, delAdvance, false, false, d0}},
+		{"drain", string(StepDrain), nil, result{StepDrain, delDrain, false, false, d0}},
+		{"drain without node", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.Node = nil }, result{StepDrain, delAdvance, false, false, d0}},
+		{"drain without target", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) { in.HasTarget = false }, result{StepDrain, delAdvance, false, false, d0}},
 		{"force by label", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.Labels = map[string]string{v1alpha1.ForceDeletionLabelKey: "True"}
-		}, result{StepDrain, delDrain, true, false}},
+		}, result{StepDrain, delDrain, true, false, d0}},
 		{"force after drain timeout", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.DeletionTimestamp = &metav1.Time{Time: t0.Add(-3 * time.Hour)}
-		}, result{StepDrain, delDrain, true, false}},
+		}, result{StepDrain, delDrain, true, false, d0}},
 		// The drain forces on a node NotReady for long (its ForceAfter);
 		// the machine does not decide that a second time.
 		{"node not ready long is the drain's to force", string(StepDrain), func(_ *v1alpha1.Machine, in *deletionInput) {
 			in.Node = node(cond(corev1.NodeReady, corev1.ConditionUnknown))
-		}, result{StepDrain, delDrain, false, false}},
-		{"the old volume step starts over", "WaitForVolumeDetach", nil, result{StepWaitPreDrainHooks, delAdvance, false, false}},
+		}, result{StepDrain, delDrain, false, false, d0}},
+		{"the old volume step starts over", "WaitForVolumeDetach", nil, result{StepWaitPreDrainHooks, delAdvance, false, false, d0}},
 		{"pre-terminate hook", string(StepWaitPreTerminateHooks), func(m *v1alpha1.Machine, _ *deletionInput) {
 			m.Annotations[PreTerminateHookPrefix+"/y"] = ""
-		}, result{StepWaitPreTerminateHooks, delWait, false, false}},
-		{"delete VM", string(StepDeleteVM), nil, result{StepDeleteVM, delDeleteVM, false, false}},
+		}, result{StepWaitPreTerminateHooks, delWait, false, false, d0}},
+		{"delete VM", string(StepDeleteVM), nil, result{StepDeleteVM, delDeleteVM, false, false, d0}},
 		{"delete VM without class, never created", string(StepDeleteVM), func(m *v1alpha1.Machine, in *deletionInput) {
 			in.ClassFound = false
 			m.Spec.ProviderID = ""
-		}, result{StepDeleteVM, delAdvance, false, false}},
+		}, result{StepDeleteVM, delAdvance, false, false, d0}},
 		{"delete VM without class", string(StepDeleteVM), func(_ *v1alpha1.Machine, in *deletionInput) {
 			in.ClassFound = false
-		}, result{StepDeleteVM, delWait, false, true}},
-		{"delete node", string(StepDeleteNode), nil, result{StepDeleteNode, delDeleteNode, false, false}},
-		{"no node to delete", string(StepDeleteNode), func(_ *v1alpha1.Machine, in *deletionInput) { in.NodeName = "" }, result{StepDeleteNode, delAdvance, false, false}},
-		{"remove finalizer", string(StepRemoveFinalizer), nil, result{StepRemoveFinalizer, delRemoveFinalizer, false, false}},
+		}, result{StepDeleteVM, delWait, false, true, d0}},
+		{"delete node", string(StepDeleteNode), nil, result{StepDeleteNode, delDeleteNode, false, false, d0}},
+		{"no node to delete", string(StepDeleteNode), func(_ *v1alpha1.Machine, in *deletionInput) { in.NodeName = "" }, result{StepDeleteNode, delAdvance, false, false, d0}},
+		{"remove finalizer", string(StepRemoveFinalizer), nil, result{StepRemoveFinalizer, delRemoveFinalizer, false, false, d0}},
+		// The annotation is anyone's to write who may patch the machine;
+		// the flow goes by the record in its status.
+		{"a step annotation ahead of the record is ignored", string(StepDrain), func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.Annotations[DeletionStepAnnotation] = string(StepDeleteVM)
+		}, result{StepDrain, delDrain, false, false, d0}},
+		{"a step annotation without a record is ignored", "", func(m *v1alpha1.Machine, _ *deletionInput) {
+			m.Annotations[DeletionStepAnnotation] = string(StepRemoveFinalizer)
+			m.Annotations[PreDrainHookPrefix+"/x"] = ""
+		}, result{StepWaitPreDrainHooks, delWait, false, false, d0}},
+		// The drain parameters are those in force when the deletion
+		// began: the record's, whatever the machine says now.
+		{"a drain timeout shortened during the deletion is ignored", string(StepDrain), shorten, result{StepDrain, delDrain, false, false, d0}},
+		{"without a record, the drain parameters are the machine's", "", shorten, result{StepWaitPreDrainHooks, delAdvance, false, false, short}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -455,7 +479,7 @@ func TestDecideDeletion(t *testing.T) {
 			m.DeletionTimestamp = &deleted
 			m.Annotations = map[string]string{}
 			if tc.step != "" {
-				m.Annotations[DeletionStepAnnotation] = tc.step
+				recordStep(m, DeletionStep(tc.step), t0.Add(-time.Minute), defaultDrain)
 			}
 			in := deletionInput{Now: t0, Machine: m, Config: v1alpha1.EffectiveMachineConfiguration(m, nil), HasTarget: true,
 				NodeName: "n1", Node: node(cond(corev1.NodeReady, corev1.ConditionTrue)), NodeOwned: true, VMOwned: true, ClassFound: true}
@@ -463,7 +487,7 @@ func TestDecideDeletion(t *testing.T) {
 				tc.mutate(m, &in)
 			}
 			d := decideDeletion(in)
-			got := result{d.Step, d.Action, d.Force, d.BadInput}
+			got := result{d.Step, d.Action, d.Force, d.BadInput, d.Drain}
 			if diff := cmp.Diff(tc.want, got); diff != "" {
 				t.Errorf("decision (-want +got):\n%s", diff)
 			}
@@ -471,16 +495,15 @@ func TestDecideDeletion(t *testing.T) {
 				t.Error("no description")
 			}
 			if d.Action == delDrain {
-				want := deleted.Add(v1alpha1.DefaultMachineDrainTimeout)
+				want := deleted.Add(tc.want.Drain.DrainTimeout.Duration)
 				if d.Force {
 					want = t0
 				}
 				if !d.DrainDeadline.Equal(want) {
 					t.Errorf("drain deadline %v, want %v", d.DrainDeadline, want)
 				}
-				// The machine's effective maxEvictRetries (MCM's default).
-				if d.MaxEvictRetries != int(v1alpha1.DefaultMaxEvictRetries) {
-					t.Errorf("max evict retries %d, want %d", d.MaxEvictRetries, v1alpha1.DefaultMaxEvictRetries)
+				if d.MaxEvictRetries != int(tc.want.Drain.MaxEvictRetries) {
+					t.Errorf("max evict retries %d, want %d", d.MaxEvictRetries, tc.want.Drain.MaxEvictRetries)
 				}
 			}
 		})

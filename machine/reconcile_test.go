@@ -438,3 +438,29 @@ func TestMachineOfSameNameAfterDeletion(t *testing.T) {
 		t.Errorf("CreateMachine called %d times for the new machine, want 1", n-creates)
 	}
 }
+
+// TestDeletionWithoutRecordStartsOver: a machine whose deletion an older
+// version began (its step only in the annotation, no record in the
+// status) and whose VM is gone already starts at the first step: every
+// step runs again, DeleteMachine included, and each copes with what is
+// already done.
+func TestDeletionWithoutRecordStartsOver(t *testing.T) {
+	f := newFakeController(t)
+	reconcile := func() error { _, err := f.c.ReconcileMachine(context.Background(), "ns/m1"); return err }
+	f.createMachine(t, "m1")
+	f.waitAvailable(t, "m1", reconcile)
+	got, _ := f.machine(t, "m1")
+	if !f.cloud.RemoveVM(got.Spec.ProviderID) {
+		t.Fatalf("no VM %s", got.Spec.ProviderID)
+	}
+	old := got.DeepCopy()
+	old.Annotations[DeletionStepAnnotation] = string(StepDeleteNode)
+	if err := f.mc.Tracker().Update(v1alpha1.SchemeGroupVersion.WithResource("machines"), old, "ns"); err != nil {
+		t.Fatal(err)
+	}
+	deletes := f.cloud.Calls(driver.OperationDeleteMachine)
+	f.deleteAndSync(t, "m1", reconcile)
+	if n := f.cloud.Calls(driver.OperationDeleteMachine) - deletes; n != 1 {
+		t.Errorf("DeleteMachine called %d times, want once: the flow starts over", n)
+	}
+}

@@ -77,13 +77,13 @@ func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.T
 	return true
 }
 
-// creationStart is when the creation timeout started counting.
-func creationStart(m *v1alpha1.Machine) time.Time {
-	if t, ok := parseTime(m.Annotations[CreationStartedAnnotation]); ok && t.After(m.CreationTimestamp.Time) {
+// creationStart is when the creation timeout started counting: the
+// stored creation start, kept between the machine's creation and now (see
+// storedTime), else the machine's creation.
+func creationStart(m *v1alpha1.Machine, now time.Time) time.Time {
+	if t, ok := storedTime(m, CreationStartedAnnotation, m.CreationTimestamp.Time, now); ok {
 		return t
 	}
-	// No creation started before the machine existed, whatever the
-	// annotation (anyone's to write) says.
 	return m.CreationTimestamp.Time
 }
 

@@ -92,6 +92,10 @@ type applied struct {
 // metrics, the bootstrap token's cleanup after a join, and the node.
 func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.Secret, p machinePlan) (applied, error) {
 	c.reportClaim(ctx, obs.Machine, p.Claim)
+	if p.Clamped != nil {
+		logr.FromContextOrDiscard(ctx).Info("Timestamps in the future set to now", "message", p.Clamped.Message)
+		c.recordEvent(obs.Machine, p.Clamped)
+	}
 	cur, node := obs.Machine, obs.Node
 	if p.Kind == planCreate {
 		release, wait := c.takeCreationSlot(ctx, workqueue.KeyOf(cur))

@@ -34,8 +34,9 @@ const maxStepsPerSync = 8
 // every step that is done at once: steps done back to back in one sync
 // cost no write until one waits, and a machine whose flow ends in the
 // sync costs only the finalizer's removal. Every step's work happens
-// before the stored step moves on and every step can be repeated, so
-// after a crash the flow goes on from the last stored step.
+// before the recorded step (DeletionCondition) moves on and every step can
+// be repeated, so after a crash the flow goes on from the last recorded
+// step.
 func (c *Controller) syncDeletion(ctx context.Context, cached *v1alpha1.Machine) (workqueue.Result, error) {
 	if !slices.Contains(cached.Finalizers, v1alpha1.MachineFinalizer) {
 		return workqueue.Result{}, nil // not ours (any more)
@@ -322,8 +323,9 @@ func (c *Controller) waitStep(m *v1alpha1.Machine, d deletionDecision) stepOutco
 func (c *Controller) drainStep(ctx context.Context, m *v1alpha1.Machine, d deletionDecision, node string) (stepOutcome, error) {
 	state, distrusted := storedDrainState(m, c.opts.Clock.Now())
 	// The deadline and the bound on refusals come from the machine's own
-	// facts (deletion timestamp, drain timeout, force label), never from
-	// the stored state, which anyone who may patch the machine can write.
+	// facts (deletion timestamp, the drain timeout and maxEvictRetries
+	// recorded when the deletion began, force label), never from the
+	// stored state, which anyone who may patch the machine can write.
 	// MCM also caps the retries at drainTimeout / 20s; the deadline does
 	// that here.
 	state.SetDeadline(d.DrainDeadline)
