@@ -61,7 +61,8 @@
 //     controller bound it to one of its machines (nodebinding.Bound: the
 //     node's machine-uid annotation names the machine): a machine's node
 //     label and provider ID are anyone's to write who may create machines,
-//     so a forged claim never gets a node marked. The marks are planned
+//     so a forged claim never gets a node marked (nor, in an in-place
+//     update, labelled, cordoned or drained). The marks are planned
 //     (planNodeMarks) and written from a second
 //     queue, "machinedeployment-nodes" (ReconcileNodes), 16 nodes at a time,
 //     which every sync of a deployment and every change of a node's marks
