@@ -57,7 +57,13 @@
 //     scale-down-disabled annotation (unless
 //     Options.SkipAutoscalerAnnotationDuringRollout); both are removed when
 //     the rollout completes (the annotation only where this controller put
-//     it). The marks are planned (planNodeMarks) and written from a second
+//     it). A node is the deployment's to mark only when the machine
+//     controller bound it to one of its machines (nodebinding.Bound: the
+//     node's machine-uid annotation names the machine): a machine's node
+//     label and provider ID are anyone's to write who may create machines,
+//     so a forged claim never gets a node marked (nor, in an in-place
+//     update, labelled, cordoned or drained). The marks are planned
+//     (planNodeMarks) and written from a second
 //     queue, "machinedeployment-nodes" (ReconcileNodes), 16 nodes at a time,
 //     which every sync of a deployment and every change of a node's marks
 //     feed: marking the thousand nodes of a rollout's old sets does not

@@ -27,8 +27,8 @@ type inPlaceInput struct {
 	d   *v1alpha1.MachineDeployment
 	obs observed
 	// nodes are the nodes the machines name, by name; a machine whose
-	// node is missing, or does not confirm it (nodebinding.Confirms), has
-	// no node for the planner. stale names the nodes whose cache does not
+	// node is missing, or is not bound to it (nodebinding.Bound), has no
+	// node for the planner. stale names the nodes whose cache does not
 	// show the controller's last write yet: their machines count as busy
 	// and are neither selected nor moved.
 	nodes map[string]*corev1.Node
@@ -46,7 +46,7 @@ type inPlaceInput struct {
 type inPlaceMachine struct {
 	m    *v1alpha1.Machine
 	set  *v1alpha1.MachineSet
-	node *corev1.Node // nil when the machine has no confirmed node
+	node *corev1.Node // nil when the machine has no bound node
 	old  bool         // the machine belongs to an old set
 	// available: machinestate.Available at the deployment's minReadySeconds.
 	available bool
@@ -54,10 +54,12 @@ type inPlaceMachine struct {
 	stale bool
 }
 
-// nodeOf returns the node the machine names, when the node confirms it.
+// nodeOf returns the node the machine names, when the node is bound to
+// it: a node label and a provider ID are anyone's to write who may create
+// a machine, and an in-place update labels, cordons and drains the node.
 func nodeOf(m *v1alpha1.Machine, nodes map[string]*corev1.Node) *corev1.Node {
 	n := nodes[m.Labels[v1alpha1.NodeLabelKey]]
-	if n == nil || !nodebinding.Confirms(n, m) {
+	if n == nil || !nodebinding.Bound(n, m) {
 		return nil
 	}
 	return n

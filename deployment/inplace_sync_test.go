@@ -27,7 +27,8 @@ func TestInPlaceSyncWritesTheProtocol(t *testing.T) {
 	target := w.target
 	for _, m := range w.machines() {
 		node := "node-" + m.Name
-		if _, err := target.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{}},
+		if _, err := target.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: node, Labels: map[string]string{},
+			Annotations: map[string]string{v1alpha1.MachineUIDAnnotation: string(m.UID)}},
 			Spec: corev1.NodeSpec{ProviderID: "p-" + m.Name}}, metav1.CreateOptions{}); err != nil {
 			t.Fatal(err)
 		}

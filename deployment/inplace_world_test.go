@@ -258,7 +258,8 @@ func (w *ipWorld) createMachine(s *v1alpha1.MachineSet) {
 	w.machines = append(w.machines, m)
 	w.nodes["n-"+name] = &corev1.Node{
 		ObjectMeta: metav1.ObjectMeta{Name: "n-" + name, ResourceVersion: "1",
-			Labels: map[string]string{ipVersionLabel: s.Spec.Template.Spec.Class.Name}, Annotations: map[string]string{}},
+			Labels:      map[string]string{ipVersionLabel: s.Spec.Template.Spec.Class.Name},
+			Annotations: map[string]string{v1alpha1.MachineUIDAnnotation: string(m.UID)}},
 		Spec: corev1.NodeSpec{ProviderID: "p-" + name},
 	}
 }

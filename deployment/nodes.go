@@ -60,9 +60,9 @@ type nodeChange struct {
 // nodesOf returns the nodes backing machines, found by the machine label
 // node (v1alpha1.NodeLabelKey), sorted by name. Machines without the label
 // (their node has not joined yet, or there is no target cluster),
-// machines whose node is not in nodes, and machines the node does not
-// confirm (nodebinding.Confirms) are skipped; a node named by two
-// machines is listed once.
+// machines whose node is not in nodes, and machines the node is not bound
+// to (nodebinding.Bound) are skipped; a node named by two machines is
+// listed once.
 func nodesOf(machines []*v1alpha1.Machine, nodes map[string]*corev1.Node) []*corev1.Node {
 	var out []*corev1.Node
 	seen := map[string]bool{}
@@ -72,9 +72,15 @@ func nodesOf(machines []*v1alpha1.Machine, nodes map[string]*corev1.Node) []*cor
 		}
 		name := m.Labels[v1alpha1.NodeLabelKey]
 		n := nodes[name]
-		if name == "" || n == nil || seen[n.Name] || !nodebinding.Confirms(n, m) {
-			// A node label is anyone's to write: only a node that
-			// confirms the machine's claim is marked on its behalf.
+		if name == "" || n == nil || seen[n.Name] || !nodebinding.Bound(n, m) {
+			// A node label and a provider ID are anyone's to write who
+			// may create a machine: only the node the machine controller
+			// bound to the machine is marked on its behalf. A node bound
+			// to no machine yet (nodebinding.Confirms would take it) is
+			// marked once its machine is bound: the binding's change
+			// queues the marks again. A node never bound is never
+			// marked, so no forged claim leaves marks that nothing
+			// would take off after the rollout.
 			continue
 		}
 		seen[n.Name] = true

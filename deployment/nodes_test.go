@@ -15,6 +15,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	k8sfake "k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
@@ -42,6 +43,15 @@ func nmTaint(key, value string, effect corev1.TaintEffect) nmOpt {
 	return func(n *corev1.Node) {
 		n.Spec.Taints = append(n.Spec.Taints, corev1.Taint{Key: key, Value: value, Effect: effect})
 	}
+}
+
+// nmBound binds the node to m, as the machine controller does, giving m
+// a UID when it has none.
+func nmBound(m *v1alpha1.Machine) nmOpt {
+	if m.UID == "" {
+		m.UID = types.UID("uid-" + m.Name)
+	}
+	return nmAnnotate(v1alpha1.MachineUIDAnnotation, string(m.UID))
 }
 
 // nmTainted carries the rollout taint.
@@ -77,37 +87,50 @@ func nmNodes(ns ...*corev1.Node) []*corev1.Node { return ns }
 func nmVM(node string) string { return "sim:///zone/" + node }
 
 func TestNodesOf(t *testing.T) {
+	nodes := map[string]*corev1.Node{"n-nil": nil}
+	// onNode is a machine that runs on node: the node shows its VM and is
+	// bound to it (the last machine placed on a node owns it).
 	onNode := func(machine, node string) *v1alpha1.Machine {
 		m := newMachine(machine)
 		m.Labels = map[string]string{v1alpha1.NodeLabelKey: node}
 		m.Spec.ProviderID = nmVM(node)
+		nodes[node] = nmNode(node, nmBound(m))
 		return m
 	}
+	// claims is a machine that names node and its VM, but which the node
+	// is not bound to.
+	claims := func(machine, node string) *v1alpha1.Machine {
+		m := newMachine(machine)
+		m.UID = types.UID("uid-" + machine)
+		m.Labels = map[string]string{v1alpha1.NodeLabelKey: node}
+		m.Spec.ProviderID = nmVM(node)
+		return m
+	}
+	sorted := []*v1alpha1.Machine{onNode("m1", "n-c"), onNode("m2", "n-a")}
+	skipped := []*v1alpha1.Machine{newMachine("pending"), claims("empty", ""), claims("unknown", "n-x"), claims("nil", "n-nil"), nil, onNode("m", "n-b")}
+	twice := []*v1alpha1.Machine{onNode("t1", "n-t"), onNode("t2", "n-t")}
+	twice[0].UID = twice[1].UID // both bound, as far as the node tells
 	// A machine that claims a node it does not run on.
-	forged := onNode("forged", "n-a")
+	forged := claims("forged", "n-b")
 	forged.Spec.ProviderID = nmVM("n-z")
-	bound := nmNode("n-d", func(n *corev1.Node) {
-		n.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: "uid-owner"}
-	})
-	nodes := map[string]*corev1.Node{"n-a": nmNode("n-a"), "n-b": nmNode("n-b"), "n-c": nmNode("n-c"), "n-d": bound, "n-nil": nil}
 	owner := onNode("owner", "n-d")
-	owner.UID = "uid-owner"
-	notOwner := onNode("not-owner", "n-d")
+	notOwner := claims("not-owner", "n-d")
+	// A node no machine is bound to, showing the VM a machine claims:
+	// anyone who may create a machine can claim it.
+	nodes["n-free"] = nmNode("n-free")
+	unbound := claims("unbound", "n-free")
 	tests := []struct {
 		name     string
 		machines []*v1alpha1.Machine
 		want     []string
 	}{
 		{"none", nil, nil},
-		{"sorted by node name", []*v1alpha1.Machine{onNode("m1", "n-c"), onNode("m2", "n-a")}, []string{"n-a", "n-c"}},
-		{
-			"machines without a node label, with an empty one or with an unknown node are skipped",
-			[]*v1alpha1.Machine{newMachine("pending"), onNode("empty", ""), onNode("unknown", "n-x"), onNode("nil", "n-nil"), nil, onNode("m", "n-b")},
-			[]string{"n-b"},
-		},
-		{"a node named twice is listed once", []*v1alpha1.Machine{onNode("m1", "n-a"), onNode("m2", "n-a")}, []string{"n-a"}},
+		{"sorted by node name", sorted, []string{"n-a", "n-c"}},
+		{"machines without a node label, with an empty one or with an unknown node are skipped", skipped, []string{"n-b"}},
+		{"a node named twice is listed once", twice, []string{"n-t"}},
 		{"a node that does not confirm the claim is skipped", []*v1alpha1.Machine{forged, notOwner}, nil},
 		{"a node bound to the machine is listed", []*v1alpha1.Machine{owner}, []string{"n-d"}},
+		{"a node bound to no machine is skipped, though it shows the VM the machine claims", []*v1alpha1.Machine{unbound}, nil},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -583,7 +606,7 @@ func TestReconcileNodesMarksOnce(t *testing.T) {
 		m.OwnerReferences = []metav1.OwnerReference{*metav1.NewControllerRef(s, v1alpha1.SchemeGroupVersion.WithKind("MachineSet"))}
 		m.Labels = map[string]string{"pool": "workers", v1alpha1.NodeLabelKey: "node-" + m.Name}
 		m.Spec.ProviderID = nmVM("node-" + m.Name)
-		nodes = append(nodes, nmNode("node-"+m.Name))
+		nodes = append(nodes, nmNode("node-"+m.Name, nmBound(m)))
 		return m
 	}
 	for _, s := range []*v1alpha1.MachineSet{current, previous} {

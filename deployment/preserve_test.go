@@ -143,8 +143,8 @@ func TestRolloutCleanupSkipsPreservedNodes(t *testing.T) {
 		newMachine("plain", onNode("node-plain")),
 	}
 	s := nodeScope{complete: true, newMachines: ms, nodes: map[string]*corev1.Node{
-		"node-kept": nmNode("node-kept", nmOurs()), "node-expired": nmNode("node-expired", nmOurs()),
-		"node-plain": nmNode("node-plain", nmOurs(), nmTainted()),
+		"node-kept": nmNode("node-kept", nmOurs(), nmBound(ms[0])), "node-expired": nmNode("node-expired", nmOurs(), nmBound(ms[1])),
+		"node-plain": nmNode("node-plain", nmOurs(), nmTainted(), nmBound(ms[2])),
 	}, preserved: preservedNodes(ms, now)}
 	want := []nodeChange{{Node: "node-expired", ScaleDown: -1}, {Node: "node-plain", Taint: -1, ScaleDown: -1}}
 	if diff := cmp.Diff(want, s.plan(true), cmpopts.EquateEmpty()); diff != "" {
@@ -152,7 +152,7 @@ func TestRolloutCleanupSkipsPreservedNodes(t *testing.T) {
 	}
 	// A preserved node keeps the rollout taint's removal: only its
 	// annotation is the preservation's.
-	s.nodes["node-kept"] = nmNode("node-kept", nmOurs(), nmTainted())
+	s.nodes["node-kept"] = nmNode("node-kept", nmOurs(), nmTainted(), nmBound(ms[0]))
 	want = []nodeChange{{Node: "node-expired", ScaleDown: -1}, {Node: "node-kept", Taint: -1}, {Node: "node-plain", Taint: -1, ScaleDown: -1}}
 	if diff := cmp.Diff(want, s.plan(true), cmpopts.EquateEmpty()); diff != "" {
 		t.Errorf("marks at completion, the preserved node tainted (-want +got):\n%s", diff)

@@ -216,7 +216,7 @@ func relabelled() msOpt {
 }
 
 // skeletonMachines are n Running machines of s, named <set>-<i>; with
-// nodes, each on a node of its name that confirms it.
+// nodes, each on a node of its name bound to it.
 func skeletonMachines(s *v1alpha1.MachineSet, n int, nodes *[]runtime.Object) []runtime.Object {
 	var out []runtime.Object
 	for _, m := range machines(s.Name, n) {
@@ -226,7 +226,7 @@ func skeletonMachines(s *v1alpha1.MachineSet, n int, nodes *[]runtime.Object) []
 		if nodes != nil {
 			m.Labels[v1alpha1.NodeLabelKey] = "node-" + m.Name
 			m.Spec.ProviderID = nmVM("node-" + m.Name)
-			*nodes = append(*nodes, nmNode("node-"+m.Name))
+			*nodes = append(*nodes, nmNode("node-"+m.Name, nmBound(m)))
 		}
 		out = append(out, m)
 	}

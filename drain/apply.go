@@ -15,6 +15,7 @@ import (
 	policyv1 "k8s.io/api/policy/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/rest"
 )
 
 // request is one eviction or force deletion of a pass.
@@ -197,16 +198,41 @@ func (d *Drainer) send(ctx context.Context, dec Decision) error {
 		del.GracePeriodSeconds = &secs
 	}
 	if dec.Action == ActionForceDelete {
+		if r := once(d.client.CoreV1().RESTClient(), "DELETE"); r != nil {
+			return r.Namespace(dec.Pod.Namespace).Resource("pods").Name(dec.Pod.Name).Body(del).Do(ctx).Error()
+		}
 		return d.client.CoreV1().Pods(dec.Pod.Namespace).Delete(ctx, dec.Pod.Name, *del)
 	}
-	err := d.client.PolicyV1().Evictions(dec.Pod.Namespace).Evict(ctx, &policyv1.Eviction{
-		ObjectMeta:    metav1.ObjectMeta{Namespace: dec.Pod.Namespace, Name: dec.Pod.Name},
-		DeleteOptions: del,
-	})
+	ev := &policyv1.Eviction{ObjectMeta: metav1.ObjectMeta{Namespace: dec.Pod.Namespace, Name: dec.Pod.Name}, DeleteOptions: del}
+	var err error
+	if r := once(d.client.PolicyV1().RESTClient(), "POST"); r != nil {
+		// The path of client-go's Evict: the eviction subresource of the
+		// core pod, with a policy/v1 body.
+		err = r.AbsPath("/api/v1").Namespace(ev.Namespace).Resource("pods").Name(ev.Name).SubResource("eviction").Body(ev).Do(ctx).Error()
+	} else {
+		err = d.client.PolicyV1().Evictions(dec.Pod.Namespace).Evict(ctx, ev)
+	}
 	if err == nil || ctx.Err() == nil { // a request cut short got no answer to count
 		d.metrics.evictionRequest(statusCode(err))
 	}
 	return err
+}
+
+// once returns a request of verb through rc that is sent once. client-go
+// retries an answer with Retry-After (429, or a 5xx) inside the call, up to
+// ten times, sleeping what the server asks: the eviction API answers 429
+// with Retry-After 10 s while a PodDisruptionBudget's status is not
+// computed yet, and a pass (with its worker and a slot of the pass's
+// requests) would wait 100 s on one pod. A refused eviction is this pass's
+// answer instead: the pod is blocked at once, and the next pass comes on
+// the drain's own backoff or the budget's update. once returns nil when rc
+// is no REST client (client-go's fake clientsets, which have none and do
+// not retry); the caller then uses the typed client.
+func once(rc rest.Interface, verb string) *rest.Request {
+	if c, ok := rc.(*rest.RESTClient); rc == nil || (ok && c == nil) {
+		return nil
+	}
+	return rc.Verb(verb).MaxRetries(0)
 }
 
 // record applies one outcome to the result. It runs on the goroutine of

@@ -54,7 +54,13 @@
 // its healthy pods than its status allows, and when it allows none, one
 // probe: the API server decides, and a 429 starts an exponential backoff
 // (Options.BackoffInitial doubling up to BackoffMax) for the whole budget,
-// kept in State, so there is never a hot loop of refused evictions. The
+// kept in State, so there is never a hot loop of refused evictions. A
+// 429 is this pass's answer at once, whatever Retry-After it carries:
+// evictions and force deletions are sent once (client-go would otherwise
+// sleep the server's Retry-After and try again inside the call, ten
+// times, and the eviction API asks for 10 s while a budget's status is
+// not computed yet), and the server's hint only lengthens the budget's
+// backoff. The
 // backoff is only the fallback: as soon as the budget's status (of its
 // current generation) allows a disruption again, its pods are evicted,
 // never more than it allows, whatever the timer says. Budgets that allow

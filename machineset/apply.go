@@ -116,7 +116,7 @@ func (c *Controller) applyOwnership(ctx context.Context, s *scope, set *v1alpha1
 	if len(failed) > 0 {
 		notAdopted := func(m *v1alpha1.Machine) bool { return failed[m] }
 		mp = planMachines(s, slices.DeleteFunc(slices.Clone(mp.Owned), notAdopted),
-			slices.DeleteFunc(slices.Clone(mp.Foreign), notAdopted), c.opts.BurstReplicas)
+			slices.DeleteFunc(slices.Clone(s.foreign), notAdopted), c.opts.BurstReplicas)
 	}
 	return mp, adopted, errors.Join(errs...)
 }
@@ -181,7 +181,7 @@ func foreignFields(a map[string]string) patch.Fields {
 // v1alpha1.ForeignMachinesAnnotation when the plan says so. It returns the
 // set as written.
 func (c *Controller) recordForeign(ctx context.Context, set *v1alpha1.MachineSet, m machinePlan) (*v1alpha1.MachineSet, error) {
-	listed := persistedForeign(set)
+	listed := machinestate.ForeignMachines(set)
 	for _, f := range m.Foreign {
 		if !listed[f.UID] {
 			c.event(set, corev1.EventTypeWarning, ReasonForeignMachine, fmt.Sprintf(

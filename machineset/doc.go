@@ -136,7 +136,10 @@
 // Machines the informer showed controlled by the set when the controller
 // started are its own too, unless the set lists them in
 // v1alpha1.ForeignMachinesAnnotation, which the controller keeps so that a
-// restart does not launder them. Every other machine the set controls
+// restart does not launder them; it lists a foreign machine until it is
+// gone, being deleted included, so that the replacement budget (which
+// reads it) never counts one that a finalizer of its creator keeps
+// Terminating. Every other machine the set controls
 // (an adopted orphan, a machine created with its controller reference) is
 // foreign: it stays the set's, as in MCM, but goes first on the ladder, is
 // named once by a ForeignMachine Warning event and in the condition

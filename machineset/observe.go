@@ -40,7 +40,7 @@ type scope struct {
 	// sync fails.
 	adoptErr error
 	// foreign are the machines among owned() the set did not create
-	// (provenance), sorted by name.
+	// (provenance), those being deleted included, sorted by name.
 	foreign []*v1alpha1.Machine
 
 	// frozen says why the set creates no machines now, "" if it may.
@@ -104,7 +104,7 @@ func (c *Controller) observe(ctx context.Context, key string, set *v1alpha1.Mach
 	}
 	s.policy, s.policyErr = policyOf(set, c.opts.DeletionPolicy)
 	s.wanted, s.capped = wantedReplicas(set, c.opts.MaxReplicas)
-	s.foreign = c.prov.foreign(key, set, s.owned(), persistedForeign(set), func() []*v1alpha1.MachineSet { return c.siblings(set) },
+	s.foreign = c.prov.foreign(key, set, s.owned(), machinestate.ForeignMachines(set), func() []*v1alpha1.MachineSet { return c.siblings(set) },
 		s.now, c.exp.TTL())
 	return s, nil
 }

@@ -32,9 +32,10 @@ type machinePlan struct {
 	// template's: one patch each.
 	Propagate []*v1alpha1.Machine
 	// Foreign are the owned machines the set did not create
-	// (provenance); RecordForeign tells that
-	// v1alpha1.ForeignMachinesAnnotation does not list them yet, and is
-	// written with ForeignAnnotation.
+	// (provenance), not being deleted; RecordForeign tells that
+	// v1alpha1.ForeignMachinesAnnotation does not list the foreign
+	// machines yet, those being deleted included, and is written with
+	// ForeignAnnotation.
 	Foreign           []*v1alpha1.Machine
 	RecordForeign     bool
 	ForeignAnnotation string
@@ -79,7 +80,7 @@ func planMachines(s *scope, owned, foreign []*v1alpha1.Machine, burst int) machi
 	p := machinePlan{
 		Owned:             owned,
 		Propagate:         lagging(set, owned),
-		Foreign:           foreign,
+		Foreign:           slices.DeleteFunc(slices.Clone(foreign), machinestate.BeingDeleted),
 		ForeignAnnotation: foreignAnnotation(foreign),
 		AutoPreserve:      marks,
 		Replicas:          planReplicas(set, s.wanted, withMarks(owned, marks), s.frozen != "" || s.noClass != "", burst, rankBy),

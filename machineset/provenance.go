@@ -130,10 +130,12 @@ func (p *provenance) forgetSet(key string) {
 	delete(p.created, key)
 }
 
-// foreign returns the machines among set's (key's) machines that are not
-// being deleted and that the set did not create, sorted by name.
-// persisted are the UIDs the set's v1alpha1.ForeignMachinesAnnotation
-// lists; siblings, called only when a machine is not known as the set's,
+// foreign returns the machines among set's (key's) machines that the set
+// did not create, sorted by name, those being deleted included: the
+// annotation lists them until they are gone, so that the replacement
+// budget never counts a foreign machine that a finalizer of its creator
+// keeps Terminating, nor a restart takes it for inherited. persisted are
+// the UIDs the set's v1alpha1.ForeignMachinesAnnotation lists; siblings, called only when a machine is not known as the set's,
 // lists the sets with the same controller (see fromSibling). Creations
 // that were never seen are forgotten after ttl.
 func (p *provenance) foreign(key string, set *v1alpha1.MachineSet, machines []*v1alpha1.Machine, persisted map[types.UID]bool,
@@ -158,9 +160,7 @@ func (p *provenance) foreign(key string, set *v1alpha1.MachineSet, machines []*v
 			}
 			created[m.Name] = createdMachine{uid: m.UID, sent: now}
 		default:
-			if !machinestate.BeingDeleted(m) {
-				out = append(out, m)
-			}
+			out = append(out, m)
 		}
 	}
 	for name, c := range created {
@@ -182,26 +182,11 @@ func (p *provenance) fromSibling(m *v1alpha1.Machine, siblings []*v1alpha1.Machi
 		if c, ok := p.created[s.Namespace+"/"+s.Name][m.Name]; ok && c.uid == m.UID {
 			return true
 		}
-		if s.UID != "" && p.inherited[m.UID] == s.UID && !persistedForeign(s)[m.UID] {
+		if s.UID != "" && p.inherited[m.UID] == s.UID && !machinestate.ForeignMachines(s)[m.UID] {
 			return true
 		}
 	}
 	return false
-}
-
-// persistedForeign reads the set's v1alpha1.ForeignMachinesAnnotation.
-func persistedForeign(set *v1alpha1.MachineSet) map[types.UID]bool {
-	v := set.Annotations[v1alpha1.ForeignMachinesAnnotation]
-	if v == "" {
-		return nil
-	}
-	out := map[types.UID]bool{}
-	for uid := range strings.SplitSeq(v, ",") {
-		if uid = strings.TrimSpace(uid); uid != "" {
-			out[types.UID(uid)] = true
-		}
-	}
-	return out
 }
 
 // foreignAnnotation is the value of v1alpha1.ForeignMachinesAnnotation

@@ -31,6 +31,10 @@
 //     read it here.
 //   - Indexes (index.go): the informer indexes of machines that several
 //     controllers read, added once per informer by EnsureIndex.
+//   - Foreign machines (foreign.go): the machines a MachineSet lists as
+//     not created by it (ForeignMachines), which package machineset
+//     decides and writes, and which the replacement budget leaves out of
+//     a deployment's machines.
 //   - Freeze (frozen.go): why a MachineSet or MachineDeployment adds no
 //     machines now (FrozenReason): its freeze label, or the safety gate;
 //     both controllers hold creations back for the same reasons, told in

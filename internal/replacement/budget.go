@@ -125,26 +125,28 @@ func (b *Budget) setOf(namespace, name string) *v1alpha1.MachineSet {
 	return s
 }
 
-// members are the cached machines of group g.
+// members are the cached machines of group g: of a deployment, those its
+// sets control and created (createdBy); of a set not known, all it
+// controls.
 func (b *Budget) members(g replacementGroup) []*v1alpha1.Machine {
-	uids := []types.UID{g.UID}
-	if g.Kind == machineDeploymentGVK.Kind {
-		// Only a known set leads to a deployment group: b.sets is set.
-		sets, _ := b.sets.MachineSets(g.Namespace).List(labels.Everything()) // a cache read never fails
-		uids = uids[:0]
-		for _, s := range sets {
-			if dg, ok := deploymentGroupOf(s); ok && dg.UID == g.UID {
-				uids = append(uids, s.UID)
+	var out []*v1alpha1.Machine
+	add := func(uid types.UID, foreign map[types.UID]bool) {
+		objs, _ := b.machines.ByIndex(indexByControllingSet, setIndexKey(g.Namespace, uid)) // the index exists: New added it
+		for _, o := range objs {
+			if m, ok := o.(*v1alpha1.Machine); ok && !foreign[m.UID] {
+				out = append(out, m)
 			}
 		}
 	}
-	var out []*v1alpha1.Machine
-	for _, uid := range uids {
-		objs, _ := b.machines.ByIndex(indexByControllingSet, setIndexKey(g.Namespace, uid)) // the index exists: New added it
-		for _, o := range objs {
-			if m, ok := o.(*v1alpha1.Machine); ok {
-				out = append(out, m)
-			}
+	if g.Kind != machineDeploymentGVK.Kind {
+		add(g.UID, nil)
+		return out
+	}
+	// Only a known set leads to a deployment group: b.sets is set.
+	sets, _ := b.sets.MachineSets(g.Namespace).List(labels.Everything()) // a cache read never fails
+	for _, s := range sets {
+		if dg, ok := deploymentGroupOf(s); ok && dg.UID == g.UID {
+			add(s.UID, machinestate.ForeignMachines(s))
 		}
 	}
 	return out

@@ -21,7 +21,11 @@
 // the set cache). Unlike MCM, which counts the machines labelled
 // name=<deployment>, a label counts for nothing: anyone who may create a
 // Machine may label it, and no machine this module creates carries the
-// label. A machine no set controls, or of a set no deployment controls, is
+// label. Nor does a controller reference alone: a deployment counts only
+// the machines its sets created, leaving out those a set lists as foreign
+// (machinestate.ForeignMachines: adopted, or created by someone else with
+// the set's controller reference), Terminating ones included, which a
+// finalizer of their creator could keep forever. A machine no set controls, or of a set no deployment controls, is
 // never held back, as MCM never holds back a machine without a
 // deployment; without the set cache each set's machines are a group of
 // their own (a deployment in a rollout then has a slot per set).

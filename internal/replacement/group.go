@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/machinestate"
 )
 
 var (
@@ -57,7 +58,12 @@ type setLookup func(namespace, name string) *v1alpha1.MachineSet
 // controls the MachineSet that controls m, matched by UID at each step.
 // A machine no set controls (created by hand, whatever its labels) is in
 // no group, nor is one of a set no deployment controls: neither is ever
-// held back, as MCM never holds back a machine without a deployment.
+// held back, as MCM never holds back a machine without a deployment. Nor
+// is a machine its set lists as foreign (machinestate.ForeignMachines:
+// the set did not create it, it came with the set's controller reference
+// or was adopted): a controller reference is anyone's to write who may
+// create machines, and such a machine, kept Terminating by a finalizer of
+// its creator or stuck Pending, would hold the deployment's only slot.
 // When the set is not known (setOf returns nil, or a set of that name
 // with another UID), the machine counts with the other machines of its
 // set: bounded, and by nothing a foreign machine can join.
@@ -69,6 +75,9 @@ func groupOf(m *v1alpha1.Machine, setOf setLookup) (replacementGroup, bool) {
 	s := setOf(m.Namespace, ref.Name)
 	if s == nil || s.UID != ref.UID {
 		return replacementGroup{Kind: machineSetGVK.Kind, Namespace: m.Namespace, Name: ref.Name, UID: ref.UID}, true
+	}
+	if machinestate.ForeignMachines(s)[m.UID] {
+		return replacementGroup{}, false
 	}
 	return deploymentGroupOf(s)
 }

@@ -22,7 +22,15 @@
 // anyone who may create a Machine may label it, and two such machines
 // stuck in CrashLoopBackOff would otherwise hold a deployment's only slot
 // for good, so that its broken machines were never replaced; and no
-// machine this module's controllers create carries the label. A machine no
+// machine this module's controllers create carries the label. A
+// controller reference is anyone's to write too: of a set's machines only
+// those it created count, not those it lists as foreign in its
+// mcmkit.io/foreign-machines annotation (adopted, or created by someone
+// else with its controller reference; package machineset keeps the list,
+// being deleted included, until they are gone), so that a forged machine
+// kept Terminating by a finalizer of its creator holds no slot. Such a
+// machine counts until its set's first sync lists it, and always without
+// the set cache (Options.MachineSets), which alone shows the list. A machine no
 // set controls, or of a set no deployment controls, is never held back, as
 // MCM never holds back a machine without a deployment; a Budget without
 // the set cache counts each set's machines on their own (a deployment in a
