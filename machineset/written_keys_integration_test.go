@@ -105,7 +105,7 @@ func TestIntegrationSelectorNodeExistsAdoptsNothing(t *testing.T) {
 	deleteEverythingAtTheEnd(t, w)
 	ctx := context.Background()
 	machines := w.Machines.MachineV1alpha1().Machines(w.NS)
-	for _, name := range []string{"standalone-a", "standalone-b"} {
+	for _, name := range []string{"bound-a", "bound-b"} {
 		m := &v1alpha1.Machine{
 			ObjectMeta: metav1.ObjectMeta{Name: name, Namespace: w.NS, Labels: map[string]string{"app": "db"}},
 			Spec:       v1alpha1.MachineSpec{Class: v1alpha1.ClassSpec{Kind: "MachineClass", Name: w.Class}},
@@ -177,7 +177,7 @@ func TestIntegrationSelectorNodeExistsAdoptsNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := names(list.Items); len(got) != 2 || got[0] != "standalone-a" || got[1] != "standalone-b" {
+	if got := names(list.Items); len(got) != 2 || got[0] != "bound-a" || got[1] != "bound-b" {
 		t.Fatalf("machines: got %v, want the two standalone ones", got)
 	}
 	for _, m := range list.Items {
