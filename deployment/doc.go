@@ -23,7 +23,7 @@
 //     DoesNotExist), or a selector or template using a label key the
 //     controllers write on machines or sets (node, update-result,
 //     machine-template-hash, scale-up-disabled, freeze:
-//     validation.ControllerWrittenKey), makes the deployment invalid and
+//     validation.SelectorAdopts), makes the deployment invalid and
 //     selects nothing: it would lose its sets and machines through the
 //     controllers' own writes and create others, or claim others'. A
 //     sync waits until the cache shows the controller's own writes to the

@@ -64,7 +64,7 @@
 //     no positive requirement (only NotIn and DoesNotExist; a requirement
 //     on a key the controllers write does not count), or a selector or
 //     template using a label key the controllers write on machines (node,
-//     update-result: validation.ControllerWrittenKey; the set would
+//     update-result: validation.SelectorAdopts; the set would
 //     release each machine once it is bound and create another without
 //     end, or adopt every bound machine), stored before the CRDs refused
 //     it; or, with Informers.Classes, a template naming a MachineClass

@@ -20,7 +20,7 @@ import (
 
 // SelectorOwner is the kind whose selector and template are checked: it
 // decides which label keys the controllers write on what the selector
-// selects (ControllerWrittenKey).
+// selects (see SelectorAdopts).
 type SelectorOwner int
 
 const (
@@ -46,7 +46,7 @@ var (
 		v1alpha1.MachineTemplateHashLabelKey, v1alpha1.ScaleUpDisabledLabel, v1alpha1.FreezeLabelKey)
 )
 
-// ControllerWrittenKey reports whether a controller writes the label key on
+// controllerWrittenKey reports whether a controller writes the label key on
 // what a selector of owner selects. A selector using such a key loses hold
 // of its objects once the controller rewrites or removes the label (the set
 // releases the machine and creates another, without end), or adopts the
@@ -55,7 +55,7 @@ var (
 // Neither may use one. The template hash is the deployment's to set: the
 // sets a deployment creates carry it in their selector and template, so a
 // MachineSet may, and a MachineDeployment may not.
-func ControllerWrittenKey(owner SelectorOwner, key string) bool {
+func controllerWrittenKey(owner SelectorOwner, key string) bool {
 	if owner == OwnerMachineDeployment {
 		return slices.Contains(deploymentWrittenKeys, key)
 	}
@@ -74,7 +74,7 @@ func validateSelectorAndTemplate(owner SelectorOwner, selector *metav1.LabelSele
 	errs = append(errs, validateAnnotations(template.Annotations, metadata.Child("annotations"))...)
 	errs = append(errs, validateMachineSpec(&template.Spec, templatePath.Child("spec"))...)
 	for _, key := range slices.Sorted(maps.Keys(template.Labels)) {
-		if ControllerWrittenKey(owner, key) {
+		if controllerWrittenKey(owner, key) {
 			errs = append(errs, field.Invalid(metadata.Child("labels").Key(key), template.Labels[key], msgControllerWrittenKeys(owner)))
 		}
 	}
@@ -103,7 +103,7 @@ func validateSelector(owner SelectorOwner, selector *metav1.LabelSelector, templ
 	matchLabels := path.Child("matchLabels")
 	for _, key := range slices.Sorted(maps.Keys(selector.MatchLabels)) {
 		want := selector.MatchLabels[key]
-		if ControllerWrittenKey(owner, key) {
+		if controllerWrittenKey(owner, key) {
 			errs = append(errs, field.Invalid(matchLabels.Key(key), want, msgControllerWrittenKeys(owner)))
 		}
 		if got, ok := templateLabels[key]; !ok || got != want {
@@ -113,7 +113,7 @@ func validateSelector(owner SelectorOwner, selector *metav1.LabelSelector, templ
 	matchExpressions := path.Child("matchExpressions")
 	templateSet := labels.Set(templateLabels)
 	for i, requirement := range selector.MatchExpressions {
-		if ControllerWrittenKey(owner, requirement.Key) {
+		if controllerWrittenKey(owner, requirement.Key) {
 			errs = append(errs, field.Invalid(matchExpressions.Index(i).Child("key"), requirement.Key, msgControllerWrittenKeys(owner)))
 		}
 		// One requirement at a time, so the error names the one that fails.
@@ -132,7 +132,10 @@ func validateSelector(owner SelectorOwner, selector *metav1.LabelSelector, templ
 
 // SelectorAdopts reports whether a set (owner OwnerMachineSet) or a
 // deployment with selector may adopt anything: the selector has a positive
-// requirement and names no key a controller writes (ControllerWrittenKey).
+// requirement and names no key a controller writes on what it selects
+// (controllerWrittenKey): node and node.machine.sapcloud.io/update-result,
+// and for a deployment also machine-template-hash,
+// node.machine.sapcloud.io/scale-up-disabled and freeze.
 // A nil selector may not. The controllers adopt only through such a
 // selector; any other is invalid (ValidateMachineSet,
 // ValidateMachineDeployment) and selects nothing.
@@ -141,12 +144,12 @@ func SelectorAdopts(owner SelectorOwner, selector *metav1.LabelSelector) bool {
 		return false
 	}
 	for key := range selector.MatchLabels {
-		if ControllerWrittenKey(owner, key) {
+		if controllerWrittenKey(owner, key) {
 			return false
 		}
 	}
 	for _, e := range selector.MatchExpressions {
-		if ControllerWrittenKey(owner, e.Key) {
+		if controllerWrittenKey(owner, e.Key) {
 			return false
 		}
 	}
@@ -166,12 +169,12 @@ func positiveRequirement(owner SelectorOwner, selector *metav1.LabelSelector) bo
 		return false
 	}
 	for key := range selector.MatchLabels {
-		if !ControllerWrittenKey(owner, key) {
+		if !controllerWrittenKey(owner, key) {
 			return true
 		}
 	}
 	for _, e := range selector.MatchExpressions {
-		if (e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists) && !ControllerWrittenKey(owner, e.Key) {
+		if (e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists) && !controllerWrittenKey(owner, e.Key) {
 			return true
 		}
 	}

@@ -57,7 +57,7 @@ func msgDurationBound(name string) string { return name + " must be at most 1000
 func msgDurationPositive(name string) string { return name + " must be greater than 0s" }
 
 // msgControllerWrittenKeys is the CEL message of the rule that keeps the
-// keys ControllerWrittenKey names out of owner's selector and template.
+// keys controllerWrittenKey names out of owner's selector and template.
 func msgControllerWrittenKeys(owner SelectorOwner) string {
 	if owner == OwnerMachineDeployment {
 		return "selector and template.metadata.labels must not use the label keys " + joinKeys(deploymentWrittenKeys) +
