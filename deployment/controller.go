@@ -353,14 +353,16 @@ func (c *Controller) deploymentOfMachine(m *v1alpha1.Machine) string {
 // enqueueSelecting queues the deployments whose selector matches an orphan
 // set. A selector without a positive requirement (empty, or only NotIn and
 // DoesNotExist) selects nothing here: the deployment is invalid, and would
-// claim nearly every set.
+// claim nearly every set. Nor does one naming a label key the controllers
+// write (validation.SelectorAdopts): the deployment is invalid, and would
+// lose its sets or claim others' through the controllers' own writes.
 func (c *Controller) enqueueSelecting(s *v1alpha1.MachineSet) {
 	ds, err := c.deployments.MachineDeployments(s.Namespace).List(everything)
 	if err != nil {
 		return
 	}
 	for _, d := range ds {
-		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && validation.PositiveSelector(d.Spec.Selector) && sel.Matches(labels.Set(s.Labels)) {
+		if sel, err := metav1.LabelSelectorAsSelector(d.Spec.Selector); err == nil && validation.SelectorAdopts(validation.OwnerMachineDeployment, d.Spec.Selector) && sel.Matches(labels.Set(s.Labels)) {
 			c.queue.Add(workqueue.KeyOf(d))
 		}
 	}

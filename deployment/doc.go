@@ -20,7 +20,12 @@
 //   - Sets are claimed by the deployment's selector with a controllerRef,
 //     orphans adopted after an uncached read confirms the deployment; a
 //     selector without a positive requirement (empty, or only NotIn and
-//     DoesNotExist) makes the deployment invalid and selects nothing. A
+//     DoesNotExist), or a selector or template using a label key the
+//     controllers write on machines or sets (node, update-result,
+//     machine-template-hash, scale-up-disabled, freeze:
+//     validation.SelectorAdopts), makes the deployment invalid and
+//     selects nothing: it would lose its sets and machines through the
+//     controllers' own writes and create others, or claim others'. A
 //     sync waits until the cache shows the controller's own writes to the
 //     sets, the new set it created included, so no set is scaled or
 //     created twice.

@@ -246,15 +246,16 @@ func (c *Controller) enqueueSetsOfClass(obj any) {
 }
 
 // enqueueSelecting queues the sets whose selector matches an orphan. A
-// selector without a positive requirement selects nothing here: such a set
-// is invalid (validation.PositiveSelector) and adopts nothing.
+// selector without a positive requirement, or naming a label key the
+// controllers write (node, ...), selects nothing here: such a set is
+// invalid (validation.SelectorAdopts) and adopts nothing.
 func (c *Controller) enqueueSelecting(m *v1alpha1.Machine) {
 	sets, err := c.sets.MachineSets(m.Namespace).List(everything)
 	if err != nil {
 		return
 	}
 	for _, s := range sets {
-		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && validation.PositiveSelector(s.Spec.Selector) && sel.Matches(labelsOf(m)) {
+		if sel, err := metav1.LabelSelectorAsSelector(s.Spec.Selector); err == nil && validation.SelectorAdopts(validation.OwnerMachineSet, s.Spec.Selector) && sel.Matches(labelsOf(m)) {
 			c.queue.Add(workqueue.KeyOf(s))
 		}
 	}

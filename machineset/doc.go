@@ -58,12 +58,17 @@
 //     changes without replacing it.
 //   - A set being deleted deletes its machines in ladder order and keeps
 //     its finalizer until none is left.
-//   - A set that got past admission but cannot work (a selector that does
-//     not match its template, or that has no positive requirement, only
-//     NotIn and DoesNotExist, stored before the CRDs refused it; or, with
-//     Informers.Classes, a template naming a MachineClass that does not
-//     exist) gets the ReplicaFailure condition and one event, and is
-//     retried with backoff; nothing is created until it can work, and an
+//   - A set that got past admission but cannot work gets the
+//     ReplicaFailure condition and one event, and is retried with
+//     backoff: a selector that does not match its template, or that has
+//     no positive requirement (only NotIn and DoesNotExist; a requirement
+//     on a key the controllers write does not count), or a selector or
+//     template using a label key the controllers write on machines (node,
+//     update-result: validation.SelectorAdopts; the set would
+//     release each machine once it is bound and create another without
+//     end, or adopt every bound machine), stored before the CRDs refused
+//     it; or, with Informers.Classes, a template naming a MachineClass
+//     that does not exist. Nothing is created until it can work, and an
 //     invalid selector adopts and deletes nothing. A set waiting for its
 //     class still scales down, and resumes creating when the class appears.
 //

@@ -25,11 +25,12 @@ var crdResource = schema.GroupVersionResource{Group: "apiextensions.k8s.io", Ver
 // selector without a positive requirement.
 const positiveRule = "selector must have a positive requirement"
 
-// storeWithoutPositiveRule stores obj (a MachineSet or MachineDeployment)
-// through a CRD without the rule that refuses selectors without a positive
-// requirement, as an installation from before the rule may hold it, and
-// puts the CRD back. Without such a rule in the CRD it just creates obj.
-func storeWithoutPositiveRule(t *testing.T, obj runtime.Object, resource string) {
+// storeWithoutRule stores obj (a MachineSet or MachineDeployment) through a
+// CRD without the rules whose message starts with rule (for example the
+// one that refuses selectors without a positive requirement), as an
+// installation from before the rule may hold it, and puts the CRD back.
+// Without such a rule in the CRD it just creates obj.
+func storeWithoutRule(t *testing.T, obj runtime.Object, resource, rule string) {
 	t.Helper()
 	env := testenv.Get(t)
 	ctx := context.Background()
@@ -60,7 +61,7 @@ func storeWithoutPositiveRule(t *testing.T, obj runtime.Object, resource string)
 		rules, _, _ := unstructured.NestedSlice(v, path...)
 		var kept []any
 		for _, r := range rules {
-			if msg, _ := r.(map[string]any)["message"].(string); !strings.HasPrefix(msg, positiveRule) {
+			if msg, _ := r.(map[string]any)["message"].(string); !strings.HasPrefix(msg, rule) {
 				kept = append(kept, r)
 			}
 		}
@@ -136,8 +137,8 @@ func TestIntegrationSelectorWithoutPositiveRequirement(t *testing.T) {
 		}
 	}
 	// Stored from before the rule, the controllers refuse them.
-	storeWithoutPositiveRule(t, set, "machinesets")
-	storeWithoutPositiveRule(t, deploy, "machinedeployments")
+	storeWithoutRule(t, set, "machinesets", positiveRule)
+	storeWithoutRule(t, deploy, "machinedeployments", positiveRule)
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		s, err := w.Machines.MachineV1alpha1().MachineSets(w.NS).Get(ctx, "negative", metav1.GetOptions{})
 		if err != nil {

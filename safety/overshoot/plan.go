@@ -181,9 +181,10 @@ func groupMachines(machines []*v1alpha1.Machine) machinesBySet {
 func (g machinesBySet) count(s *v1alpha1.MachineSet) int {
 	template := labels.SelectorFromSet(s.Spec.Template.Labels)
 	selector, err := metav1.LabelSelectorAsSelector(s.Spec.Selector)
-	if err != nil || !validation.PositiveSelector(s.Spec.Selector) {
-		// A set whose selector has no positive requirement (stored
-		// before admission refused it) adopts nothing.
+	if err != nil || !validation.SelectorAdopts(validation.OwnerMachineSet, s.Spec.Selector) {
+		// A set whose selector has no positive requirement, or names
+		// a label key the controllers write (stored before admission
+		// refused it), adopts nothing.
 		selector = labels.Nothing()
 	}
 	n := 0

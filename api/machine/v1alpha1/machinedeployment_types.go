@@ -42,6 +42,7 @@ type MachineDeployment struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || !has(self.selector.matchExpressions) || size(self.selector.matchExpressions) == 0 || self.selector.matchExpressions.exists(e, e.operator == 'In' || e.operator == 'Exists')",message="selector must have a positive requirement (a matchLabels entry, or a matchExpressions entry with operator In or Exists): a selector of only NotIn and DoesNotExist would adopt nearly every machine in the namespace"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",message="selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator == 'In' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'NotIn' ? !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'Exists' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) : !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels))",message="selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
+// +kubebuilder:validation:XValidation:rule="(!has(self.selector) || ((!has(self.selector.matchLabels) || !self.selector.matchLabels.exists(k, k in ['node', 'node.machine.sapcloud.io/update-result', 'machine-template-hash', 'node.machine.sapcloud.io/scale-up-disabled', 'freeze'])) && (!has(self.selector.matchExpressions) || !self.selector.matchExpressions.exists(e, e.key in ['node', 'node.machine.sapcloud.io/update-result', 'machine-template-hash', 'node.machine.sapcloud.io/scale-up-disabled', 'freeze'])))) && (!has(self.template) || !has(self.template.metadata) || !has(self.template.metadata.labels) || !self.template.metadata.labels.exists(k, k in ['node', 'node.machine.sapcloud.io/update-result', 'machine-template-hash', 'node.machine.sapcloud.io/scale-up-disabled', 'freeze']))",message="selector and template.metadata.labels must not use the label keys node, node.machine.sapcloud.io/update-result, machine-template-hash, node.machine.sapcloud.io/scale-up-disabled and freeze: the controllers write them on machines and machine sets, so a deployment selecting by them would lose its machine sets and create others without end, or adopt ones that are not its own"
 // +kubebuilder:validation:XValidation:rule="!has(self.progressDeadlineSeconds) || self.progressDeadlineSeconds > (has(self.minReadySeconds) ? self.minReadySeconds : 0)",message="progressDeadlineSeconds must be greater than minReadySeconds"
 type MachineDeploymentSpec struct {
 	// Replicas is the desired number of machines.
@@ -51,7 +52,11 @@ type MachineDeploymentSpec struct {
 
 	// Selector selects the machines of the deployment; it must match the
 	// template's labels and have a positive requirement (a matchLabels entry,
-	// or an In or Exists expression).
+	// or an In or Exists expression). Neither it nor the template's labels
+	// may use a label key the controllers write on machines and machine
+	// sets (node, node.machine.sapcloud.io/update-result,
+	// machine-template-hash, which the deployment adds to its sets,
+	// node.machine.sapcloud.io/scale-up-disabled and freeze).
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 

@@ -39,6 +39,7 @@ type MachineSet struct {
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || (has(self.selector.matchLabels) && size(self.selector.matchLabels) > 0) || !has(self.selector.matchExpressions) || size(self.selector.matchExpressions) == 0 || self.selector.matchExpressions.exists(e, e.operator == 'In' || e.operator == 'Exists')",message="selector must have a positive requirement (a matchLabels entry, or a matchExpressions entry with operator In or Exists): a selector of only NotIn and DoesNotExist would adopt nearly every machine in the namespace"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchLabels) || self.selector.matchLabels.all(k, has(self.template.metadata) && has(self.template.metadata.labels) && k in self.template.metadata.labels && self.template.metadata.labels[k] == self.selector.matchLabels[k])",message="selector.matchLabels must match template.metadata.labels: machines created from the template would not be selected"
 // +kubebuilder:validation:XValidation:rule="!has(self.selector) || !has(self.selector.matchExpressions) || self.selector.matchExpressions.all(e, e.operator == 'In' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'NotIn' ? !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels && e.values.exists(v, v == self.template.metadata.labels[e.key])) : e.operator == 'Exists' ? (has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels) : !(has(self.template.metadata) && has(self.template.metadata.labels) && e.key in self.template.metadata.labels))",message="selector.matchExpressions must match template.metadata.labels: machines created from the template would not be selected"
+// +kubebuilder:validation:XValidation:rule="(!has(self.selector) || ((!has(self.selector.matchLabels) || !self.selector.matchLabels.exists(k, k in ['node', 'node.machine.sapcloud.io/update-result'])) && (!has(self.selector.matchExpressions) || !self.selector.matchExpressions.exists(e, e.key in ['node', 'node.machine.sapcloud.io/update-result'])))) && (!has(self.template) || !has(self.template.metadata) || !has(self.template.metadata.labels) || !self.template.metadata.labels.exists(k, k in ['node', 'node.machine.sapcloud.io/update-result']))",message="selector and template.metadata.labels must not use the label keys node and node.machine.sapcloud.io/update-result: the controllers write them on machines, so a set selecting by them would lose its machines and create others without end, or adopt machines that are not its own"
 type MachineSetSpec struct {
 	// Replicas is the desired number of machines.
 	// +kubebuilder:validation:Minimum=0
@@ -47,7 +48,11 @@ type MachineSetSpec struct {
 
 	// Selector selects the machines of the set; it must match the template's
 	// labels and have a positive requirement (a matchLabels entry, or an In
-	// or Exists expression).
+	// or Exists expression). Neither it nor the template's labels may use
+	// a label key the controllers write on machines (node,
+	// node.machine.sapcloud.io/update-result): the set would lose each
+	// machine once the controller labels it, or adopt machines labelled for
+	// others. machine-template-hash is allowed: a deployment's sets carry it.
 	// +optional
 	Selector *metav1.LabelSelector `json:"selector,omitempty"`
 

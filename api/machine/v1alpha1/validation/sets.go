@@ -18,10 +18,54 @@ import (
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
 
+// SelectorOwner is the kind whose selector and template are checked: it
+// decides which label keys the controllers write on what the selector
+// selects (see SelectorAdopts).
+type SelectorOwner int
+
+const (
+	// OwnerMachineSet is a MachineSet, whose selector selects Machines.
+	OwnerMachineSet SelectorOwner = iota
+	// OwnerMachineDeployment is a MachineDeployment, whose selector selects
+	// MachineSets and, through them, Machines.
+	OwnerMachineDeployment
+)
+
+// Label keys the controllers write on the objects a selector selects. On
+// Machines: the machine controller writes node (the name of the machine's
+// Node), and the deployment controller writes update-result while it moves
+// a machine into the new set of an in-place rollout. A MachineDeployment's
+// selector also selects MachineSets, its template becomes theirs and their
+// machines', and the controllers write on those sets and machines: the
+// template hash the deployment adds to each set it creates (and moves a
+// machine's labels to), the scale-up-disabled mark of an in-place
+// rollout's old sets, and the safety controller's freeze label.
+var (
+	machineWrittenKeys    = []string{v1alpha1.NodeLabelKey, v1alpha1.UpdateResultLabel}
+	deploymentWrittenKeys = append(slices.Clone(machineWrittenKeys),
+		v1alpha1.MachineTemplateHashLabelKey, v1alpha1.ScaleUpDisabledLabel, v1alpha1.FreezeLabelKey)
+)
+
+// controllerWrittenKey reports whether a controller writes the label key on
+// what a selector of owner selects. A selector using such a key loses hold
+// of its objects once the controller rewrites or removes the label (the set
+// releases the machine and creates another, without end), or adopts the
+// objects the controller labelled for someone else (every bound machine
+// carries node); a template carrying it claims the controller's own mark.
+// Neither may use one. The template hash is the deployment's to set: the
+// sets a deployment creates carry it in their selector and template, so a
+// MachineSet may, and a MachineDeployment may not.
+func controllerWrittenKey(owner SelectorOwner, key string) bool {
+	if owner == OwnerMachineDeployment {
+		return slices.Contains(deploymentWrittenKeys, key)
+	}
+	return slices.Contains(machineWrittenKeys, key)
+}
+
 // validateSelectorAndTemplate checks the part MachineSets and
 // MachineDeployments share: the template, the selector, and that the
 // selector selects the machines created from the template.
-func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *v1alpha1.MachineTemplateSpec, spec *field.Path) field.ErrorList {
+func validateSelectorAndTemplate(owner SelectorOwner, selector *metav1.LabelSelector, template *v1alpha1.MachineTemplateSpec, spec *field.Path) field.ErrorList {
 	templatePath := spec.Child("template")
 	metadata := templatePath.Child("metadata")
 	// The CRD accepts any strings here; the API server would only reject
@@ -29,11 +73,16 @@ func validateSelectorAndTemplate(selector *metav1.LabelSelector, template *v1alp
 	errs := validateLabels(template.Labels, metadata.Child("labels"))
 	errs = append(errs, validateAnnotations(template.Annotations, metadata.Child("annotations"))...)
 	errs = append(errs, validateMachineSpec(&template.Spec, templatePath.Child("spec"))...)
-	errs = append(errs, validateSelector(selector, template.Labels, spec.Child("selector"))...)
+	for _, key := range slices.Sorted(maps.Keys(template.Labels)) {
+		if controllerWrittenKey(owner, key) {
+			errs = append(errs, field.Invalid(metadata.Child("labels").Key(key), template.Labels[key], msgControllerWrittenKeys(owner)))
+		}
+	}
+	errs = append(errs, validateSelector(owner, selector, template.Labels, spec.Child("selector"))...)
 	return errs
 }
 
-func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]string, path *field.Path) field.ErrorList {
+func validateSelector(owner SelectorOwner, selector *metav1.LabelSelector, templateLabels map[string]string, path *field.Path) field.ErrorList {
 	if selector == nil {
 		return field.ErrorList{field.Required(path, msgSelectorRequired)}
 	}
@@ -48,12 +97,15 @@ func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]
 	}
 
 	var errs field.ErrorList
-	if !PositiveSelector(selector) {
+	if !positiveRequirement(owner, selector) {
 		errs = append(errs, field.Invalid(path, metav1.FormatLabelSelector(selector), msgSelectorNotPositive))
 	}
 	matchLabels := path.Child("matchLabels")
 	for _, key := range slices.Sorted(maps.Keys(selector.MatchLabels)) {
 		want := selector.MatchLabels[key]
+		if controllerWrittenKey(owner, key) {
+			errs = append(errs, field.Invalid(matchLabels.Key(key), want, msgControllerWrittenKeys(owner)))
+		}
 		if got, ok := templateLabels[key]; !ok || got != want {
 			errs = append(errs, field.Invalid(matchLabels.Key(key), want, msgSelectorMatchLabels))
 		}
@@ -61,6 +113,9 @@ func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]
 	matchExpressions := path.Child("matchExpressions")
 	templateSet := labels.Set(templateLabels)
 	for i, requirement := range selector.MatchExpressions {
+		if controllerWrittenKey(owner, requirement.Key) {
+			errs = append(errs, field.Invalid(matchExpressions.Index(i).Child("key"), requirement.Key, msgControllerWrittenKeys(owner)))
+		}
 		// One requirement at a time, so the error names the one that fails.
 		single := &metav1.LabelSelector{MatchExpressions: []metav1.LabelSelectorRequirement{requirement}}
 		parsed, err := metav1.LabelSelectorAsSelector(single)
@@ -75,21 +130,51 @@ func validateSelector(selector *metav1.LabelSelector, templateLabels map[string]
 	return errs
 }
 
-// PositiveSelector reports whether selector has a requirement that a
-// machine meets only by carrying a label: a matchLabels entry, or an In or
-// Exists expression. NotIn and DoesNotExist alone are met by every machine
-// without the label, standalone machines and other sets' orphans included,
-// so a MachineSet or MachineDeployment with such a selector would adopt
-// them. A nil selector has none.
-func PositiveSelector(selector *metav1.LabelSelector) bool {
+// SelectorAdopts reports whether a set (owner OwnerMachineSet) or a
+// deployment with selector may adopt anything: the selector has a positive
+// requirement and names no key a controller writes on what it selects
+// (controllerWrittenKey): node and node.machine.sapcloud.io/update-result,
+// and for a deployment also machine-template-hash,
+// node.machine.sapcloud.io/scale-up-disabled and freeze.
+// A nil selector may not. The controllers adopt only through such a
+// selector; any other is invalid (ValidateMachineSet,
+// ValidateMachineDeployment) and selects nothing.
+func SelectorAdopts(owner SelectorOwner, selector *metav1.LabelSelector) bool {
+	if !positiveRequirement(owner, selector) {
+		return false
+	}
+	for key := range selector.MatchLabels {
+		if controllerWrittenKey(owner, key) {
+			return false
+		}
+	}
+	for _, e := range selector.MatchExpressions {
+		if controllerWrittenKey(owner, e.Key) {
+			return false
+		}
+	}
+	return true
+}
+
+// positiveRequirement reports whether selector has a requirement that an
+// object meets only by carrying a label someone other than the controllers
+// put there: a matchLabels entry, or an In or Exists expression, on a key
+// no controller writes. NotIn and DoesNotExist alone are met by every
+// machine without the label, standalone machines and other sets' orphans
+// included, and Exists on node by every bound machine, so a MachineSet or
+// MachineDeployment with such a selector would adopt them. A nil selector
+// has none.
+func positiveRequirement(owner SelectorOwner, selector *metav1.LabelSelector) bool {
 	if selector == nil {
 		return false
 	}
-	if len(selector.MatchLabels) > 0 {
-		return true
+	for key := range selector.MatchLabels {
+		if !controllerWrittenKey(owner, key) {
+			return true
+		}
 	}
 	for _, e := range selector.MatchExpressions {
-		if e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists {
+		if (e.Operator == metav1.LabelSelectorOpIn || e.Operator == metav1.LabelSelectorOpExists) && !controllerWrittenKey(owner, e.Key) {
 			return true
 		}
 	}

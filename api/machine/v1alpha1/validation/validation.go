@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -54,6 +55,25 @@ func msgDurationBound(name string) string { return name + " must be at most 1000
 
 // msgDurationPositive is the CEL message of a zero timeout that must not be.
 func msgDurationPositive(name string) string { return name + " must be greater than 0s" }
+
+// msgControllerWrittenKeys is the CEL message of the rule that keeps the
+// keys controllerWrittenKey names out of owner's selector and template.
+func msgControllerWrittenKeys(owner SelectorOwner) string {
+	if owner == OwnerMachineDeployment {
+		return "selector and template.metadata.labels must not use the label keys " + joinKeys(deploymentWrittenKeys) +
+			": the controllers write them on machines and machine sets, so a deployment selecting by them would lose its machine sets and create others without end, or adopt ones that are not its own"
+	}
+	return "selector and template.metadata.labels must not use the label keys " + joinKeys(machineWrittenKeys) +
+		": the controllers write them on machines, so a set selecting by them would lose its machines and create others without end, or adopt machines that are not its own"
+}
+
+// joinKeys lists keys as a sentence does: "a, b and c".
+func joinKeys(keys []string) string {
+	if len(keys) < 2 {
+		return strings.Join(keys, "")
+	}
+	return strings.Join(keys[:len(keys)-1], ", ") + " and " + keys[len(keys)-1]
+}
 
 // msgIntOrPercent is the CEL message of maxSurge and maxUnavailable.
 func msgIntOrPercent(name string) string {
@@ -166,7 +186,7 @@ func ValidateMachineSet(set *v1alpha1.MachineSet) field.ErrorList {
 	errs := validateMinimum(int64(set.Spec.Replicas), 0, spec.Child("replicas"))
 	errs = append(errs, validateMinimum(int64(set.Spec.MinReadySeconds), 0, spec.Child("minReadySeconds"))...)
 	errs = append(errs, validateOptionalMinimum(set.Spec.AutoPreserveFailedMachineMax, 0, spec.Child("autoPreserveFailedMachineMax"))...)
-	errs = append(errs, validateSelectorAndTemplate(set.Spec.Selector, &set.Spec.Template, spec)...)
+	errs = append(errs, validateSelectorAndTemplate(OwnerMachineSet, set.Spec.Selector, &set.Spec.Template, spec)...)
 	return errs
 }
 
@@ -189,7 +209,7 @@ func ValidateMachineDeployment(deployment *v1alpha1.MachineDeployment) field.Err
 		}
 	}
 	errs = append(errs, validateStrategy(&s.Strategy, spec.Child("strategy"))...)
-	errs = append(errs, validateSelectorAndTemplate(s.Selector, &s.Template, spec)...)
+	errs = append(errs, validateSelectorAndTemplate(OwnerMachineDeployment, s.Selector, &s.Template, spec)...)
 	return errs
 }
 

@@ -126,12 +126,16 @@ func validMachineSet() *v1alpha1.MachineSet {
 }
 
 func validMachineDeployment() *v1alpha1.MachineDeployment {
+	// The deployment adds the template hash to the sets it creates; its
+	// own template must not carry it.
+	template := validTemplate()
+	delete(template.Labels, v1alpha1.MachineTemplateHashLabelKey)
 	return &v1alpha1.MachineDeployment{
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "shoot--dev"},
 		Spec: v1alpha1.MachineDeploymentSpec{
 			Replicas: 3,
 			Selector: &metav1.LabelSelector{MatchLabels: map[string]string{"name": "web"}},
-			Template: validTemplate(),
+			Template: template,
 			Strategy: v1alpha1.MachineDeploymentStrategy{
 				Type: v1alpha1.RollingUpdateMachineDeploymentStrategyType,
 				RollingUpdate: &v1alpha1.RollingUpdateMachineDeployment{UpdateConfiguration: v1alpha1.UpdateConfiguration{
