@@ -42,8 +42,10 @@ func (c *Controller) createPhase(ctx context.Context, obs observation, secret *c
 // driver call sees the same user data, as in MCM; GetMachineStatus next, so
 // that a VM that exists (from an earlier attempt whose result was lost) is
 // adopted, never created twice; CreateMachine only on NotFound;
-// InitializeMachine when the VM needs it. A VM whose node name is another
-// machine's node is deleted again (see takenNode).
+// InitializeMachine when the VM needs it. An answer that names another
+// machine's VM is refused (see takenVM and refuseVM); a VM of its own
+// whose node name is another machine's node is deleted again (see
+// takenNode).
 func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
 	secret, err := c.withBootstrapToken(ctx, m, secret)
 	if err != nil {
@@ -53,9 +55,17 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if out.FailedOp != "" {
 		return out
 	}
+	// The driver's answer is checked before any call carries its
+	// provider ID, InitializeMachine's included, and again after it.
+	if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
+		return c.refuseVM(ctx, m, class, secret, out, why)
+	}
 	if needInit {
 		if out = c.initializeVM(ctx, m, class, secret, out); out.FailedOp != "" {
 			return out
+		}
+		if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
+			return c.refuseVM(ctx, m, class, secret, out, why)
 		}
 	}
 	if err := checkCreated(out, c.target != nil); err != nil {
@@ -67,7 +77,8 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if owner := c.takenNode(m, out.NodeName); owner != "" {
 		// A node of that name belongs to another machine: the new VM
 		// would take it over. Delete the VM; the machine is Failed and
-		// will be replaced.
+		// will be replaced. The provider ID is no other machine's (takenVM
+		// said so): the driver named it for this machine.
 		vm := m.DeepCopy()
 		vm.Spec.ProviderID = out.ProviderID
 		if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: vm, MachineClass: class, Secret: secret}); err != nil {
@@ -78,6 +89,20 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	}
 	c.vouches.set(m, vouch{ProviderID: out.ProviderID})
 	return out
+}
+
+// refuseVM handles a driver's answer that names another machine's VM
+// (why says whose): the machine's own VM, if the driver made one, is
+// deleted by the machine's name — never by the provider ID the answer
+// named — and the machine is Failed (see planCreateOutcome); nothing of
+// the answer is kept.
+func (c *Controller) refuseVM(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, out createOutcome, why string) createOutcome {
+	logr.FromContextOrDiscard(ctx).Info("Refusing the driver's answer: it names another machine's VM", "providerID", out.ProviderID, "node", out.NodeName, "why", why)
+	c.vouches.forget(m)
+	if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: byName(m), MachineClass: class, Secret: secret}); err != nil {
+		return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
+	}
+	return createOutcome{ProviderID: out.ProviderID, NodeName: out.NodeName, Taken: why}
 }
 
 // findOrCreateVM asks the driver for the machine's VM by the machine's
