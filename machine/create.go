@@ -29,7 +29,7 @@ func (c *Controller) createPhase(ctx context.Context, obs observation, secret *c
 		cur, m = written, written
 	}
 	out := c.create(ctx, m, obs.Class, secret)
-	if out.FailedOp == "" {
+	if out.FailedOp == "" && out.Taken == "" {
 		logr.FromContextOrDiscard(ctx).Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
 	}
 	obs.Machine = m
@@ -58,14 +58,14 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	// The driver's answer is checked before any call carries its
 	// provider ID, InitializeMachine's included, and again after it.
 	if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
-		return c.refuseVM(ctx, m, class, secret, out, why)
+		return c.refuseVM(ctx, m, out, why)
 	}
 	if needInit {
 		if out = c.initializeVM(ctx, m, class, secret, out); out.FailedOp != "" {
 			return out
 		}
 		if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
-			return c.refuseVM(ctx, m, class, secret, out, why)
+			return c.refuseVM(ctx, m, out, why)
 		}
 	}
 	if err := checkCreated(out, c.target != nil); err != nil {
@@ -92,16 +92,15 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 }
 
 // refuseVM handles a driver's answer that names another machine's VM
-// (why says whose): the machine's own VM, if the driver made one, is
-// deleted by the machine's name — never by the provider ID the answer
-// named — and the machine is Failed (see planCreateOutcome); nothing of
-// the answer is kept.
-func (c *Controller) refuseVM(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret, out createOutcome, why string) createOutcome {
+// (why says whose): no call is made for that VM, and nothing of the
+// answer is kept; the machine is Failed (see planTakenVM). No VM is
+// deleted: the VM the answer names is another machine's, and a VM the
+// driver may have made for this machine is deleted with it, by its
+// name (the deletion never carries a provider ID the machine does not
+// own).
+func (c *Controller) refuseVM(ctx context.Context, m *v1alpha1.Machine, out createOutcome, why string) createOutcome {
 	logr.FromContextOrDiscard(ctx).Info("Refusing the driver's answer: it names another machine's VM", "providerID", out.ProviderID, "node", out.NodeName, "why", why)
 	c.vouches.forget(m)
-	if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: byName(m), MachineClass: class, Secret: secret}); err != nil {
-		return createOutcome{FailedOp: driver.OperationDeleteMachine, Err: err}
-	}
 	return createOutcome{ProviderID: out.ProviderID, NodeName: out.NodeName, Taken: why}
 }
 

@@ -139,10 +139,9 @@ func (d *lyingDriver) DeleteMachine(_ context.Context, req *driver.DeleteMachine
 
 // TestCreateRefusesAnotherMachinesVM: an answer of CreateMachine or
 // InitializeMachine that names the VM of another machine (one the driver
-// vouched for) is refused before any call carries its provider ID: the
-// machine's own VM is deleted by the machine's name, and the machine is
-// Failed with the driver's fault, without the answer's provider ID or
-// node.
+// vouched for) is refused before any call carries its provider ID, and
+// no VM is deleted for it: the machine is Failed with the driver's fault,
+// without the answer's provider ID or node.
 func TestCreateRefusesAnotherMachinesVM(t *testing.T) {
 	type result struct {
 		Calls                []string
@@ -159,9 +158,9 @@ func TestCreateRefusesAnotherMachinesVM(t *testing.T) {
 		want         result
 	}{
 		{"CreateMachine names the victim's VM", victims, victims,
-			result{[]string{"GetMachineStatus()", "CreateMachine()", "DeleteMachine()"}, true, "", "", v1alpha1.MachineFailed, "Internal", ReasonForeignVM}},
+			result{[]string{"GetMachineStatus()", "CreateMachine()"}, true, "", "", v1alpha1.MachineFailed, "Internal", ReasonForeignVM}},
 		{"InitializeMachine names the victim's VM", own, victims,
-			result{[]string{"GetMachineStatus()", "CreateMachine()", "InitializeMachine(p1)", "DeleteMachine()"}, true, "", "", v1alpha1.MachineFailed, "Internal", ReasonForeignVM}},
+			result{[]string{"GetMachineStatus()", "CreateMachine()", "InitializeMachine(p1)"}, true, "", "", v1alpha1.MachineFailed, "Internal", ReasonForeignVM}},
 		{"an answer of the machine's own", own, own,
 			result{[]string{"GetMachineStatus()", "CreateMachine()", "InitializeMachine(p1)"}, false, "p1", "n1", v1alpha1.MachinePending, "", ""}},
 	} {

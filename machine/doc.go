@@ -52,8 +52,9 @@
 //     or GetMachineStatus) that names another machine's VM — one another
 //     machine of this controller owns (see Claims), or whose node is
 //     bound to another machine, another manager's on a shared target —
-//     is refused before any call carries its provider ID: the machine's
-//     own VM is deleted by the machine's name, and the machine is Failed
+//     is refused before any call carries its provider ID, and no VM is
+//     deleted for it (a VM the driver made for the machine goes with the
+//     machine, asked for by its name): the machine is Failed
 //     (lastOperation errorCode Internal, event ForeignVM) without a
 //     provider ID or node label. A VM of its own whose
 //     node name belongs to another machine's Node is deleted and the

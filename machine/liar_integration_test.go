@@ -95,8 +95,8 @@ func (d *lyingDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachi
 // deletes by provider ID, as the contract allows, would delete the
 // victim's VM); the victim's VM, node and machine are untouched; each
 // liar is Failed with the driver's fault on lastOperation and a ForeignVM
-// event, keeps nothing of the answer, and its own VM is deleted by its
-// name, also when the liar is deleted.
+// event and keeps nothing of the answer; its own VM is deleted with it,
+// by its name.
 func TestIntegrationLyingDriverCannotAimAtAnotherMachinesVM(t *testing.T) {
 	rec := &eventLog{}
 	var liar *lyingDriver

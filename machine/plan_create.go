@@ -25,8 +25,7 @@ type createOutcome struct {
 	// to this other machine; the new VM was deleted.
 	StaleNodeOwner string
 	// Taken says why the VM the driver named (ProviderID, NodeName) is
-	// another machine's; the answer was refused, and the machine's own
-	// VM deleted by its name.
+	// another machine's; the answer was refused.
 	Taken string
 }
 
@@ -162,7 +161,7 @@ func planCreateFailure(p *machinePlan, obs observation, out createOutcome) {
 // claim it cannot have.
 func planTakenVM(p *machinePlan, obs observation, out createOutcome) {
 	m := p.Machine
-	msg := fmt.Sprintf("Refused the driver's answer for machine %s: it names VM %s (node %q), and %s. No call is made for that VM; the machine's own VM, if any, was deleted by the machine's name",
+	msg := fmt.Sprintf("Refused the driver's answer for machine %s: it names VM %s (node %q), and %s. No call is made for that VM; a VM of the machine's own, if any, is deleted with the machine, by its name",
 		m.Name, out.ProviderID, out.NodeName, out.Taken)
 	m.Spec.ProviderID = ""
 	delete(m.Labels, v1alpha1.NodeLabelKey)

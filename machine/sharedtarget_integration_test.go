@@ -94,10 +94,11 @@ func (b *nodeBarrier) release(t *testing.T, who string) {
 // it at once (held at a barrier until both have sent the write, then let
 // through one after the other, the registering kubelet's controller
 // first). Exactly one binds the node: the registering kubelet's. The
-// other fails cleanly — Failed, reported (ForeignVM), its own VM deleted
-// in its own cloud — and the winner keeps its VM, node and machine. When
-// the winner's machine is deleted, taking its node along, the loser's
-// machine is not deleted for it.
+// other fails cleanly — Failed, reported (ForeignVM), without a claim on
+// the node or VM, and deleting no VM (the one its driver names runs the
+// node bound to the other machine) — and the winner keeps its VM, node
+// and machine. When the winner's machine is deleted, taking its node
+// along, the loser's machine is not deleted for it.
 func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
 	ctx := context.Background()
 	recs := map[string]*eventLog{"a": {}, "b": {}}
@@ -135,14 +136,24 @@ func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
 	if node.Annotations[sim.AnnotationSimulated] == worlds["b"].kubelet.Identity() {
 		winner, loser = "b", "a"
 	}
-	barrier.release(t, winner)
-	barrier.release(t, loser)
-
 	w, l := worlds[winner], worlds[loser]
 	won, err := getMachine(ctx, w.mc, w.ns, name)
 	if err != nil {
 		t.Fatal(err)
 	}
+	// The held writes were decided on the node as it was; the kubelet
+	// may have written it since, and a write that then conflicts is
+	// tried again. The loser's goes once the winner's has landed.
+	barrier.release(t, winner)
+	testenv.Eventually(t, 30*time.Second, func(ctx context.Context) (bool, string) {
+		n, err := w.core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return false, err.Error()
+		}
+		owner := n.Annotations[v1alpha1.MachineUIDAnnotation]
+		return owner != "", "node bound to " + owner
+	})
+	barrier.release(t, loser)
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
 		lost, err := getMachine(ctx, l.mc, l.ns, name)
 		if err != nil {
@@ -174,16 +185,6 @@ func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
 	if vm, ok := w.cloud.VM(won.Spec.ProviderID); !ok || vm.State == sim.VMTerminating {
 		t.Errorf("the winner's VM %s: %+v, found %v", won.Spec.ProviderID, vm, ok)
 	}
-	// The loser deleted its own VM, in its own cloud, and no other.
-	testenv.Eventually(t, time.Minute, func(context.Context) (bool, string) {
-		var live []string
-		for _, vm := range l.cloud.VMs() {
-			if vm.State != sim.VMTerminating {
-				live = append(live, vm.ProviderID)
-			}
-		}
-		return len(live) == 0, fmt.Sprintf("the loser's cloud has live VMs %v", live)
-	})
 	lost, err := getMachine(ctx, l.mc, l.ns, name)
 	if err != nil {
 		t.Fatal(err)
@@ -191,19 +192,27 @@ func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
 	if op := lost.Status.LastOperation; op.State != v1alpha1.MachineStateFailed || op.ErrorCode == "" {
 		t.Errorf("loser: lastOperation %+v, want Failed with a code", op)
 	}
+	if lost.Spec.ProviderID != "" || lost.Labels[v1alpha1.NodeLabelKey] != "" {
+		t.Errorf("loser: claims provider ID %q, node %q", lost.Spec.ProviderID, lost.Labels[v1alpha1.NodeLabelKey])
+	}
 	if got := recs[winner].of(name, machine.ReasonForeignVM, machine.ReasonForeignClaim, machine.ReasonStaleNode); len(got) > 0 {
 		t.Errorf("the winner was disturbed: %+v", got)
 	}
 
 	// The winner's machine goes, and its node with it: the loser's
-	// machine stays.
+	// machine stays. (The loser's VM, which its machine no longer
+	// claims, registers a node of that name once the winner's is gone.)
+	wonNode, err := w.core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	if err := w.mc.MachineV1alpha1().Machines(w.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	testenv.Eventually(t, time.Minute, machineGone(w.mc, w.ns, name))
 	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		_, err := w.core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
-		return apierrors.IsNotFound(err), fmt.Sprintf("node %s: %v", name, err)
+		n, err := w.core.CoreV1().Nodes().Get(ctx, name, metav1.GetOptions{})
+		return apierrors.IsNotFound(err) || (err == nil && n.UID != wonNode.UID), fmt.Sprintf("node %s: %v", name, err)
 	})
 	for end := time.Now().Add(3 * time.Second); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
 		m, err := getMachine(ctx, l.mc, l.ns, name)
@@ -216,4 +225,9 @@ func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
 			t.Errorf("the loser acted on the winner's node: %+v", e)
 		}
 	}
+	// The loser goes too, and its VM with it (asked for by its name).
+	if err := l.mc.MachineV1alpha1().Machines(l.ns).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	testenv.Eventually(t, time.Minute, machineGone(l.mc, l.ns, name))
 }
