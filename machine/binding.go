@@ -37,6 +37,9 @@ const (
 	// ReasonNodeNotOwned: a machine being deleted names a node that is
 	// not its own; the node is neither drained nor deleted.
 	ReasonNodeNotOwned = "NodeNotOwned"
+	// ReasonForeignVM: the driver named another machine's VM for the
+	// machine; the answer is refused and the machine Failed.
+	ReasonForeignVM = "ForeignVM"
 )
 
 // bindingKind is what the controller may do with a machine's claims.
@@ -174,4 +177,43 @@ func (v *vouches) forget(m *v1alpha1.Machine) {
 // r, so that a rival's claim is judged by the rules that judge r's own.
 func refuted(r *v1alpha1.Machine, node *corev1.Node, v vouch, vouched bool) bool {
 	return bindingOf(r, node, v, vouched, nil).Kind == bindForeign
+}
+
+// vmTakenBy says why a VM the driver named for machine m, with provider ID
+// pid and node name nodeName, is another machine's, "" when nothing says
+// so: owners are the other machines of this controller that own a VM of
+// that provider ID (their binding owns it: the driver named it for them,
+// or their node is bound to them); node is the node of that name (nil
+// when there is none), which, bound to another machine and showing that
+// provider ID, makes the VM that machine's — another manager's, on a
+// shared target. Such an answer is a driver's mistake, or a second
+// manager's VM under the same ID: nothing of it becomes m's claim, and no
+// driver call carries its provider ID. It is pure.
+func vmTakenBy(m *v1alpha1.Machine, pid string, node *corev1.Node, owners []string) string {
+	if pid == "" {
+		return ""
+	}
+	if len(owners) > 0 {
+		return fmt.Sprintf("VM %s is the VM of machine %s", pid, strings.Join(owners, ", "))
+	}
+	if owner := nodebinding.Owner(node); owner != "" && owner != m.UID && node.Spec.ProviderID == pid {
+		return fmt.Sprintf("VM %s runs node %s, which is bound to machine %q (UID %s)",
+			pid, node.Name, node.Labels[v1alpha1.MachineNameLabelKey], owner)
+	}
+	return ""
+}
+
+// bindRefusal says why node cannot be bound to the machine of UID uid
+// whose VM has provider ID pid, "" when it can (it is bound to no machine,
+// or to this one, and shows that VM). It is the precondition of the
+// binding's compare-and-swap, checked again on the node as the API server
+// has it whenever a write conflicts. It is pure.
+func bindRefusal(node *corev1.Node, uid types.UID, pid string) string {
+	switch owner := nodebinding.Owner(node); {
+	case owner != "" && owner != uid:
+		return fmt.Sprintf("node %s is bound to machine %q (UID %s)", node.Name, node.Labels[v1alpha1.MachineNameLabelKey], owner)
+	case pid == "" || node.Spec.ProviderID != pid:
+		return fmt.Sprintf("node %s runs on VM %q, not on %q", node.Name, node.Spec.ProviderID, pid)
+	}
+	return ""
 }

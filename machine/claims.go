@@ -2,14 +2,19 @@ package machine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
 	"github.com/mcmkit/mcm/internal/machinestate"
+	"github.com/mcmkit/mcm/internal/nodebinding"
+	"github.com/mcmkit/mcm/internal/patch"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -99,4 +104,79 @@ func (c *Controller) reportClaim(ctx context.Context, m *v1alpha1.Machine, e *ev
 	}
 	logr.FromContextOrDiscard(ctx).Info("Ignoring claims of the machine", "reason", e.Reason, "message", e.Message)
 	c.recordEvent(m, e)
+}
+
+// takenVM says why the VM the driver named for m (provider ID pid, node
+// nodeName) is another machine's, "" when nothing says so (see vmTakenBy):
+// another machine of this controller owns a VM of that provider ID, or
+// the node of that name is bound to another machine and shows it.
+func (c *Controller) takenVM(m *v1alpha1.Machine, pid, nodeName string) string {
+	if pid == "" {
+		return ""
+	}
+	var owners []string
+	objs, _ := c.machineIdx.ByIndex(machinestate.ByProviderIDIndex, pid)
+	for _, o := range objs {
+		r, ok := o.(*v1alpha1.Machine)
+		if !ok || r.UID == m.UID {
+			continue
+		}
+		node, _ := c.cachedNode(nodeNameOf(r))
+		v, vouched := c.vouches.get(r)
+		if bindingOf(r, node, v, vouched, nil).ownsVM() {
+			owners = append(owners, workqueue.KeyOf(r))
+		}
+	}
+	node, _ := c.cachedNode(nodeName)
+	return vmTakenBy(m, pid, node, owners)
+}
+
+// maxBindAttempts bounds the compare-and-swap of a binding against
+// writes of others to the node (the kubelet's status reports move its
+// resourceVersion too).
+const maxBindAttempts = 5
+
+// errBindingLost: the node is bound to another machine, or no longer
+// shows the machine's VM; the machine's next sync judges its claims anew.
+var errBindingLost = errors.New("binding lost")
+
+// bindNode binds node to machine m (v1alpha1.MachineUIDAnnotation) with a
+// compare-and-swap: a merge patch of that one annotation guarded by the
+// resourceVersion of a copy of the node that bindRefusal accepts. A
+// conflict reads the node from the API server and tries again while it
+// may still be bound, so that of two machines (of two managers sharing
+// the target) that bind one node at once, exactly one wins; the other
+// gets errBindingLost. It returns the node as written.
+func (c *Controller) bindNode(ctx context.Context, node *corev1.Node, m *v1alpha1.Machine) (*corev1.Node, error) {
+	nodes := c.target.CoreV1().Nodes()
+	owned := func(n *corev1.Node) patch.Fields {
+		return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(n.Annotations, v1alpha1.MachineUIDAnnotation)}}
+	}
+	cur := node
+	for attempt := 1; ; attempt++ {
+		if why := bindRefusal(cur, m.UID, m.Spec.ProviderID); why != "" {
+			return nil, fmt.Errorf("binding node %s to machine %s: %w: %s", cur.Name, m.Name, errBindingLost, why)
+		}
+		if nodebinding.Owner(cur) == m.UID {
+			return cur, nil
+		}
+		bound := cur.DeepCopy()
+		setMapKey(&bound.Annotations, v1alpha1.MachineUIDAnnotation, string(m.UID))
+		data, err := patch.Diff(owned, cur, bound, cur.ResourceVersion)
+		if err != nil {
+			return nil, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
+		}
+		written, err := patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager)
+		if err == nil {
+			c.nodeWrites.Wrote(cur.Name, written.ResourceVersion)
+			logr.FromContextOrDiscard(ctx).Info("Bound node to the machine", "node", cur.Name)
+			return written, nil
+		}
+		if !apierrors.IsConflict(err) || attempt == maxBindAttempts {
+			return nil, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
+		}
+		if cur, err = nodes.Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
+			return nil, fmt.Errorf("binding node %s to machine %s: %w", node.Name, m.Name, err)
+		}
+	}
 }

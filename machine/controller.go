@@ -91,6 +91,8 @@ type Controller struct {
 	vouches vouches
 	// creations bounds the machines that run a creation at once.
 	creations creationSlots
+	// goneNodes are the bindings of deleted nodes, for ReconcileNode.
+	goneNodes goneNodes
 }
 
 // NewController returns a machine controller. control is the clientset of

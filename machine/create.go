@@ -29,7 +29,7 @@ func (c *Controller) createPhase(ctx context.Context, obs observation, secret *c
 		cur, m = written, written
 	}
 	out := c.create(ctx, m, obs.Class, secret)
-	if out.FailedOp == "" {
+	if out.FailedOp == "" && out.Taken == "" {
 		logr.FromContextOrDiscard(ctx).Info("VM created or adopted", "providerID", out.ProviderID, "node", out.NodeName)
 	}
 	obs.Machine = m
@@ -42,8 +42,10 @@ func (c *Controller) createPhase(ctx context.Context, obs observation, secret *c
 // driver call sees the same user data, as in MCM; GetMachineStatus next, so
 // that a VM that exists (from an earlier attempt whose result was lost) is
 // adopted, never created twice; CreateMachine only on NotFound;
-// InitializeMachine when the VM needs it. A VM whose node name is another
-// machine's node is deleted again (see takenNode).
+// InitializeMachine when the VM needs it. An answer that names another
+// machine's VM is refused (see takenVM and refuseVM); a VM of its own
+// whose node name is another machine's node is deleted again (see
+// takenNode).
 func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1alpha1.MachineClass, secret *corev1.Secret) createOutcome {
 	secret, err := c.withBootstrapToken(ctx, m, secret)
 	if err != nil {
@@ -53,9 +55,17 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if out.FailedOp != "" {
 		return out
 	}
+	// The driver's answer is checked before any call carries its
+	// provider ID, InitializeMachine's included, and again after it.
+	if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
+		return c.refuseVM(ctx, m, out, why)
+	}
 	if needInit {
 		if out = c.initializeVM(ctx, m, class, secret, out); out.FailedOp != "" {
 			return out
+		}
+		if why := c.takenVM(m, out.ProviderID, out.NodeName); why != "" {
+			return c.refuseVM(ctx, m, out, why)
 		}
 	}
 	if err := checkCreated(out, c.target != nil); err != nil {
@@ -67,7 +77,8 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	if owner := c.takenNode(m, out.NodeName); owner != "" {
 		// A node of that name belongs to another machine: the new VM
 		// would take it over. Delete the VM; the machine is Failed and
-		// will be replaced.
+		// will be replaced. The provider ID is no other machine's (takenVM
+		// said so): the driver named it for this machine.
 		vm := m.DeepCopy()
 		vm.Spec.ProviderID = out.ProviderID
 		if _, err := c.driver.DeleteMachine(ctx, &driver.DeleteMachineRequest{Machine: vm, MachineClass: class, Secret: secret}); err != nil {
@@ -78,6 +89,19 @@ func (c *Controller) create(ctx context.Context, m *v1alpha1.Machine, class *v1a
 	}
 	c.vouches.set(m, vouch{ProviderID: out.ProviderID})
 	return out
+}
+
+// refuseVM handles a driver's answer that names another machine's VM
+// (why says whose): no call is made for that VM, and nothing of the
+// answer is kept; the machine is Failed (see planTakenVM). No VM is
+// deleted: the VM the answer names is another machine's, and a VM the
+// driver may have made for this machine is deleted with it, by its
+// name (the deletion never carries a provider ID the machine does not
+// own).
+func (c *Controller) refuseVM(ctx context.Context, m *v1alpha1.Machine, out createOutcome, why string) createOutcome {
+	logr.FromContextOrDiscard(ctx).Info("Refusing the driver's answer: it names another machine's VM", "providerID", out.ProviderID, "node", out.NodeName, "why", why)
+	c.vouches.forget(m)
+	return createOutcome{ProviderID: out.ProviderID, NodeName: out.NodeName, Taken: why}
 }
 
 // findOrCreateVM asks the driver for the machine's VM by the machine's

@@ -48,7 +48,15 @@
 //     without a target cluster, with the driver's addresses) — on a first
 //     creation only once Options.PendingDelay has passed without the node
 //     joining: a node that joins sooner takes the machine from no phase
-//     straight to Running. A VM whose
+//     straight to Running. An answer (of CreateMachine, InitializeMachine
+//     or GetMachineStatus) that names another machine's VM — one another
+//     machine of this controller owns (see Claims), or whose node is
+//     bound to another machine, another manager's on a shared target —
+//     is refused before any call carries its provider ID, and no VM is
+//     deleted for it (a VM the driver made for the machine goes with the
+//     machine, asked for by its name): the machine is Failed
+//     (lastOperation errorCode Internal, event ForeignVM) without a
+//     provider ID or node label. A VM of its own whose
 //     node name belongs to another machine's Node is deleted and the
 //     machine marked Failed. A node name that cannot be a Node's name and
 //     the node label's value is the driver's fault (Internal), reported
@@ -86,16 +94,16 @@
 //     machine-name label and the node finalizer
 //     (node.machine.sapcloud.io/machine-controller) are set in the same
 //     patch.
-//   - Node deletion: a node being deleted (kubectl delete node) deletes its
-//     machine — the machine the node is bound to, or for a node not bound
-//     yet the one whose provider ID it shows — whatever its phase, and
-//     the machine's deletion drains the
-//     node and removes the finalizer with the node; a node that is gone
-//     deletes its machine if it had joined. A node being deleted that no
-//     machine owns loses the finalizer at once, so it never stays
-//     Terminating for want of a machine — unless it is bound to a machine
-//     this controller does not know, another manager's on a shared
-//     target.
+//   - Node deletion: a node being deleted (kubectl delete node), or gone,
+//     deletes the machine it is (or, from the informer's last copy of a
+//     gone node, was) bound to by UID, whatever its phase — never a
+//     machine that merely names the node, nor, on a shared target, one
+//     whose node another manager's machine won — and the machine's
+//     deletion drains the node and removes the finalizer with the node. A
+//     node being deleted that is bound to no machine loses the finalizer
+//     at once, so it never stays Terminating for want of a machine; one
+//     bound to a machine this controller does not know (another
+//     manager's) keeps it for that manager.
 //   - Deletion: an explicit step machine recorded in the machine's status
 //     (the condition DeletionCondition, mirrored for people and tools in
 //     DeletionStepAnnotation, which is never read; see DeletionStep):
@@ -356,10 +364,21 @@
 // VM's provider ID. The node sync then records the binding on the Node,
 // v1alpha1.MachineUIDAnnotation (the machine's UID), which users of the
 // control cluster cannot write; until then the driver's word is kept in
-// memory. A claim nobody vouched for (a restart, or a switch from MCM,
-// whose nodes carry no binding yet) is checked with GetMachineStatus by
-// name, once: a node bound to another machine or running on another VM,
-// or a driver that names another VM or none, refutes it. A refuted claim
+// memory. The binding is exclusive: it is written first and alone, as a
+// merge patch guarded by the node's resourceVersion, and on a conflict
+// only while the node as the API server has it is bound to no other
+// machine and shows the VM, so that of two machines binding one node at
+// once (two managers on a shared target) exactly one wins; the other
+// writes nothing that says it has the node, and its next sync finds the
+// node bound to another machine. No driver call carries a provider ID the
+// machine does not own, the machine in the request included: the driver's
+// answers are checked before any call carries theirs (see Creation), and
+// a machine that does not own the VM it claims is asked about by its name
+// with the provider ID blanked. A claim nobody vouched for (a restart, or
+// a switch from MCM, whose nodes carry no binding yet) is checked with
+// GetMachineStatus by name, once: a node bound to another machine or
+// running on another VM, or a driver that names another VM or none,
+// refutes it. A refuted claim
 // is reported (event ForeignClaim) and ignored: the creation flow finds or
 // creates the machine's own VM and writes its provider ID and node over
 // the claim. Two machines the driver vouched for that claim the same

@@ -94,7 +94,7 @@ func (c *Controller) register(inf Informers) error {
 		if err := add(inf.Nodes.Informer(), cache.ResourceEventHandlerFuncs{
 			AddFunc:    func(obj any) { c.onNode(nil, obj) },
 			UpdateFunc: c.onNode,
-			DeleteFunc: func(obj any) { c.onNode(nil, obj) },
+			DeleteFunc: c.onNodeDelete,
 		}); err != nil {
 			return err
 		}

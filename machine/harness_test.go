@@ -3,6 +3,7 @@ package machine_test
 import (
 	"context"
 	"fmt"
+	"net/http"
 	"slices"
 	"sync"
 	"testing"
@@ -44,6 +45,10 @@ type worldOptions struct {
 	kubelet  sim.KubeletOptions
 	ctrl     machine.Options
 	drv      func(driver.Driver) driver.Driver
+	// wrap wraps the transport of the controller's own clients of the
+	// control and target cluster (the tests' clients and the kubelet's
+	// are not wrapped).
+	wrap func(http.RoundTripper) http.RoundTripper
 }
 
 // startController builds a controller on fresh informers and runs it until

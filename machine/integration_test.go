@@ -61,7 +61,13 @@ func integration(t *testing.T, wo worldOptions) *world {
 	if wo.drv != nil {
 		d = wo.drv(d)
 	}
-	w.ctrl, w.stop = startController(t, mc, core, ns, d, wo.noTarget, wo.ctrl)
+	ctrlCore := core
+	if wo.wrap != nil {
+		cfg := rest.CopyConfig(env.Config())
+		cfg.Wrap(wo.wrap)
+		ctrlCore = kubernetes.NewForConfigOrDie(cfg)
+	}
+	w.ctrl, w.stop = startController(t, mc, ctrlCore, ns, d, wo.noTarget, wo.ctrl)
 	return w
 }
 

@@ -8,6 +8,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 )
@@ -173,21 +174,31 @@ func TestPlanNodeSyncVirtualCapacity(t *testing.T) {
 
 func TestPlanNodeEvent(t *testing.T) {
 	now := metav1.NewTime(time.Unix(1000, 0))
-	running := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1")
-	pending := withPhase(baseMachine(), v1alpha1.MachinePending, "p1")
+	withUID := func(m *v1alpha1.Machine, uid types.UID) *v1alpha1.Machine {
+		m.UID = uid
+		return m
+	}
+	running := withPhase(baseMachine(), v1alpha1.MachineRunning, "p1") // uid-m1
+	pending := withUID(withPhase(baseMachine(), v1alpha1.MachinePending, "p1"), "uid-pending")
 	deleting := running.DeepCopy()
 	deleting.DeletionTimestamp = &now
-	live := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Finalizers: []string{v1alpha1.NodeFinalizer}}, Spec: corev1.NodeSpec{ProviderID: "p1"}}
+	boundTo := func(n *corev1.Node, uid types.UID) *corev1.Node {
+		n = n.DeepCopy()
+		n.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: string(uid)}
+		return n
+	}
+	unbound := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n1", Finalizers: []string{v1alpha1.NodeFinalizer}}, Spec: corev1.NodeSpec{ProviderID: "p1"}}
+	live := boundTo(unbound, running.UID)
 	terminating := live.DeepCopy()
 	terminating.DeletionTimestamp = &now
-	plain := terminating.DeepCopy()
+	terminatingUnbound := unbound.DeepCopy()
+	terminatingUnbound.DeletionTimestamp = &now
+	plain := terminatingUnbound.DeepCopy()
 	plain.Finalizers = nil
 	// Claims the node does not confirm: another VM's node, or a node
 	// bound to another machine.
-	forged := withPhase(baseMachine(), v1alpha1.MachineRunning, "p2")
-	forged.UID = "uid-forged"
-	boundElsewhere := terminating.DeepCopy()
-	boundElsewhere.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: "uid-other"}
+	forged := withUID(withPhase(baseMachine(), v1alpha1.MachineRunning, "p2"), "uid-forged")
+	boundElsewhere := boundTo(terminating, "uid-other")
 	names := func(ms []*v1alpha1.Machine) []string {
 		var out []string
 		for _, m := range ms {
@@ -202,39 +213,52 @@ func TestPlanNodeEvent(t *testing.T) {
 	unknown := withPhase(baseMachine(), v1alpha1.MachineUnknown, "p1")
 	updated := withPhase(baseMachine(), v1alpha1.MachineInPlaceUpdateSuccessful, "p1")
 	updating := withPhase(baseMachine(), v1alpha1.MachineInPlaceUpdating, "p1")
-	failed := withPhase(baseMachine(), v1alpha1.MachineFailed, "p1")
+	failed := withUID(withPhase(baseMachine(), v1alpha1.MachineFailed, "p1"), "uid-failed")
 	type result struct {
 		SyncFirst, Sync, Delete []string
 		RemoveFinalizer         bool
 	}
 	for _, tc := range []struct {
-		name     string
-		node     *corev1.Node
-		machines []*v1alpha1.Machine
-		want     result
+		name      string
+		node      *corev1.Node
+		goneOwner types.UID
+		machines  []*v1alpha1.Machine
+		want      result
 	}{
-		{"live node syncs its machine", live, []*v1alpha1.Machine{running}, result{Sync: []string{"Running"}}},
-		{"a Ready node syncs first the machines it turns Running", readyNode, []*v1alpha1.Machine{pending, running, unknown, deleting},
+		{"live node syncs its machine", live, "", []*v1alpha1.Machine{running}, result{Sync: []string{"Running"}}},
+		{"a Ready node syncs first the machines it turns Running", readyNode, "", []*v1alpha1.Machine{pending, running, unknown, deleting},
 			result{SyncFirst: []string{"Pending", "Unknown"}, Sync: []string{"Running", "Running/deleting"}}},
-		{"a Ready node syncs first a machine updated in place", readyNode, []*v1alpha1.Machine{updated, updating, failed},
+		{"a Ready node syncs first a machine updated in place", readyNode, "", []*v1alpha1.Machine{updated, updating, failed},
 			result{SyncFirst: []string{"InPlaceUpdateSuccessful"}, Sync: []string{"InPlaceUpdating", "Failed"}}},
-		{"a node that is not Ready syncs its machines in turn", notReadyNode, []*v1alpha1.Machine{pending, unknown, updated},
+		{"a node that is not Ready syncs its machines in turn", notReadyNode, "", []*v1alpha1.Machine{pending, unknown, updated},
 			result{Sync: []string{"Pending", "Unknown", "InPlaceUpdateSuccessful"}}},
-		{"node being deleted deletes its machine, whatever its phase", terminating, []*v1alpha1.Machine{running, pending}, result{Delete: []string{"Running", "Pending"}}},
-		{"machine already being deleted is synced", terminating, []*v1alpha1.Machine{deleting}, result{Sync: []string{"Running/deleting"}}},
-		{"gone node deletes a joined machine only", nil, []*v1alpha1.Machine{running, pending}, result{Sync: []string{"Pending"}, Delete: []string{"Running"}}},
-		{"unclaimed node being deleted loses the finalizer", terminating, nil, result{RemoveFinalizer: true}},
-		{"unclaimed node being deleted without the finalizer", plain, nil, result{}},
-		{"unclaimed live node is left alone", live, nil, result{}},
-		{"a claim the node does not confirm is not deleted with it", terminating, []*v1alpha1.Machine{forged, running},
+		{"node being deleted deletes the machine bound to it, not one that claims it too", terminating, "", []*v1alpha1.Machine{running, pending},
+			result{Sync: []string{"Pending"}, Delete: []string{"Running"}}},
+		{"node being deleted deletes the machine bound to it, whatever its phase", boundTo(terminating, pending.UID), "", []*v1alpha1.Machine{pending},
+			result{Delete: []string{"Pending"}}},
+		{"machine already being deleted is synced", terminating, "", []*v1alpha1.Machine{deleting}, result{Sync: []string{"Running/deleting"}}},
+		{"gone node deletes the machine it was bound to only", nil, running.UID, []*v1alpha1.Machine{running, failed},
+			result{Sync: []string{"Failed"}, Delete: []string{"Running"}}},
+		// Another manager's node on a shared target: its machine is not
+		// this controller's, and a machine of this one that claims the
+		// node (it lost the binding) is not deleted with it.
+		{"gone node bound to an unknown machine deletes none", nil, "uid-other", []*v1alpha1.Machine{running, failed},
+			result{Sync: []string{"Running", "Failed"}}},
+		{"gone node bound to none deletes none", nil, "", []*v1alpha1.Machine{running}, result{Sync: []string{"Running"}}},
+		{"node nobody bound, being deleted, deletes none of its claimants and loses the finalizer", terminatingUnbound, "", []*v1alpha1.Machine{running},
+			result{Sync: []string{"Running"}, RemoveFinalizer: true}},
+		{"unclaimed node being deleted loses the finalizer", terminatingUnbound, "", nil, result{RemoveFinalizer: true}},
+		{"unclaimed node being deleted without the finalizer", plain, "", nil, result{}},
+		{"unclaimed live node is left alone", live, "", nil, result{}},
+		{"a claim the node does not confirm is not deleted with it", terminating, "", []*v1alpha1.Machine{forged, running},
 			result{Sync: []string{"Running"}, Delete: []string{"Running"}}},
-		{"a node only others claim loses the finalizer", terminating, []*v1alpha1.Machine{forged}, result{Sync: []string{"Running"}, RemoveFinalizer: true}},
-		{"a node bound to another machine deletes none of its claimants", boundElsewhere, []*v1alpha1.Machine{running},
+		{"a node bound to a machine that does not name it keeps its finalizer", terminating, "", []*v1alpha1.Machine{forged}, result{Sync: []string{"Running"}}},
+		{"a node bound to another machine deletes none of its claimants", boundElsewhere, "", []*v1alpha1.Machine{running},
 			result{Sync: []string{"Running"}}},
 		// Another manager's, on a shared target: its finalizer is its own.
-		{"a node bound to an unknown machine keeps its finalizer", boundElsewhere, nil, result{}},
+		{"a node bound to an unknown machine keeps its finalizer", boundElsewhere, "", nil, result{}},
 	} {
-		p := planNodeEvent(tc.node, tc.machines)
+		p := planNodeEvent(tc.node, tc.goneOwner, tc.machines)
 		got := result{SyncFirst: names(p.SyncFirst), Sync: names(p.Sync), Delete: names(p.Delete), RemoveFinalizer: p.RemoveFinalizer}
 		if diff := cmp.Diff(tc.want, got); diff != "" {
 			t.Errorf("%s (-want +got):\n%s", tc.name, diff)

@@ -24,6 +24,9 @@ type createOutcome struct {
 	// StaleNodeOwner is set when a node named NodeName exists that belongs
 	// to this other machine; the new VM was deleted.
 	StaleNodeOwner string
+	// Taken says why the VM the driver named (ProviderID, NodeName) is
+	// another machine's; the answer was refused.
+	Taken string
 }
 
 // planCreation plans the write of a sync that ran the creation flow, once
@@ -82,6 +85,9 @@ func planCreateOutcome(obs observation, out createOutcome, o *Options) machinePl
 		})
 		p.Retry = retryShort
 		p.Err = fmt.Errorf("creating VM: %s", msg)
+		return p
+	case out.Taken != "":
+		planTakenVM(&p, obs, out)
 		return p
 	case out.FailedOp != "":
 		planCreateFailure(&p, obs, out)
@@ -144,4 +150,27 @@ func planCreateFailure(p *machinePlan, obs observation, out createOutcome) {
 		p.TimeoutIn = creationStart(m, obs.Now).Add(obs.Config.MachineCreationTimeout.Duration).Sub(obs.Now) + time.Millisecond
 	}
 	p.Err = fmt.Errorf("%s: %w", out.FailedOp, out.Err)
+}
+
+// planTakenVM plans the refusal of a driver's answer that named another
+// machine's VM: the machine is Failed (for its set to replace) with the
+// driver's fault (Internal) on lastOperation and a Warning event, and
+// loses the provider ID and node label it may hold, so that nothing
+// claims that VM or its node on its behalf (no drain, no deletion, no
+// node deletion that deletes it) and no later sync creates again for a
+// claim it cannot have.
+func planTakenVM(p *machinePlan, obs observation, out createOutcome) {
+	m := p.Machine
+	msg := fmt.Sprintf("Refused the driver's answer for machine %s: it names VM %s (node %q), and %s. No call is made for that VM; a VM of the machine's own, if any, is deleted with the machine, by its name",
+		m.Name, out.ProviderID, out.NodeName, out.Taken)
+	m.Spec.ProviderID = ""
+	delete(m.Labels, v1alpha1.NodeLabelKey)
+	p.Event = report(m, obs.Now, transition{
+		Phase: v1alpha1.MachineFailed,
+		Op: v1alpha1.LastOperation{Description: msg, ErrorCode: driver.Internal.String(),
+			State: v1alpha1.MachineStateFailed, Type: v1alpha1.MachineOperationCreate},
+		Reason: ReasonForeignVM, Warning: true,
+	})
+	p.Retry = retryShort
+	p.Err = fmt.Errorf("creating VM: %s", msg)
 }

@@ -4,11 +4,13 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"sync"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
@@ -89,12 +91,13 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 }
 
 // ReconcileNode reacts to a node change: its machines are synced; a node
-// that is being deleted (kubectl delete node) or is gone has its machines
-// deleted, which drains the node first and removes the node finalizer
-// with the node (their MachineSet replaces them); a node being deleted
-// that no machine claims loses the node finalizer, so that it never stays
-// Terminating for want of a machine to remove it. Other nodes without a
-// machine are left alone.
+// that is being deleted (kubectl delete node) or is gone has the machine
+// it is bound to deleted (by UID: never a machine that merely names the
+// node, nor one of another manager on a shared target), which drains the
+// node first and removes the node finalizer with the node (its MachineSet
+// replaces it); a node being deleted that no machine is bound to loses the
+// node finalizer, so that it never stays Terminating for want of a machine
+// to remove it. Other nodes without a machine are left alone.
 func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.Result, error) {
 	if c.nodes == nil {
 		return workqueue.Result{}, nil
@@ -103,18 +106,22 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 	if err != nil {
 		return workqueue.Result{}, fmt.Errorf("listing machines of node %s: %w", name, err)
 	}
+	goneOwner, wasGone := c.goneNodes.take(name)
 	node, err := c.nodes.Get(name)
 	if apierrors.IsNotFound(err) {
 		node = nil
 		c.nodeWrites.Forget(name)
 	} else if err != nil {
+		if wasGone {
+			c.goneNodes.put(name, goneOwner) // for the retry
+		}
 		return workqueue.Result{}, fmt.Errorf("getting node %s: %w", name, err)
 	}
 	machines := make([]*v1alpha1.Machine, 0, len(objs))
 	for _, o := range objs {
 		machines = append(machines, o.(*v1alpha1.Machine))
 	}
-	p := planNodeEvent(node, machines)
+	p := planNodeEvent(node, goneOwner, machines)
 	logger := logr.FromContextOrDiscard(ctx)
 	for _, m := range p.SyncFirst {
 		c.machineQueue.AddFirst(workqueue.KeyOf(m))
@@ -127,6 +134,9 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 		err := c.control.MachineV1alpha1().Machines(m.Namespace).Delete(ctx, m.Name,
 			metav1.DeleteOptions{Preconditions: &metav1.Preconditions{UID: &uid}})
 		if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) {
+			if node == nil {
+				c.goneNodes.put(name, goneOwner) // for the retry
+			}
 			return workqueue.Result{}, fmt.Errorf("deleting machine %s of deleted node %s: %w", workqueue.KeyOf(m), name, err)
 		}
 		logger.Info("Node deleted; deleting its machine", "node", name, "machine", workqueue.KeyOf(m))
@@ -139,9 +149,47 @@ func (c *Controller) ReconcileNode(ctx context.Context, name string) (workqueue.
 		if err != nil && !apierrors.IsNotFound(err) {
 			return workqueue.Result{}, fmt.Errorf("removing finalizer of node %s: %w", name, err)
 		}
-		logger.Info("Node being deleted has no machine; removed its finalizer", "node", name)
+		logger.Info("Node being deleted is bound to no machine; removed its finalizer", "node", name)
 	}
 	return workqueue.Result{}, nil
+}
+
+// onNodeDelete remembers which machine a node that is gone was bound to,
+// from the informer's last copy of it, for ReconcileNode: the cache no
+// longer has the node when that runs.
+func (c *Controller) onNodeDelete(obj any) {
+	n, ok := workqueue.ObjectOf(obj).(*corev1.Node)
+	if !ok {
+		return
+	}
+	c.goneNodes.put(n.Name, nodebinding.Owner(n))
+	c.nodeQueue.Add(n.Name)
+}
+
+// goneNodes are the bindings of nodes that are gone, by name, until
+// ReconcileNode has seen them.
+type goneNodes struct {
+	mu sync.Mutex
+	m  map[string]types.UID
+}
+
+func (g *goneNodes) put(name string, owner types.UID) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if g.m == nil {
+		g.m = map[string]types.UID{}
+	}
+	g.m[name] = owner
+}
+
+// take returns and forgets the binding of the gone node name, and whether
+// one was recorded.
+func (g *goneNodes) take(name string) (types.UID, bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	owner, ok := g.m[name]
+	delete(g.m, name)
+	return owner, ok
 }
 
 // nodeEventPlan is what a node change asks of its machines.
@@ -154,47 +202,40 @@ type nodeEventPlan struct {
 	// queued behind a wave of creations bring results only later.
 	SyncFirst []*v1alpha1.Machine
 	// RemoveFinalizer: the node is being deleted, carries the node
-	// finalizer, confirms no machine's claim, and is not bound to a
-	// machine this controller does not know (another manager's).
+	// finalizer, and is bound to no machine (a machine of another
+	// manager's on a shared target removes it with its own deletion).
 	RemoveFinalizer bool
 }
 
-// planNodeEvent decides what a change of a node (nil: gone) means for the
-// machines that claim it (label "node"). It is pure.
-func planNodeEvent(node *corev1.Node, machines []*v1alpha1.Machine) nodeEventPlan {
+// planNodeEvent decides what a change of a node (nil: gone, and then
+// goneOwner is the UID of the machine it was bound to, "" for none or not
+// known) means for the machines that claim it (label "node"). Only the
+// machine the node is (or was) bound to is deleted with it: the node label
+// is anyone's to write, and a node of another manager's machine on a
+// shared target carries that machine's UID. It is pure.
+func planNodeEvent(node *corev1.Node, goneOwner types.UID, machines []*v1alpha1.Machine) nodeEventPlan {
 	var p nodeEventPlan
 	deleting := node != nil && node.DeletionTimestamp != nil
-	confirmed := 0 // machines the node confirms (nodebinding.Confirms)
+	owner := goneOwner
+	if node != nil {
+		owner = nodebinding.Owner(node)
+	}
 	for _, m := range machines {
+		boundHere := owner != "" && m.UID == owner
 		switch {
-		case deleting && nodebinding.Confirms(node, m):
-			confirmed++
-			if m.DeletionTimestamp != nil {
-				p.Sync = append(p.Sync, m)
-				continue
-			}
-			// Someone deletes the node: the machine goes the regular way,
+		case (deleting || node == nil) && boundHere && m.DeletionTimestamp == nil:
+			// Someone deleted the node: the machine goes the regular way,
 			// drain included, and takes the node (and its finalizer) along.
-			// A machine whose claim the node does not confirm is not
-			// deleted with it: a node label is anyone's to write.
 			p.Delete = append(p.Delete, m)
-		case m.DeletionTimestamp != nil, deleting:
+		case m.DeletionTimestamp != nil, deleting, node == nil:
 			p.Sync = append(p.Sync, m)
-		case node == nil && wasJoined(m):
-			// Only a node that was there can go: a machine still waiting
-			// for its node to register is not deleted.
-			p.Delete = append(p.Delete, m)
 		case nodeReady(node) && awaitsReadyNode(m):
 			p.SyncFirst = append(p.SyncFirst, m)
 		default:
 			p.Sync = append(p.Sync, m)
 		}
 	}
-	// A node bound to a machine this controller does not know may be
-	// another manager's (a shared target): its finalizer is left to it.
-	owner := nodebinding.Owner(node)
-	known := owner == "" || slices.ContainsFunc(machines, func(m *v1alpha1.Machine) bool { return m.UID == owner })
-	p.RemoveFinalizer = deleting && confirmed == 0 && known && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
+	p.RemoveFinalizer = deleting && owner == "" && slices.Contains(node.Finalizers, v1alpha1.NodeFinalizer)
 	return p
 }
 
@@ -218,15 +259,4 @@ func awaitsReadyNode(m *v1alpha1.Machine) bool {
 func nodeReady(node *corev1.Node) bool {
 	ready, _ := nodeHealth(node, nil)
 	return ready
-}
-
-// wasJoined reports whether the machine's node had registered: its phase
-// is one a machine reaches only with a node.
-func wasJoined(m *v1alpha1.Machine) bool {
-	switch m.Status.CurrentStatus.Phase {
-	case v1alpha1.MachineRunning, v1alpha1.MachineUnknown, v1alpha1.MachineFailed,
-		v1alpha1.MachineInPlaceUpdating, v1alpha1.MachineInPlaceUpdateSuccessful, v1alpha1.MachineInPlaceUpdateFailed:
-		return true
-	}
-	return false
 }

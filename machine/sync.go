@@ -12,6 +12,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/nodebinding"
 	"github.com/mcmkit/mcm/workqueue"
 )
 
@@ -117,6 +118,15 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	}
 	if p.InPlaceDrain != nil {
 		p = c.inPlaceDrainPass(ctx, obs, p)
+	}
+	if p.Node != nil && nodebinding.Owner(node) != cur.UID {
+		// The binding comes first, and alone: a machine that loses its
+		// node to another (another manager's on a shared target) writes
+		// nothing that says it has it.
+		var err error
+		if node, err = c.bindNode(ctx, node, p.Machine); err != nil {
+			return applied{Plan: p}, err
+		}
 	}
 	written, err := c.writeMachine(ctx, cur, p.Machine)
 	if p.MarkedFailed {
