@@ -23,7 +23,8 @@
 //   - Validation: a machine, class or secret that is invalid or missing
 //     gets lastOperation state Failed with a clear description and a
 //     Warning event; nothing is created, and the machine is retried with
-//     backoff (sooner when the class or secret changes).
+//     backoff (sooner when the machine's spec, the class or the secret's
+//     data changes).
 //   - Creation: first the machine finalizer and CreationStartedAnnotation
 //     are stored (a machine born with its defaults, as a MachineSet
 //     creates them with machinestate.NewMachine, needs no write first and
@@ -373,6 +374,17 @@
 // else. Bad input waits MediumRetry too; it is reported on the machine and
 // by an event, not as a queue error. Consecutive failures of one machine
 // double the wait, up to MaxRetryDelay.
+//
+// The wait holds whatever queues the machine: a sync that comes before a
+// failed creation's wait has passed (a node, a creation slot, an event)
+// calls no driver and is requeued for the rest of it, unless what the
+// creation is made from changed meanwhile: the machine's spec (its
+// generation), its class's (generation) or its secret's data. A machine is
+// synced on every change of it (labels, annotations, finalizers, deletion,
+// spec, others' status writes) but the controller's own status writes,
+// whose sync planned them whole and asked for its own requeue (MCM syncs
+// on spec changes only); a sync that found the cache older than its own
+// last write waits for that write's event, which syncs the machine then.
 //
 // # Hung clouds
 //

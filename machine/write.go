@@ -76,6 +76,7 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 		return cur, fmt.Errorf("patching status of machine %s: %w", key, err)
 	}
 	c.writes.Wrote(key, updated.ResourceVersion)
+	c.statusWrites.wrote(key, updated.ResourceVersion)
 	return updated, nil
 }
 
