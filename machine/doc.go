@@ -18,7 +18,11 @@
 // goes before it. Phases and lastOperation use MCM's vocabulary, and
 // lastOperation.errorCode carries the driver's error code (for example
 // ResourceExhausted) for the cluster-autoscaler; the description is for
-// people and is never parsed.
+// people and is never parsed. Texts from outside (a driver's error, a node
+// agent's reason, a node's condition messages) are cut, at a character
+// boundary and with a suffix saying how many bytes went, to 4 KiB where
+// they are stored (lastOperation, conditions) and to 1 KiB in events, so
+// that a message of any size never makes a status write fail.
 //
 //   - Validation: a machine, class or secret that is invalid or missing
 //     gets lastOperation state Failed with a clear description and a
@@ -400,7 +404,8 @@
 //
 // # Observability
 //
-// Events use the Reason* constants. With Options.Registerer set: the queue
+// Events use the Reason* constants; their messages are at most 1 KiB (see
+// Machines). With Options.Registerer set: the queue
 // metrics of package workqueue; the driver's through driver.Instrument;
 // the drain engine's; and MCM's machine metrics under MCM's names, types
 // and labels, so that dashboards and alerts built for MCM keep working:

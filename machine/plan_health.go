@@ -28,10 +28,9 @@ func planHealth(p *machinePlan, obs observation, o *Options) {
 		}
 		report(m, obs.Now, pendingTransition)
 	}
-	if node != nil && !conditionsEquivalent(m.Status.Conditions, node.Status.Conditions) {
-		m.Status.Conditions = nil
-		for _, c := range node.Status.Conditions {
-			m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
+	if node != nil {
+		if conds := boundedConditions(node.Status.Conditions); !conditionsEquivalent(m.Status.Conditions, conds) {
+			m.Status.Conditions = conds
 		}
 	}
 	switch m.Status.CurrentStatus.Phase {
