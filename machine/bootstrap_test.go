@@ -656,6 +656,7 @@ func TestBootstrapTokenFailureIsACreateFailure(t *testing.T) {
 		res, err := w.c.ReconcileMachine(ctx, "ns/pool-abc12")
 		if err != nil {
 			delays, lastErr = append(delays, res.RequeueAfter), err
+			w.c.failures.release("ns/pool-abc12") // as if the backoff had passed
 		}
 		return nil
 	}, func() bool { return len(delays) >= 2 })

@@ -86,6 +86,9 @@ type Controller struct {
 	// finalizer the controller removed, until the cache drops it.
 	finalized *expectations.Store[string]
 	failures  failureCounter
+	// statusWrites are the machines' status writes whose events have
+	// not come yet (see updateQueues).
+	statusWrites statusWrites
 	// vouches are the driver's word on which VM backs each machine
 	// (see binding.go).
 	vouches vouches

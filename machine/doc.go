@@ -18,12 +18,17 @@
 // goes before it. Phases and lastOperation use MCM's vocabulary, and
 // lastOperation.errorCode carries the driver's error code (for example
 // ResourceExhausted) for the cluster-autoscaler; the description is for
-// people and is never parsed.
+// people and is never parsed. Texts from outside (a driver's error, a node
+// agent's reason, a node's condition messages) are cut, at a character
+// boundary and with a suffix saying how many bytes went, to 4 KiB where
+// they are stored (lastOperation, conditions) and to 1 KiB in events, so
+// that a message of any size never makes a status write fail.
 //
 //   - Validation: a machine, class or secret that is invalid or missing
 //     gets lastOperation state Failed with a clear description and a
 //     Warning event; nothing is created, and the machine is retried with
-//     backoff (sooner when the class or secret changes).
+//     backoff (sooner when the machine's spec, the class or the secret's
+//     data changes).
 //   - Creation: first the machine finalizer and CreationStartedAnnotation
 //     are stored (a machine born with its defaults, as a MachineSet
 //     creates them with machinestate.NewMachine, needs no write first and
@@ -415,6 +420,17 @@
 // by an event, not as a queue error. Consecutive failures of one machine
 // double the wait, up to MaxRetryDelay.
 //
+// The wait holds whatever queues the machine: a sync that comes before a
+// failed creation's wait has passed (a node, a creation slot, an event)
+// calls no driver and is requeued for the rest of it, unless what the
+// creation is made from changed meanwhile: the machine's spec (its
+// generation), its class's (generation) or its secret's data. A machine is
+// synced on every change of it (labels, annotations, finalizers, deletion,
+// spec, others' status writes) but the controller's own status writes,
+// whose sync planned them whole and asked for its own requeue (MCM syncs
+// on spec changes only); a sync that found the cache older than its own
+// last write waits for that write's event, which syncs the machine then.
+//
 // # Hung clouds
 //
 // Every driver call has a deadline (Options.DriverTimeouts, see
@@ -429,7 +445,8 @@
 //
 // # Observability
 //
-// Events use the Reason* constants. With Options.Registerer set: the queue
+// Events use the Reason* constants; their messages are at most 1 KiB (see
+// Machines). With Options.Registerer set: the queue
 // metrics of package workqueue; the driver's through driver.Instrument;
 // the drain engine's; and MCM's machine metrics under MCM's names, types
 // and labels, so that dashboards and alerts built for MCM keep working:

@@ -84,9 +84,9 @@ func (c *Controller) register(inf Informers) error {
 		return err
 	}
 	if err := add(inf.Secrets.Informer(), cache.ResourceEventHandlerFuncs{
-		AddFunc:    c.onSecret,
-		UpdateFunc: func(_, obj any) { c.onSecret(obj) },
-		DeleteFunc: c.onSecret,
+		AddFunc:    func(obj any) { c.onSecret(nil, obj) },
+		UpdateFunc: c.onSecret,
+		DeleteFunc: func(obj any) { c.onSecret(nil, obj) },
 	}); err != nil {
 		return err
 	}
@@ -132,13 +132,21 @@ func (c *Controller) onMachine(oldObj, obj any) {
 	if !ok {
 		return
 	}
+	key := workqueue.KeyOf(m)
+	old, _ := oldObj.(*v1alpha1.Machine)
+	if old != nil && !updateQueues(old, m, c.statusWrites.take(key, m.ResourceVersion)) {
+		return
+	}
+	if inputsChanged(old, m) {
+		c.failures.release(key)
+	}
 	if c.joinsNow(m) {
 		c.machineQueue.AddFirst(workqueue.KeyOf(m))
 	} else {
 		c.machineQueue.Add(workqueue.KeyOf(m))
 	}
 	c.classQueue.Add(classKeyOf(m))
-	if old, ok := oldObj.(*v1alpha1.Machine); ok && old.Spec.Class.Name != m.Spec.Class.Name {
+	if old != nil && old.Spec.Class.Name != m.Spec.Class.Name {
 		c.classQueue.Add(classKeyOf(old))
 	}
 }
@@ -165,6 +173,7 @@ func (c *Controller) onMachineDelete(obj any) {
 	}
 	key := workqueue.KeyOf(m)
 	c.writes.Forget(key)
+	c.statusWrites.forget(key)
 	c.finalized.DeletionObserved(key, m.UID)
 	c.failures.reset(key)
 	c.vouches.forget(m)
@@ -187,7 +196,7 @@ func (c *Controller) onClass(oldObj, obj any) {
 			c.secretQueue.Add(ref)
 		}
 	}
-	c.enqueueMachinesOfClass(workqueue.KeyOf(class))
+	c.enqueueMachinesOfClass(workqueue.KeyOf(class), classChanged(asClass(oldObj), class))
 }
 
 func asClass(obj any) *v1alpha1.MachineClass {
@@ -195,14 +204,21 @@ func asClass(obj any) *v1alpha1.MachineClass {
 	return cl
 }
 
-func (c *Controller) enqueueMachinesOfClass(classKey string) {
+// enqueueMachinesOfClass queues the machines of the class; with retryNow
+// (what they are created from changed) a failed creation among them runs
+// again without waiting for the rest of its backoff.
+func (c *Controller) enqueueMachinesOfClass(classKey string, retryNow bool) {
 	objs, _ := c.machineIdx.ByIndex(indexMachineByClass, classKey)
 	for _, o := range objs {
-		c.machineQueue.Add(workqueue.KeyOf(o))
+		key := workqueue.KeyOf(o)
+		if retryNow {
+			c.failures.release(key)
+		}
+		c.machineQueue.Add(key)
 	}
 }
 
-func (c *Controller) onSecret(obj any) {
+func (c *Controller) onSecret(oldObj, obj any) {
 	s, ok := workqueue.ObjectOf(obj).(*corev1.Secret)
 	if !ok {
 		return
@@ -211,10 +227,11 @@ func (c *Controller) onSecret(obj any) {
 	c.secretQueue.Add(key)
 	// Machines waiting for a fixed secret retry now rather than after
 	// their backoff.
+	old, _ := oldObj.(*corev1.Secret)
 	classes, _ := c.classes.MachineClasses(s.Namespace).List(everything)
 	for _, cl := range classes {
 		if slices.Contains(classSecretRefs(cl), key) {
-			c.enqueueMachinesOfClass(workqueue.KeyOf(cl))
+			c.enqueueMachinesOfClass(workqueue.KeyOf(cl), secretChanged(old, s))
 		}
 	}
 }

@@ -295,15 +295,12 @@ func nodeHealth(node *corev1.Node, bad []corev1.NodeConditionType) (healthy bool
 // when they changed, keeping the controller's own (see ownCondition).
 func copyNodeConditions(m *v1alpha1.Machine, node *corev1.Node) {
 	copied := slices.DeleteFunc(slices.Clone(m.Status.Conditions), ownCondition)
-	if conditionsEquivalent(copied, node.Status.Conditions) {
+	conds := boundedConditions(node.Status.Conditions)
+	if conditionsEquivalent(copied, conds) {
 		return
 	}
 	own := slices.DeleteFunc(slices.Clone(m.Status.Conditions), func(c corev1.NodeCondition) bool { return !ownCondition(c) })
-	m.Status.Conditions = nil
-	for _, c := range node.Status.Conditions {
-		m.Status.Conditions = append(m.Status.Conditions, *c.DeepCopy())
-	}
-	m.Status.Conditions = append(m.Status.Conditions, own...)
+	m.Status.Conditions = append(conds, own...)
 }
 
 // conditionTypes splits the comma-separated nodeConditions setting.

@@ -150,7 +150,8 @@ func inPlaceStep(node *corev1.Node, reason string) (next, message string, ok boo
 	case result == v1alpha1.UpdateResultSuccessful:
 		return v1alpha1.UpdateSuccessful, v1alpha1.UpdateSuccessfulMessage, true
 	case result == v1alpha1.UpdateResultFailed:
-		return v1alpha1.UpdateFailed, v1alpha1.UpdateFailedMessage + node.Annotations[v1alpha1.UpdateFailedReasonAnnotation], true
+		// The agent's reason is anyone's text of any size.
+		return v1alpha1.UpdateFailed, boundMessage(v1alpha1.UpdateFailedMessage+node.Annotations[v1alpha1.UpdateFailedReasonAnnotation], maxStatusMessage), true
 	}
 	return "", "", false
 }

@@ -86,7 +86,7 @@ func (c *Controller) ReconcileMachineClass(ctx context.Context, key string) (wor
 	}
 	c.classWrites.Wrote(key, written.ResourceVersion)
 	logr.FromContextOrDiscard(ctx).V(1).Info("Updated machine class finalizer", "class", key, "machines", len(users))
-	c.enqueueMachinesOfClass(key)
+	c.enqueueMachinesOfClass(key, false) // those that waited for the finalizer
 	return workqueue.Result{}, nil
 }
 

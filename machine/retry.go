@@ -67,11 +67,15 @@ func (o *Options) retryDelay(class retryClass, failures int) time.Duration {
 	return min(d, limit)
 }
 
-// failureCounter counts consecutive failures per key, in memory. After a
-// restart counting starts again, which only shortens one wait.
+// failureCounter counts consecutive failures per key, in memory, and
+// holds a key's next creation until its backoff has passed (see
+// updates.go). After a restart counting starts again, which only shortens
+// one wait.
 type failureCounter struct {
 	mu sync.Mutex
 	n  map[string]int
+	// until is when a key's failure backoff ends.
+	until map[string]time.Time
 }
 
 func (f *failureCounter) inc(key string) int {
@@ -84,8 +88,36 @@ func (f *failureCounter) inc(key string) int {
 	return f.n[key]
 }
 
+// hold records that key's backoff ends at until.
+func (f *failureCounter) hold(key string, until time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.until == nil {
+		f.until = map[string]time.Time{}
+	}
+	f.until[key] = until
+}
+
+// held returns how long key's backoff still runs at now; 0 when it has
+// passed or there is none.
+func (f *failureCounter) held(key string, now time.Time) time.Duration {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return max(f.until[key].Sub(now), 0)
+}
+
+// release ends key's backoff now, keeping its count: what the creation is
+// made from changed, so it is worth trying again at once, and a failure
+// after that still waits longer than the last.
+func (f *failureCounter) release(key string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.until, key)
+}
+
 func (f *failureCounter) reset(key string) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.n, key)
+	delete(f.until, key)
 }

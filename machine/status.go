@@ -66,8 +66,11 @@ func setPhase(m *v1alpha1.Machine, phase v1alpha1.MachinePhase, now time.Time) {
 }
 
 // setLastOperation sets op, stamped with now, unless the last operation
-// already says the same; it reports whether it changed anything.
+// already says the same; it reports whether it changed anything. The
+// description is bounded (boundMessage) before it is compared, so a long
+// one that is stored already is not written again.
 func setLastOperation(m *v1alpha1.Machine, op v1alpha1.LastOperation, now time.Time) bool {
+	op.Description = boundMessage(op.Description, maxStatusMessage)
 	cur := m.Status.LastOperation
 	if cur.Description == op.Description && cur.State == op.State && cur.Type == op.Type && cur.ErrorCode == op.ErrorCode {
 		return false

@@ -29,6 +29,7 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 	cached, err := c.machines.Machines(namespace).Get(name)
 	if apierrors.IsNotFound(err) {
 		c.writes.Forget(key)
+		c.statusWrites.forget(key)
 		c.finalized.Delete(key)
 		c.failures.reset(key)
 		return workqueue.Result{}, nil
@@ -42,8 +43,14 @@ func (c *Controller) ReconcileMachine(ctx context.Context, key string) (workqueu
 		return workqueue.Result{}, nil
 	}
 	if !c.writes.Observed(key, cached.ResourceVersion) {
-		// Our last write is not in the cache yet; its event requeues us.
-		return workqueue.Result{RequeueAfter: time.Second}, nil
+		// Our last write is not in the cache yet; its event requeues us,
+		// a status write's too once it is awaited (see updateQueues). The
+		// cache is read again after that: an event handled in between
+		// found no sync waiting, but its version is in the cache by then.
+		c.statusWrites.await(key)
+		if cached, err = c.machines.Machines(namespace).Get(name); err != nil || !c.writes.Observed(key, cached.ResourceVersion) {
+			return workqueue.Result{RequeueAfter: time.Second}, nil
+		}
 	}
 	logger := logr.FromContextOrDiscard(ctx).WithValues("machine", key)
 	ctx = logr.NewContext(ctx, logger)
@@ -65,6 +72,14 @@ func (c *Controller) syncMachine(ctx context.Context, cached *v1alpha1.Machine) 
 	}
 	p := planMachine(obs, &c.opts)
 	logr.FromContextOrDiscard(ctx).V(4).Info("Planned", "plan", p.Kind, "phase", cached.Status.CurrentStatus.Phase)
+	if p.Kind == planCreate {
+		// A failed creation runs again on its backoff only, whatever
+		// queued the machine (see updates.go).
+		if wait := c.failures.held(workqueue.KeyOf(cached), obs.Now); wait > 0 {
+			logr.FromContextOrDiscard(ctx).V(4).Info("Creation waits for its backoff", "after", wait)
+			return workqueue.Result{RequeueAfter: wait}, nil
+		}
+	}
 	done, err := c.apply(ctx, obs, secret, p)
 	if err != nil {
 		return workqueue.Result{}, err
@@ -187,6 +202,7 @@ func (c *Controller) requeue(ctx context.Context, done applied) (workqueue.Resul
 		if p.TimeoutIn > 0 {
 			delay = min(delay, p.TimeoutIn)
 		}
+		c.failures.hold(key, c.opts.Clock.Now().Add(delay))
 		logr.FromContextOrDiscard(ctx).V(2).Info("Retrying after failure", "after", delay, "description", written.Status.LastOperation.Description)
 		return workqueue.Result{RequeueAfter: delay}, p.Err
 	}

@@ -76,6 +76,7 @@ func (c *Controller) writeMachine(ctx context.Context, cur, desired *v1alpha1.Ma
 		return cur, fmt.Errorf("patching status of machine %s: %w", key, err)
 	}
 	c.writes.Wrote(key, updated.ResourceVersion)
+	c.statusWrites.wrote(key, updated.ResourceVersion)
 	return updated, nil
 }
 
@@ -159,9 +160,11 @@ func nodeMetaFields(m nodeMeta) patch.Fields {
 	return patch.Fields{"metadata": patch.Fields{"labels": m.Labels, "annotations": m.Annotations, "finalizers": m.AddedFinalizers}}
 }
 
+// recordEvent records e about m, its message bounded (boundMessage): a
+// driver's error of any size still makes an event.
 func (c *Controller) recordEvent(m *v1alpha1.Machine, e *event) {
 	if e == nil || c.opts.Recorder == nil {
 		return
 	}
-	c.opts.Recorder.Eventf(m, e.Type, e.Reason, "%s", e.Message)
+	c.opts.Recorder.Eventf(m, e.Type, e.Reason, "%s", boundMessage(e.Message, maxEventMessage))
 }
