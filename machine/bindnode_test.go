@@ -74,7 +74,7 @@ func TestBindNodeIsACompareAndSwap(t *testing.T) {
 			})
 			o := testOptions(t)
 			c := &Controller{target: client, opts: *o, nodeWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock})}
-			_, err := c.bindNode(context.Background(), cached, m)
+			_, _, err := c.bindNode(context.Background(), cached, cached, m)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error %v, want %v", err, tc.wantErr)
 			}

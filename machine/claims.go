@@ -141,42 +141,56 @@ const maxBindAttempts = 5
 var errBindingLost = errors.New("binding lost")
 
 // bindNode binds node to machine m (v1alpha1.MachineUIDAnnotation) with a
-// compare-and-swap: a merge patch of that one annotation guarded by the
-// resourceVersion of a copy of the node that bindRefusal accepts. A
-// conflict reads the node from the API server and tries again while it
-// may still be bound, so that of two machines (of two managers sharing
-// the target) that bind one node at once, exactly one wins; the other
-// gets errBindingLost. It returns the node as written.
-func (c *Controller) bindNode(ctx context.Context, node *corev1.Node, m *v1alpha1.Machine) (*corev1.Node, error) {
+// compare-and-swap: a merge patch guarded by the resourceVersion of a copy
+// of the node that bindRefusal accepts. The first try, on the node the
+// sync observed, also writes the rest of desired's labels, annotations,
+// finalizers and taints (planNodeSync's, which bind the node too) when
+// the node's status needs no change, so that a joining node costs one
+// write; the guard makes replacing its lists safe. A conflict reads the
+// node from the API server and tries again, with the binding alone,
+// while it may still be bound, so that of two machines (of two managers
+// sharing the target) that bind one node at once, exactly one wins; the
+// other gets errBindingLost. It returns the node as written, and whether
+// desired was written whole: when it was not, desired was planned on a
+// node older than the one written, and the node sync waits for the
+// machine's next sync.
+func (c *Controller) bindNode(ctx context.Context, node, desired *corev1.Node, m *v1alpha1.Machine) (*corev1.Node, bool, error) {
 	nodes := c.target.CoreV1().Nodes()
-	owned := func(n *corev1.Node) patch.Fields {
+	bindingOnly := func(n *corev1.Node) patch.Fields {
 		return patch.Fields{"metadata": patch.Fields{"annotations": patch.Keys(n.Annotations, v1alpha1.MachineUIDAnnotation)}}
 	}
+	statusSame, err := patch.Diff(nodeStatusFields, node, desired, "")
+	whole := err == nil && statusSame == nil
 	cur := node
 	for attempt := 1; ; attempt++ {
 		if why := bindRefusal(cur, m.UID, m.Spec.ProviderID); why != "" {
-			return nil, fmt.Errorf("binding node %s to machine %s: %w: %s", cur.Name, m.Name, errBindingLost, why)
+			return nil, false, fmt.Errorf("binding node %s to machine %s: %w: %s", cur.Name, m.Name, errBindingLost, why)
 		}
 		if nodebinding.Owner(cur) == m.UID {
-			return cur, nil
+			return cur, false, nil
 		}
-		bound := cur.DeepCopy()
+		fields, bound := bindingOnly, cur
+		if whole {
+			fields, bound = nodeFields, desired
+		}
+		bound = bound.DeepCopy()
 		setMapKey(&bound.Annotations, v1alpha1.MachineUIDAnnotation, string(m.UID))
-		data, err := patch.Diff(owned, cur, bound, cur.ResourceVersion)
+		data, err := patch.Diff(fields, cur, bound, cur.ResourceVersion)
 		if err != nil {
-			return nil, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
+			return nil, false, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
 		}
 		written, err := patch.Send(ctx, nodes.Patch, cur.Name, data, c.opts.FieldManager)
 		if err == nil {
 			c.nodeWrites.Wrote(cur.Name, written.ResourceVersion)
 			logr.FromContextOrDiscard(ctx).Info("Bound node to the machine", "node", cur.Name)
-			return written, nil
+			return written, whole, nil
 		}
 		if !apierrors.IsConflict(err) || attempt == maxBindAttempts {
-			return nil, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
+			return nil, false, fmt.Errorf("binding node %s to machine %s: %w", cur.Name, m.Name, err)
 		}
 		if cur, err = nodes.Get(ctx, cur.Name, metav1.GetOptions{}); err != nil {
-			return nil, fmt.Errorf("binding node %s to machine %s: %w", node.Name, m.Name, err)
+			return nil, false, fmt.Errorf("binding node %s to machine %s: %w", node.Name, m.Name, err)
 		}
+		whole = false
 	}
 }

@@ -135,12 +135,21 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		p = c.inPlaceDrainPass(ctx, obs, p)
 	}
 	if p.Node != nil && nodebinding.Owner(node) != cur.UID {
-		// The binding comes first, and alone: a machine that loses its
-		// node to another (another manager's on a shared target) writes
-		// nothing that says it has it.
+		// The binding comes first: a machine that loses its node to
+		// another (another manager's on a shared target) writes nothing
+		// that says it has it.
+		var synced bool
 		var err error
-		if node, err = c.bindNode(ctx, node, p.Machine); err != nil {
+		if node, synced, err = c.bindNode(ctx, node, p.Node, p.Machine); err != nil {
 			return applied{Plan: p}, err
+		}
+		if !synced {
+			// p.Node was planned on an older node: the next sync plans
+			// the node's sync again on the node as written.
+			p.Node = nil
+			if p.RequeueAfter == 0 || p.RequeueAfter > time.Second {
+				p.RequeueAfter = time.Second
+			}
 		}
 	}
 	written, err := c.writeMachine(ctx, cur, p.Machine)

@@ -373,8 +373,7 @@ func TestSyncObservesWithoutWritingAndWritesItsPlan(t *testing.T) {
 				return []*v1alpha1.Machine{syncMachineObj(nil)}, nil
 			},
 			afterCreate: true, wantKind: planCreate, wantAhead: true,
-			// The binding (alone) before the node's other writes.
-			wantWrites: []string{"control patch machines/", "control patch machines/", "control patch machines/status", "target patch nodes/", "target patch nodes/"},
+			wantWrites: []string{"control patch machines/", "control patch machines/", "control patch machines/status", "target patch nodes/"},
 			wantCalls:  []string{"CreateMachine", "InitializeMachine"}, wantPhase: v1alpha1.MachineRunning},
 		{name: "creation after a failed one: Pending at once",
 			setup: func(*testing.T, *sim.Cloud) ([]*v1alpha1.Machine, []*corev1.Node) {
@@ -412,7 +411,7 @@ func TestSyncObservesWithoutWritingAndWritesItsPlan(t *testing.T) {
 					[]*corev1.Node{syncNode(vm, false, corev1.ConditionTrue)}
 			},
 			wantKind:   planUpdate,
-			wantWrites: []string{"control patch machines/status", "target patch nodes/", "target patch nodes/"},
+			wantWrites: []string{"control patch machines/status", "target patch nodes/"},
 			wantPhase:  v1alpha1.MachineRunning},
 		{name: "health timeout: Failed, the gate agreeing",
 			setup: func(t *testing.T, cloud *sim.Cloud) ([]*v1alpha1.Machine, []*corev1.Node) {
@@ -434,7 +433,7 @@ func TestSyncObservesWithoutWritingAndWritesItsPlan(t *testing.T) {
 				return []*v1alpha1.Machine{m}, []*corev1.Node{n}
 			},
 			wantKind:   planUpdate,
-			wantWrites: []string{"control patch machines/status", "target patch nodes/", "target patch nodes/"},
+			wantWrites: []string{"control patch machines/status", "target patch nodes/"},
 			wantPhase:  v1alpha1.MachineFailed, wantGate: "asked 1, replaced [true]"},
 		{name: "health timeout: the gate says wait",
 			deny: "1 of at most 1 machines are being replaced",
@@ -503,16 +502,16 @@ func TestSyncObservesWithoutWritingAndWritesItsPlan(t *testing.T) {
 			// The writes are listed cluster by cluster (the fakes do not
 			// tell their order across clusters).
 			want = append(want, machineWrites(t, cur, done.Plan.Machine)...)
-			if done.Plan.Node != nil && base.Annotations[v1alpha1.MachineUIDAnnotation] != string(cur.UID) {
-				// The binding goes first, alone, guarded by the node's
-				// resourceVersion.
-				bound := base.DeepCopy()
-				setMapKey(&bound.Annotations, v1alpha1.MachineUIDAnnotation, string(cur.UID))
-				want = append(want, write{"target", "patch", "nodes", "", base.Name, "application/merge-patch+json",
-					fmt.Sprintf(`{"metadata":{"annotations":{%q:%q}}}`, v1alpha1.MachineUIDAnnotation, cur.UID)})
-				base = bound
-			}
-			if done.Plan.Node != nil {
+			switch {
+			case done.Plan.Node != nil && base.Annotations[v1alpha1.MachineUIDAnnotation] != string(cur.UID):
+				// The binding goes first, guarded by the node's
+				// resourceVersion, with the node's other changes.
+				data, err := patch.Diff(nodeFields, base, done.Plan.Node, "")
+				if err != nil {
+					t.Fatal(err)
+				}
+				want = append(want, write{"target", "patch", "nodes", "", base.Name, "application/merge-patch+json", string(data)})
+			case done.Plan.Node != nil:
 				want = append(want, nodeWrites(t, base, done.Plan.Node)...)
 			}
 			if diff := cmp.Diff(want, got); diff != "" {
