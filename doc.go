@@ -70,11 +70,19 @@
 // controller acts on a node or VM only through a binding it established
 // from the driver's answer for that very machine and that the node
 // confirms (its provider ID), recorded on the node (mcmkit.io/machine-uid).
-// Claims the node or the driver refutes are reported and ignored. Drain
-// deadlines and bounds come from the machine's deletion timestamp and
-// configuration, never from state stored on the machine, and every driver
-// call runs under a deadline (driver.WithDeadlines). reference/README.md
-// has the threat model.
+// Claims the node or the driver refutes are reported and ignored; the
+// binding is a guarded write, so one node has one machine even across
+// managers sharing a target; and a driver's answer naming another
+// machine's VM is refused, so no driver call carries another machine's
+// provider ID. What the flows act on is the controller's own: a
+// deletion's step and drain parameters are recorded in the machine's
+// status, which only the manager writes (a patch of the machine cannot
+// move a deletion on or shorten its drain), and its own timestamps are
+// never taken from the future. Sets and deployments may not select by the
+// labels the controllers write. Every driver call runs under a deadline
+// (driver.WithDeadlines), and texts from outside are bounded before they
+// reach the status. reference/README.md has the threat model, each claim
+// with the test that pins it.
 //
 // # Rollouts, in place, and preserved machines
 //
