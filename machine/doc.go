@@ -221,38 +221,12 @@
 //     deleted is not preserved: its deletion goes on. mcm_machine_preserved
 //     shows which machines are preserved.
 //
-// Where this differs from MCM v0.62.1, invisibly to MCM's clients:
+// A frozen controller leaves preservations as they are, as in MCM; a
+// machine whose node or VM another machine claims too (see Claims) acts
+// on neither, its preservation included, until one claim is gone.
 //
-//   - The machine's own preserve annotation is never stripped (MCM
-//     removes it when the Node's is applied): it is someone else's key.
-//   - New pods are kept off a preserved Failed node by the taint, as
-//     newer MCM does, not by a cordon. A node MCM v0.62.1 cordoned through
-//     its preservation drain (cordoned, a Preserved condition telling of a
-//     drain, no taint) is taken over after a switch — its drain counts as
-//     done, its cordon as the preservation's — and uncordoned once the
-//     machine runs; any other cordon is never touched (MCM uncordons a
-//     preserved Running node whoever cordoned it).
-//   - A machine preserved with "now" while healthy is tainted and drained
-//     when it goes Failed (MCM never drains it).
-//   - The reaction is immediate: MCM waits for its 10-minute resync when
-//     only the Node is annotated, and acts on an expiry up to 10 minutes
-//     late.
-//   - A preservation that expires on a still-Failed machine keeps its
-//     (past) expiry, so that its MachineSet replaces it and it is never
-//     auto-preserved again (MCM clears it and may preserve it anew).
-//   - An unknown value on the Node does not freeze a preservation: its
-//     expiry still ends it. The stop condition has a message; the
-//     last-applied record is deleted rather than left empty.
-//   - A machine's preservation does not move its lastUpdateTime, so the
-//     health timeout is not restarted by it.
-//   - A preservation starts once the machine's creation has ended (it
-//     runs, waits for its node, or failed): "now" on a machine whose
-//     VM is still being created (no phase yet, or CrashLoopBackOff) gets
-//     its expiry then, so its time counts from when there is something to
-//     look at (MCM starts it during the creation retries). As in MCM, a
-//     frozen controller leaves preservations as they are; and a machine
-//     whose node or VM another machine claims too (see Claims) acts on
-//     neither, its preservation included, until one claim is gone.
+// Where preservation differs from MCM v0.62.1: DIVERGENCES.md at the
+// repository's root, section Preservation, the one list of divergences.
 //
 // # In-place updates
 //
@@ -332,30 +306,12 @@
 //     InPlaceUpdating to the answer or the timeout; the drain's time goes
 //     to the drain metrics. MCM has no in-place metrics.
 //
-// Where this differs from MCM v0.62.1, invisibly to MCM's clients:
+// The update's drain holds no worker, and its clock is the recorded
+// selection; a Failed, Pending or updating machine's node is not drained
+// for an update.
 //
-//   - The condition's steps a sync can take at once are taken at once (a
-//     node labelled candidate and selected together goes to
-//     SelectedForUpdate in one write), and MCM's instantaneous
-//     DrainSuccessful is not written: the drain's end goes straight to
-//     ReadyForUpdate. A node MCM left at DrainSuccessful is taken over as
-//     drained. The UpdateFailed message, and the lastOperation of a
-//     failed machine, follow the agent's reason when it comes or changes
-//     (MCM keeps the first: the timeout's text, or the first reason on
-//     the machine).
-//   - The drain does not hold a worker (MCM's blocks up to the drain
-//     timeout), and its clock is the recorded selection, not a
-//     transition time any later reason change restarts. A Failed,
-//     Pending or updating machine's node is not drained for an update.
-//   - An updated machine whose node stays unhealthy is Failed after the
-//     health timeout (MCM keeps it InPlaceUpdateSuccessful, unavailable,
-//     for ever); a failed update is never Failed (MCM's health timeout
-//     would, but its replacement limit counts the machine itself, so in
-//     effect it never does either).
-//   - The reaction is immediate: MCM syncs a machine on a candidate or
-//     selected label only when it is added, and on a changed result.
-//   - As every health transition, the update's transitions wait while
-//     Options.SafetyGate freezes the controller.
+// Where in-place updates differ from MCM v0.62.1: DIVERGENCES.md at the
+// repository's root, section In-place updates.
 //
 // # Claims
 //

@@ -135,21 +135,9 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		p = c.inPlaceDrainPass(ctx, obs, p)
 	}
 	if p.Node != nil && nodebinding.Owner(node) != cur.UID {
-		// The binding comes first: a machine that loses its node to
-		// another (another manager's on a shared target) writes nothing
-		// that says it has it.
-		var synced bool
 		var err error
-		if node, synced, err = c.bindNode(ctx, node, p.Node, p.Machine); err != nil {
+		if node, err = c.bindFirst(ctx, node, &p); err != nil {
 			return applied{Plan: p}, err
-		}
-		if !synced {
-			// p.Node was planned on an older node: the next sync plans
-			// the node's sync again on the node as written.
-			p.Node = nil
-			if p.RequeueAfter == 0 || p.RequeueAfter > time.Second {
-				p.RequeueAfter = time.Second
-			}
 		}
 	}
 	written, err := c.writeMachine(ctx, cur, p.Machine)
@@ -194,6 +182,26 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		}
 	}
 	return done, nil
+}
+
+// bindFirst binds node to p's machine before anything else is written,
+// so that a machine that loses its node to another (another manager's on
+// a shared target) writes nothing that says it has it; the node's sync
+// goes in the same write when it can (see bindNode). It returns the node
+// as written; p's node sync is dropped, and the machine synced again
+// soon, when it was planned on an older node than the one written.
+func (c *Controller) bindFirst(ctx context.Context, node *corev1.Node, p *machinePlan) (*corev1.Node, error) {
+	written, synced, err := c.bindNode(ctx, node, p.Node, p.Machine)
+	if err != nil {
+		return nil, err
+	}
+	if !synced {
+		p.Node = nil
+		if p.RequeueAfter == 0 || p.RequeueAfter > time.Second {
+			p.RequeueAfter = time.Second
+		}
+	}
+	return written, nil
 }
 
 // requeue says when the machine is synced again after apply: after the
