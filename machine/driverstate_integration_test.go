@@ -22,10 +22,12 @@ import (
 )
 
 // hugeStateCreates is the simulated cloud whose CreateMachine answers with
-// a lastKnownState of 2 MB (as big as a request etcd takes); it records
-// when each driver call of the creation flow was made.
+// a lastKnownState of 2 MB (as big as a request etcd takes), after failing
+// once with Unavailable when failFirst is set; it records when each driver
+// call of the creation flow was made.
 type hugeStateCreates struct {
 	driver.Driver
+	failFirst bool
 
 	mu    sync.Mutex
 	calls []timedCall
@@ -37,10 +39,18 @@ type timedCall struct {
 	At time.Time
 }
 
-func (d *hugeStateCreates) record(op driver.Operation) {
+// record records a call of op and returns how many calls of op there were.
+func (d *hugeStateCreates) record(op driver.Operation) int {
 	d.mu.Lock()
 	defer d.mu.Unlock()
 	d.calls = append(d.calls, timedCall{op, time.Now()})
+	n := 0
+	for _, c := range d.calls {
+		if c.Op == op {
+			n++
+		}
+	}
+	return n
 }
 
 func (d *hugeStateCreates) recorded() []timedCall {
@@ -55,7 +65,9 @@ func (d *hugeStateCreates) GetMachineStatus(ctx context.Context, req *driver.Get
 }
 
 func (d *hugeStateCreates) CreateMachine(ctx context.Context, req *driver.CreateMachineRequest) (*driver.CreateMachineResponse, error) {
-	d.record(driver.OperationCreateMachine)
+	if d.record(driver.OperationCreateMachine) == 1 && d.failFirst {
+		return nil, driver.NewError(driver.Unavailable, "cloud busy")
+	}
 	resp, err := d.Driver.CreateMachine(ctx, req)
 	if resp != nil {
 		resp.LastKnownState = strings.Repeat("s", 2<<20)
@@ -130,24 +142,62 @@ func watchMachine(t *testing.T, w *world, name string) func() []v1alpha1.Machine
 // machine is CrashLoopBackOff with a Failed lastOperation (Internal) and a
 // Warning event, nothing of the answer is stored — and the driver is
 // called again on the backoff only, when the machine adopts its VM by
-// name and runs.
+// name and runs (Available without a target cluster). The answer comes
+// where its status would be written whole: without a target cluster, and
+// with one on a retry after a failed creation.
 func TestIntegrationHugeDriverStateIsRefused(t *testing.T) {
-	drv := &hugeStateCreates{}
-	logs := &failedWrites{}
-	recorder, stopRecording := apiRecorder(t)
-	t.Cleanup(stopRecording)
-	opts := machine.Options{MediumRetry: 2 * time.Second, ShortRetry: 2 * time.Second, MaxRetryDelay: 10 * time.Second,
-		Recorder: recorder, Logger: logs.logger(t)}
-	w := integration(t, worldOptions{ctrl: opts, drv: func(d driver.Driver) driver.Driver { drv.Driver = d; return drv }})
-	createClass(t, w.mc, w.core, w.ns, true)
-	m := newMachine(w.ns, w.name(0), "sim", nil)
-	versions := watchMachine(t, w, m.Name)
-	createMachine(t, w.mc, m)
+	for _, tc := range []struct {
+		name     string
+		noTarget bool
+		want     v1alpha1.MachinePhase
+	}{
+		{name: "without a target cluster", noTarget: true, want: v1alpha1.MachineAvailable},
+		{name: "with a target cluster, on a retry", want: v1alpha1.MachineRunning},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			drv := &hugeStateCreates{failFirst: !tc.noTarget}
+			logs := &failedWrites{}
+			recorder, stopRecording := apiRecorder(t)
+			t.Cleanup(stopRecording)
+			opts := machine.Options{MediumRetry: 2 * time.Second, ShortRetry: time.Second, MaxRetryDelay: 10 * time.Second,
+				Recorder: recorder, Logger: logs.logger(t)}
+			w := integration(t, worldOptions{noTarget: tc.noTarget, ctrl: opts, drv: func(d driver.Driver) driver.Driver { drv.Driver = d; return drv }})
+			createClass(t, w.mc, w.core, w.ns, true)
+			m := newMachine(w.ns, w.name(0), "sim", nil)
+			versions := watchMachine(t, w, m.Name)
+			createMachine(t, w.mc, m)
 
-	testenv.Eventually(t, 60*time.Second, phaseIs(w.mc, w.ns, m.Name, v1alpha1.MachineRunning))
+			testenv.Eventually(t, 60*time.Second, phaseIs(w.mc, w.ns, m.Name, tc.want))
+			checkRefusedState(t, versions())
+			if failed := logs.all(); len(failed) > 0 {
+				t.Errorf("%d status writes failed, the first: %s", len(failed), failed[0])
+			}
+			checkAdoptedOnBackoff(t, drv.recorded(), opts, !tc.noTarget)
+			testenv.Eventually(t, 20*time.Second, func(ctx context.Context) (bool, string) {
+				events, err := w.core.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{})
+				if err != nil {
+					return false, err.Error()
+				}
+				for _, e := range events.Items {
+					if e.InvolvedObject.Name == m.Name && e.Type == corev1.EventTypeWarning && e.Reason == machine.ReasonCreateFailed &&
+						strings.Contains(e.Message, "lastKnownState of 2097152 bytes") {
+						return true, ""
+					}
+				}
+				return false, fmt.Sprintf("no Warning %s event about the lastKnownState among %d", machine.ReasonCreateFailed, len(events.Items))
+			})
+		})
+	}
+}
 
+// checkRefusedState fails t unless a version of the machine says the
+// driver's answer was refused (CrashLoopBackOff, Create Failed, Internal),
+// or when one stores the driver's lastKnownState.
+func checkRefusedState(t *testing.T, versions []v1alpha1.Machine) {
+	t.Helper()
 	var refused bool
-	for _, v := range versions() {
+	var seen []string
+	for _, v := range versions {
 		op := v.Status.LastOperation
 		if v.Status.CurrentStatus.Phase == v1alpha1.MachineCrashLoopBackOff && op.State == v1alpha1.MachineStateFailed &&
 			op.Type == v1alpha1.MachineOperationCreate && op.ErrorCode == driver.Internal.String() &&
@@ -157,49 +207,38 @@ func TestIntegrationHugeDriverStateIsRefused(t *testing.T) {
 		if v.Status.LastKnownState != "" {
 			t.Errorf("version %s stores a lastKnownState of %d bytes", v.ResourceVersion, len(v.Status.LastKnownState))
 		}
+		seen = append(seen, fmt.Sprintf("%s %q %s/%s/%s %.120q", v.ResourceVersion, v.Status.CurrentStatus.Phase,
+			op.Type, op.State, op.ErrorCode, op.Description))
 	}
 	if !refused {
-		var seen []string
-		for _, v := range versions() {
-			seen = append(seen, fmt.Sprintf("%s %q %s/%s/%s %.120q", v.ResourceVersion, v.Status.CurrentStatus.Phase,
-				v.Status.LastOperation.Type, v.Status.LastOperation.State, v.Status.LastOperation.ErrorCode, v.Status.LastOperation.Description))
-		}
-		t.Errorf("no version of the machine says the driver's answer was refused (CrashLoopBackOff, Create Failed, Internal); versions:\n%s", strings.Join(seen, "\n"))
+		t.Errorf("no version of the machine says the driver's answer was refused; versions:\n%s", strings.Join(seen, "\n"))
 	}
-	if failed := logs.all(); len(failed) > 0 {
-		t.Errorf("%d status writes failed, the first: %s", len(failed), failed[0])
-	}
+}
 
-	// The driver: one CreateMachine, and the next call of the flow (the
-	// GetMachineStatus that adopts the VM) after the backoff.
-	calls := drv.recorded()
-	create := slices.IndexFunc(calls, func(c timedCall) bool { return c.Op == driver.OperationCreateMachine })
-	if create < 0 {
-		t.Fatalf("CreateMachine never called: %v", calls)
+// checkAdoptedOnBackoff fails t unless the refused CreateMachine (the
+// second with failedFirst) was the last, and the driver's next call, the
+// GetMachineStatus that adopts the VM, came after the backoff.
+func checkAdoptedOnBackoff(t *testing.T, calls []timedCall, opts machine.Options, failedFirst bool) {
+	t.Helper()
+	creates, want := 0, 1
+	if failedFirst {
+		want = 2
 	}
-	next := slices.IndexFunc(calls[create+1:], func(c timedCall) bool { return c.Op != driver.OperationInitializeMachine })
+	last := -1
+	for i, c := range calls {
+		if c.Op == driver.OperationCreateMachine {
+			creates, last = creates+1, i
+		}
+	}
+	if creates != want {
+		t.Fatalf("CreateMachine called %d times, want %d: the VM is adopted by name (calls %v)", creates, want, calls)
+	}
+	next := slices.IndexFunc(calls[last+1:], func(c timedCall) bool { return c.Op != driver.OperationInitializeMachine })
 	if next < 0 {
-		t.Fatalf("the driver was not called again after CreateMachine, yet the machine runs: %v", calls)
+		t.Fatalf("the driver was not called again after the refused CreateMachine, yet the machine runs: %v", calls)
 	}
-	again := calls[create+1+next]
-	if gap, want := again.At.Sub(calls[create].At), opts.RetryDelay(driver.Internal, 1); again.Op != driver.OperationGetMachineStatus || gap < want {
-		t.Errorf("after the refused CreateMachine, %s came %v later; want GetMachineStatus after the backoff, %v (calls %v)", again.Op, gap, want, calls)
+	again := calls[last+1+next]
+	if gap, backoff := again.At.Sub(calls[last].At), opts.RetryDelay(driver.Internal, want); again.Op != driver.OperationGetMachineStatus || gap < backoff {
+		t.Errorf("after the refused CreateMachine, %s came %v later; want GetMachineStatus after the backoff, %v (calls %v)", again.Op, gap, backoff, calls)
 	}
-	if n := len(slices.DeleteFunc(calls, func(c timedCall) bool { return c.Op != driver.OperationCreateMachine })); n != 1 {
-		t.Errorf("CreateMachine called %d times, want once: the VM is adopted by name", n)
-	}
-
-	testenv.Eventually(t, 20*time.Second, func(ctx context.Context) (bool, string) {
-		events, err := w.core.CoreV1().Events(w.ns).List(ctx, metav1.ListOptions{})
-		if err != nil {
-			return false, err.Error()
-		}
-		for _, e := range events.Items {
-			if e.InvolvedObject.Name == m.Name && e.Type == corev1.EventTypeWarning && e.Reason == machine.ReasonCreateFailed &&
-				strings.Contains(e.Message, "lastKnownState of 2097152 bytes") {
-				return true, ""
-			}
-		}
-		return false, fmt.Sprintf("no Warning %s event about the lastKnownState among %d", machine.ReasonCreateFailed, len(events.Items))
-	})
 }
