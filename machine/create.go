@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/go-logr/logr"
 	corev1 "k8s.io/api/core/v1"
@@ -181,25 +182,80 @@ func (c *Controller) takenNode(m *v1alpha1.Machine, name string) string {
 	return owner
 }
 
+// Bounds of what a driver's answer may make the controller store. An
+// answer over them is the driver's fault (Internal) and refused whole:
+// unlike a message, opaque state or an address cut short would be wrong,
+// not shorter, and one of any size would make every status write fail
+// (etcd refuses the request).
+const (
+	// maxLastKnownState bounds status.lastKnownState: ample for the
+	// state a driver keeps between its calls, far below etcd's request
+	// limit (1.5 MiB by default).
+	maxLastKnownState = 64 << 10
+	// maxProviderID bounds spec.providerID: clouds' IDs (Azure's, the
+	// longest, included) are a few hundred bytes at most.
+	maxProviderID = 1024
+	// maxAddresses and maxAddress bound status.addresses, stored when
+	// there is no target cluster: a VM has a few addresses, each an IP or
+	// a DNS name (at most 253 bytes), of a type such as InternalIP.
+	maxAddresses = 32
+	maxAddress   = 253
+)
+
 // checkCreated checks what the driver said about a VM it created or
-// found before any of it is written: a provider ID, and (with a target
-// cluster) a node name that can be a Node's name and the value of the
-// machine's node label. A driver that breaks this is at fault
-// (Internal), and the machine says so.
+// found before any of it is written: a provider ID of bounded size, a
+// lastKnownState of bounded size (checkLastKnownState), and with a
+// target cluster a node name that can be a Node's name and the value of
+// the machine's node label, or without one a bounded list of bounded
+// addresses. A driver that breaks this is at fault (Internal), and the
+// machine says so.
 func checkCreated(out createOutcome, hasTarget bool) error {
 	switch {
 	case out.ProviderID == "":
 		return driver.NewError(driver.Internal, "driver returned no provider ID")
-	case !hasTarget:
-		return nil
-	case out.NodeName == "":
+	case len(out.ProviderID) > maxProviderID || !utf8.ValidString(out.ProviderID):
+		return driver.Errorf(driver.Internal, "driver returned a provider ID of %d bytes starting %.64q; the controller stores one of at most %d bytes of valid UTF-8",
+			len(out.ProviderID), out.ProviderID, maxProviderID)
+	}
+	if err := checkLastKnownState(out.LastKnownState); err != nil {
+		return err
+	}
+	if !hasTarget {
+		return checkAddresses(out.Addresses)
+	}
+	if out.NodeName == "" {
 		return driver.NewError(driver.Internal, "driver returned no node name")
 	}
 	problems := validation.IsDNS1123Subdomain(out.NodeName)
 	problems = append(problems, validation.IsValidLabelValue(out.NodeName)...)
 	if len(problems) > 0 {
-		return driver.Errorf(driver.Internal, "driver returned node name %q for VM %s, which cannot name a Node in the machine's %q label: %s",
+		return driver.Errorf(driver.Internal, "driver returned node name %.64q for VM %s, which cannot name a Node in the machine's %q label: %s",
 			out.NodeName, out.ProviderID, v1alpha1.NodeLabelKey, strings.Join(problems, "; "))
+	}
+	return nil
+}
+
+// checkLastKnownState refuses a driver's lastKnownState over
+// maxLastKnownState: the driver reads it back, so it is stored whole or
+// not at all.
+func checkLastKnownState(state string) error {
+	if len(state) > maxLastKnownState {
+		return driver.Errorf(driver.Internal, "driver returned a lastKnownState of %d bytes; the controller stores at most %d", len(state), maxLastKnownState)
+	}
+	return nil
+}
+
+// checkAddresses refuses more than maxAddresses addresses, or an address
+// or type over maxAddress bytes.
+func checkAddresses(addrs []corev1.NodeAddress) error {
+	if len(addrs) > maxAddresses {
+		return driver.Errorf(driver.Internal, "driver returned %d addresses; the controller stores at most %d", len(addrs), maxAddresses)
+	}
+	for _, a := range addrs {
+		if len(a.Address) > maxAddress || len(a.Type) > maxAddress {
+			return driver.Errorf(driver.Internal, "driver returned an address of %d bytes and type of %d bytes, starting %.64q; the controller stores addresses and types of at most %d bytes",
+				len(a.Address), len(a.Type), a.Address, maxAddress)
+		}
 	}
 	return nil
 }

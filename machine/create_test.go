@@ -259,3 +259,73 @@ func TestBindRefusal(t *testing.T) {
 		}
 	}
 }
+
+// TestCheckCreated: a driver's answer is refused whole (Internal) when
+// the controller could not store it: no provider ID, or one that is too
+// long or not UTF-8; a lastKnownState over its bound; with a target
+// cluster, a node name that cannot name a Node; without one (when the
+// addresses are stored), too many addresses or a too long one.
+func TestCheckCreated(t *testing.T) {
+	ok := createOutcome{ProviderID: "sim:///zone-a/vm-1", NodeName: "node-1"}
+	with := func(f func(*createOutcome)) createOutcome {
+		out := ok
+		f(&out)
+		return out
+	}
+	addrs := func(n int, addr string) []corev1.NodeAddress {
+		out := make([]corev1.NodeAddress, n)
+		for i := range out {
+			out[i] = corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: addr}
+		}
+		return out
+	}
+	tests := []struct {
+		name      string
+		out       createOutcome
+		hasTarget bool
+		want      string // the error; "" for none
+	}{
+		{name: "with a target", out: ok, hasTarget: true},
+		{name: "without a target", out: with(func(o *createOutcome) { o.NodeName = ""; o.Addresses = addrs(2, "10.0.0.1") })},
+		{name: "no provider ID", out: with(func(o *createOutcome) { o.ProviderID = "" }), hasTarget: true,
+			want: "Internal: driver returned no provider ID"},
+		{name: "a provider ID of the largest size", out: with(func(o *createOutcome) { o.ProviderID = strings.Repeat("p", maxProviderID) }), hasTarget: true},
+		{name: "a provider ID too long", out: with(func(o *createOutcome) { o.ProviderID = strings.Repeat("p", maxProviderID+1) }), hasTarget: true,
+			want: `Internal: driver returned a provider ID of 1025 bytes starting "` + strings.Repeat("p", 64) + `"; the controller stores one of at most 1024 bytes of valid UTF-8`},
+		{name: "a provider ID not UTF-8", out: with(func(o *createOutcome) { o.ProviderID = "sim:///\xff" }),
+			want: `Internal: driver returned a provider ID of 8 bytes starting "sim:///\xff"; the controller stores one of at most 1024 bytes of valid UTF-8`},
+		{name: "a state of the largest size", out: with(func(o *createOutcome) { o.LastKnownState = strings.Repeat("s", maxLastKnownState) }), hasTarget: true},
+		{name: "a state of 2 MB, with a target", out: with(func(o *createOutcome) { o.LastKnownState = strings.Repeat("s", 2<<20) }), hasTarget: true,
+			want: "Internal: driver returned a lastKnownState of 2097152 bytes; the controller stores at most 65536"},
+		{name: "a state too long, without a target", out: with(func(o *createOutcome) { o.LastKnownState = strings.Repeat("s", maxLastKnownState+1) }),
+			want: "Internal: driver returned a lastKnownState of 65537 bytes; the controller stores at most 65536"},
+		{name: "the most addresses", out: with(func(o *createOutcome) { o.Addresses = addrs(maxAddresses, strings.Repeat("a", maxAddress)) })},
+		{name: "too many addresses", out: with(func(o *createOutcome) { o.Addresses = addrs(maxAddresses+1, "10.0.0.1") }),
+			want: "Internal: driver returned 33 addresses; the controller stores at most 32"},
+		{name: "an address too long", out: with(func(o *createOutcome) { o.Addresses = addrs(1, strings.Repeat("a", maxAddress+1)) }),
+			want: `Internal: driver returned an address of 254 bytes and type of 10 bytes, starting "` + strings.Repeat("a", 64) + `"; the controller stores addresses and types of at most 253 bytes`},
+		{name: "an address type too long", out: with(func(o *createOutcome) {
+			o.Addresses = []corev1.NodeAddress{{Type: corev1.NodeAddressType(strings.Repeat("t", maxAddress+1)), Address: "10.0.0.1"}}
+		}), want: `Internal: driver returned an address of 8 bytes and type of 254 bytes, starting "10.0.0.1"; the controller stores addresses and types of at most 253 bytes`},
+		// With a target cluster the addresses are the node's, not stored.
+		{name: "too many addresses, with a target", out: with(func(o *createOutcome) { o.Addresses = addrs(maxAddresses+1, "10.0.0.1") }), hasTarget: true},
+		{name: "no node name, with a target", out: with(func(o *createOutcome) { o.NodeName = "" }), hasTarget: true,
+			want: "Internal: driver returned no node name"},
+		{name: "a node name that cannot be a label value", out: with(func(o *createOutcome) { o.NodeName = strings.Repeat("n", 64) }), hasTarget: true,
+			want: `Internal: driver returned node name "` + strings.Repeat("n", 64) + `" for VM sim:///zone-a/vm-1, which cannot name a Node in the machine's "node" label: must be no more than 63 bytes`},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			var got string
+			if err := checkCreated(tc.out, tc.hasTarget); err != nil {
+				got = err.Error()
+				if code := driver.CodeOf(err); code != driver.Internal {
+					t.Errorf("code %v, want Internal: the driver's fault", code)
+				}
+			}
+			if diff := cmp.Diff(tc.want, got); diff != "" {
+				t.Errorf("error (-want +got):\n%s", diff)
+			}
+		})
+	}
+}

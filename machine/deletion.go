@@ -277,6 +277,24 @@ type stepOutcome struct {
 	LastKnownState string
 }
 
+// storableState returns the outcome out of a VM's deletion with a
+// lastKnownState the machine cannot store (checkLastKnownState) refused:
+// the VM is gone, so the deletion goes on without the state, and its
+// event, a Warning, says why.
+func storableState(out stepOutcome) stepOutcome {
+	err := checkLastKnownState(out.LastKnownState)
+	if err == nil {
+		return out
+	}
+	e := event{Type: corev1.EventTypeWarning, Reason: ReasonDeleted}
+	if out.Event != nil {
+		e.Reason, e.Message = out.Event.Reason, out.Event.Message+"; "
+	}
+	e.Message += "refused the driver's answer: " + err.Error()
+	out.LastKnownState, out.Event = "", &e
+	return out
+}
+
 // planDeletionWrite returns the machine to write after running a step of d
 // with outcome out: phase Terminating, the record of the (next) step, when
 // it began and the frozen drain parameters (see DeletionCondition) with

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -264,6 +265,13 @@ func TestDeleteVMStep(t *testing.T) {
 	}{
 		{name: "deleted", resp: &driver.DeleteMachineResponse{LastKnownState: "gone"},
 			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted, LastKnownState: "gone"}},
+		{name: "a state the controller does not store is refused, and the deletion goes on", resp: &driver.DeleteMachineResponse{LastKnownState: strings.Repeat("s", maxLastKnownState+1)},
+			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion",
+				Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleted,
+					Message: "Deleted VM p1; refused the driver's answer: Internal: driver returned a lastKnownState of 65537 bytes; the controller stores at most 65536"}}},
+		{name: "a state of the largest size is stored", resp: &driver.DeleteMachineResponse{LastKnownState: strings.Repeat("s", maxLastKnownState)},
+			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted,
+				LastKnownState: strings.Repeat("s", maxLastKnownState)}},
 		{name: "already gone", err: driver.Errorf(driver.NotFound, "no such VM"),
 			want: stepOutcome{Done: true, Description: "VM deletion was successful. Initiate node object deletion", Event: deleted}},
 		{name: "unavailable retries short and is an error", err: driver.Errorf(driver.Unavailable, "cloud down"), wantErr: true,
@@ -381,5 +389,33 @@ func TestWaitStep(t *testing.T) {
 	}
 	if first.RequeueAfter != DefaultMediumRetry || second.RequeueAfter != 2*DefaultMediumRetry {
 		t.Errorf("bad input waits %v then %v, want %v doubling", first.RequeueAfter, second.RequeueAfter, DefaultMediumRetry)
+	}
+}
+
+// TestStorableState: a VM deletion's outcome keeps a lastKnownState the
+// machine can store; one over the bound is dropped and its event turns
+// into a Warning that says why, the step still done.
+func TestStorableState(t *testing.T) {
+	big := strings.Repeat("s", maxLastKnownState+1)
+	refused := "refused the driver's answer: Internal: driver returned a lastKnownState of 65537 bytes; the controller stores at most 65536"
+	deleted := &event{Type: corev1.EventTypeNormal, Reason: ReasonDeleted, Message: "Deleted VM p1"}
+	tests := []struct {
+		name     string
+		in, want stepOutcome
+	}{
+		{"no state", stepOutcome{Done: true, Event: deleted}, stepOutcome{Done: true, Event: deleted}},
+		{"a state of the largest size", stepOutcome{Done: true, Event: deleted, LastKnownState: big[1:]},
+			stepOutcome{Done: true, Event: deleted, LastKnownState: big[1:]}},
+		{"a state too large", stepOutcome{Done: true, Event: deleted, LastKnownState: big},
+			stepOutcome{Done: true, Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleted, Message: "Deleted VM p1; " + refused}}},
+		{"a state too large, no event", stepOutcome{Done: true, LastKnownState: big},
+			stepOutcome{Done: true, Event: &event{Type: corev1.EventTypeWarning, Reason: ReasonDeleted, Message: refused}}},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if diff := cmp.Diff(tc.want, storableState(tc.in), cmp.AllowUnexported(event{})); diff != "" {
+				t.Errorf("outcome (-want +got):\n%s", diff)
+			}
+		})
 	}
 }

@@ -63,9 +63,14 @@
 //     (lastOperation errorCode Internal, event ForeignVM) without a
 //     provider ID or node label. A VM of its own whose
 //     node name belongs to another machine's Node is deleted and the
-//     machine marked Failed. A node name that cannot be a Node's name and
-//     the node label's value is the driver's fault (Internal), reported
-//     before anything is written. Failures give CrashLoopBackOff, or
+//     machine marked Failed. An answer the machine could not store is the
+//     driver's fault (Internal), refused whole before anything is written
+//     and retried on the backoff: a node name that cannot be a Node's name
+//     and the node label's value, a provider ID over 1 KiB or not UTF-8, a
+//     lastKnownState over 64 KiB, and without a target cluster more than
+//     32 addresses or one over 253 bytes (a DeleteMachine's lastKnownState
+//     over 64 KiB is not stored, with a Warning event, and the deletion
+//     goes on). Failures give CrashLoopBackOff, or
 //     Failed once the creation timeout has passed since
 //     CreationStartedAnnotation (never before the machine's creation,
 //     never after now: see Timestamps):
@@ -376,9 +381,11 @@
 // by an event, not as a queue error. Consecutive failures of one machine
 // double the wait, up to MaxRetryDelay.
 //
-// The wait holds whatever queues the machine: a sync that comes before a
-// failed creation's wait has passed (a node, a creation slot, an event)
-// calls no driver and is requeued for the rest of it, unless what the
+// The wait holds whatever queues the machine, from when the driver
+// answered (a failed write of the failure keeps it): a sync that comes
+// before a failed creation's wait has passed (a node, a creation slot, an
+// event, the queue's retry of a failed write) calls no driver and is
+// requeued for the rest of it, unless what the
 // creation is made from changed meanwhile: the machine's spec (its
 // generation), its class's (generation) or its secret's data. A machine is
 // synced on every change of it (labels, annotations, finalizers, deletion,

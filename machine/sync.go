@@ -100,6 +100,9 @@ type applied struct {
 	// TokenErr is the failure of the bootstrap token's cleanup after a
 	// join, retried with the queue's backoff.
 	TokenErr error
+	// Backoff is the wait before the next creation, set when a creation
+	// failed; it was held (see backOff) before anything was written.
+	Backoff time.Duration
 }
 
 // apply makes the writes of plan p: for planCreate the creation phase
@@ -113,6 +116,7 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		c.recordEvent(obs.Machine, p.Clamped)
 	}
 	cur, node := obs.Machine, obs.Node
+	var backoff time.Duration
 	if p.Kind == planCreate {
 		release, wait := c.takeCreationSlot(ctx, workqueue.KeyOf(cur))
 		if release == nil {
@@ -124,6 +128,13 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 			return applied{Plan: p}, err
 		}
 		c.reportClaim(ctx, cur, p.Claim)
+		if p.Retry != retryNone {
+			// The driver was called and the creation failed: its backoff
+			// holds whether or not the write of the outcome lands, so
+			// that a conflict or a server error on that write does not
+			// call the driver again on the queue's short backoff.
+			backoff = c.backOff(workqueue.KeyOf(cur), p)
+		}
 	}
 	if p.Kind == planWaitForClass {
 		c.classQueue.Add(classKeyOf(cur))
@@ -136,7 +147,7 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	}
 	if p.Node != nil && nodebinding.Owner(node) != cur.UID {
 		var err error
-		if node, err = c.bindFirst(ctx, node, &p); err != nil {
+		if node, p, err = c.bindFirst(ctx, node, p); err != nil {
 			return applied{Plan: p}, err
 		}
 	}
@@ -145,7 +156,7 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		c.gate.Replaced(ctx, obs.Machine, err == nil)
 	}
 	if err != nil {
-		return applied{Plan: p}, err
+		return applied{Plan: p, Backoff: backoff}, err
 	}
 	c.recordEvent(written, p.Event)
 	for _, e := range append(p.InPlaceEvents, p.PreserveEvents...) {
@@ -159,49 +170,16 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 	if p.Joined {
 		c.metrics.join.WithLabelValues(labels...).Observe(p.JoinTook.Seconds())
 	}
-	done := applied{Plan: p, Machine: written}
+	done := applied{Plan: p, Machine: written, Backoff: backoff}
 	// After the join is written, so that a failure never holds it up.
 	done.TokenErr = c.cleanUpBootstrapTokens(ctx, written, p.Joined)
 	if p.FailedJoin {
 		c.metrics.failedJoins.WithLabelValues(labels...).Inc()
 	}
-	if p.Node != nil {
-		if err := c.patchNode(ctx, node, p.Node); err != nil {
-			return done, err
-		}
-	}
-	// The machine's phase is written before the node's InPlaceUpdate
-	// condition: the node agent acts on ReadyForUpdate only once the
-	// machine is InPlaceUpdating, and the deployment controller moves a
-	// machine to its new set only once it is no longer.
-	for _, cond := range []*corev1.NodeCondition{p.NodeCondition, p.InPlaceCondition} {
-		if cond != nil && node != nil {
-			if err := c.patchNodeCondition(ctx, node.Name, *cond); err != nil {
-				return done, err
-			}
-		}
+	if err := c.writeNode(ctx, node, p); err != nil {
+		return done, err
 	}
 	return done, nil
-}
-
-// bindFirst binds node to p's machine before anything else is written,
-// so that a machine that loses its node to another (another manager's on
-// a shared target) writes nothing that says it has it; the node's sync
-// goes in the same write when it can (see bindNode). It returns the node
-// as written; p's node sync is dropped, and the machine synced again
-// soon, when it was planned on an older node than the one written.
-func (c *Controller) bindFirst(ctx context.Context, node *corev1.Node, p *machinePlan) (*corev1.Node, error) {
-	written, synced, err := c.bindNode(ctx, node, p.Node, p.Machine)
-	if err != nil {
-		return nil, err
-	}
-	if !synced {
-		p.Node = nil
-		if p.RequeueAfter == 0 || p.RequeueAfter > time.Second {
-			p.RequeueAfter = time.Second
-		}
-	}
-	return written, nil
 }
 
 // requeue says when the machine is synced again after apply: after the
@@ -215,11 +193,10 @@ func (c *Controller) requeue(ctx context.Context, done applied) (workqueue.Resul
 	}
 	key := workqueue.KeyOf(written)
 	if p.Retry != retryNone {
-		delay := c.opts.retryDelay(p.Retry, c.failures.inc(key))
-		if p.TimeoutIn > 0 {
-			delay = min(delay, p.TimeoutIn)
+		delay := done.Backoff
+		if delay == 0 {
+			delay = c.backOff(key, p)
 		}
-		c.failures.hold(key, c.opts.Clock.Now().Add(delay))
 		logr.FromContextOrDiscard(ctx).V(2).Info("Retrying after failure", "after", delay, "description", written.Status.LastOperation.Description)
 		return workqueue.Result{RequeueAfter: delay}, p.Err
 	}
@@ -230,4 +207,55 @@ func (c *Controller) requeue(ctx context.Context, done applied) (workqueue.Resul
 		return workqueue.Result{}, done.TokenErr // retried with the queue's backoff
 	}
 	return workqueue.Result{RequeueAfter: p.RequeueAfter}, nil
+}
+
+// backOff counts a failure of the machine with key and holds its next
+// creation for the backoff that follows (see failureCounter), never past
+// the creation timeout (p.TimeoutIn); it returns that backoff.
+func (c *Controller) backOff(key string, p machinePlan) time.Duration {
+	delay := c.opts.retryDelay(p.Retry, c.failures.inc(key))
+	if p.TimeoutIn > 0 {
+		delay = min(delay, p.TimeoutIn)
+	}
+	c.failures.hold(key, c.opts.Clock.Now().Add(delay))
+	return delay
+}
+
+// bindFirst binds node to the machine before anything else of p is
+// written: a machine that loses its node to another (another manager's
+// on a shared target) writes nothing that says it has it. It returns the
+// node as written and p, whose node sync is dropped, to be planned again
+// on the node as written, when the binding could not carry it.
+func (c *Controller) bindFirst(ctx context.Context, node *corev1.Node, p machinePlan) (*corev1.Node, machinePlan, error) {
+	node, synced, err := c.bindNode(ctx, node, p.Node, p.Machine)
+	if err != nil || synced {
+		return node, p, err
+	}
+	p.Node = nil
+	if p.RequeueAfter == 0 || p.RequeueAfter > time.Second {
+		p.RequeueAfter = time.Second
+	}
+	return node, p, nil
+}
+
+// writeNode makes p's writes to the machine's node, after the machine's:
+// its sync, then its conditions.
+func (c *Controller) writeNode(ctx context.Context, node *corev1.Node, p machinePlan) error {
+	if p.Node != nil {
+		if err := c.patchNode(ctx, node, p.Node); err != nil {
+			return err
+		}
+	}
+	// The machine's phase is written before the node's InPlaceUpdate
+	// condition: the node agent acts on ReadyForUpdate only once the
+	// machine is InPlaceUpdating, and the deployment controller moves a
+	// machine to its new set only once it is no longer.
+	for _, cond := range []*corev1.NodeCondition{p.NodeCondition, p.InPlaceCondition} {
+		if cond != nil && node != nil {
+			if err := c.patchNodeCondition(ctx, node.Name, *cond); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }

@@ -424,7 +424,7 @@ func (c *Controller) deleteVMStep(ctx context.Context, m *v1alpha1.Machine, d de
 		if resp != nil {
 			out.LastKnownState = resp.LastKnownState
 		}
-		return out, nil
+		return storableState(out), nil
 	default:
 		msg := fmt.Sprintf("Cloud provider message - DeleteMachine failed: %v. Initiate VM deletion", err)
 		return stepOutcome{

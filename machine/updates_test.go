@@ -2,12 +2,18 @@ package machine
 
 import (
 	"context"
+	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/google/go-cmp/cmp"
 	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	k8stesting "k8s.io/client-go/testing"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
 	"github.com/mcmkit/mcm/driver"
@@ -165,6 +171,62 @@ func TestFailedCreationWaitsForItsBackoff(t *testing.T) {
 	}
 	if wait := f.c.failures.held("ns/m1", time.Now()); wait <= DefaultShortRetry {
 		t.Errorf("backoff after the second failure %v, want longer than the first (%v)", wait, DefaultShortRetry)
+	}
+}
+
+// TestFailedCreationHoldsWhenItsWriteFails: a failed creation whose
+// status write fails (a conflict, a server error) still holds the
+// machine's next creation for its backoff: the syncs that follow, queued
+// by the worker's error, call no driver before the backoff ends.
+func TestFailedCreationHoldsWhenItsWriteFails(t *testing.T) {
+	machines := schema.GroupResource{Group: v1alpha1.SchemeGroupVersion.Group, Resource: "machines"}
+	for _, tc := range []struct {
+		name string
+		err  error
+	}{
+		{"conflict", apierrors.NewConflict(machines, "m1", errors.New("the object has been modified"))},
+		{"server error", apierrors.NewInternalError(errors.New("etcdserver: leader changed"))},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFakeController(t)
+			ctx := context.Background()
+			if _, err := f.cloud.InjectFault(sim.Fault{Operation: driver.OperationCreateMachine, Code: driver.Unavailable}); err != nil {
+				t.Fatal(err)
+			}
+			f.createMachine(t, "m1")
+			var refused atomic.Int32
+			f.mc.PrependReactor("patch", "machines", func(a k8stesting.Action) (bool, runtime.Object, error) {
+				if a.GetSubresource() == "status" && refused.CompareAndSwap(0, 1) {
+					return true, nil, tc.err
+				}
+				return false, nil, nil
+			})
+			var err error
+			eventually(t, "a create attempt", func() error {
+				_, err = f.c.ReconcileMachine(ctx, "ns/m1")
+				return nil
+			}, func() bool { return f.cloud.Calls(driver.OperationCreateMachine) > 0 })
+			if !errors.Is(err, tc.err) || f.cloud.Calls(driver.OperationCreateMachine) != 1 || refused.Load() != 1 {
+				t.Fatalf("sync that created: %v after %d CreateMachine calls and %d refused status writes; want the write's error after 1 call",
+					err, f.cloud.Calls(driver.OperationCreateMachine), refused.Load())
+			}
+			// The write-ahead (the finalizer) landed; the next syncs plan
+			// from it, as the worker's retry would.
+			eventually(t, "the cache shows the write-ahead", func() error { return nil }, func() bool {
+				stored, _ := f.machine(t, "m1")
+				cached, err := f.c.machines.Machines("ns").Get("m1")
+				return err == nil && cached.ResourceVersion == stored.ResourceVersion
+			})
+			for range 3 {
+				res, err := f.c.ReconcileMachine(ctx, "ns/m1")
+				if err != nil || res.RequeueAfter <= 0 || res.RequeueAfter > DefaultShortRetry {
+					t.Fatalf("sync within the backoff: %+v, %v; want a requeue within %v and no error", res, err, DefaultShortRetry)
+				}
+			}
+			if n := f.cloud.Calls(driver.OperationCreateMachine); n != 1 {
+				t.Errorf("CreateMachine called %d times within the backoff, want 1", n)
+			}
+		})
 	}
 }
 
