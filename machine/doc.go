@@ -196,15 +196,16 @@
 //     start of the preservation, force with the force-drain label, and the
 //     drain engine's force on a node NotReady for long. The start, the
 //     drain timeout and maxEvictRetries in force when the drain began are
-//     recorded in the machine's status (PreserveDrainCondition, removed
-//     when the drain or the preservation ends), so that patching the
-//     machine's drain or preserve timeout during the drain changes
-//     neither; a drain an older version began records the machine's
-//     configuration at its next pass. In
-//     non-blocking passes like the deletion's, its state kept in
+//     recorded in the machine's status (PreserveDrainCondition), so that
+//     patching the machine's drain or preserve timeout during the drain
+//     changes neither; a drain an older version began records the
+//     machine's configuration at its next pass. In non-blocking passes
+//     like the deletion's, its state kept in
 //     PreserveDrainStateAnnotation, failures retried with backoff, the
-//     outcome recorded in PreserveDrainedAnnotation and told by the
-//     condition. The drain engine the controller builds does not cordon;
+//     outcome recorded in the same condition (reason Drained, mirrored
+//     in PreserveDrainedAnnotation, whose removal drains nothing again;
+//     the condition goes when the preservation ends or the machine is no
+//     longer Failed) and told by the Preserved condition. The drain engine the controller builds does not cordon;
 //     a Drainer given in Options cordons, and that cordon is recorded
 //     (PreserveCordonedAnnotation) before the drain runs and undone once
 //     the machine runs again.
