@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 
@@ -113,4 +114,59 @@ func drainRecord(m *v1alpha1.Machine) string {
 		}
 	}
 	return ""
+}
+
+// TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain: a
+// machine preserved when-failed, with a drain timeout of 20s and a
+// preserve timeout of 1h, fails; while a PodDisruptionBudget holds the
+// drain of its preserved node, its drainTimeout is patched to 1s,
+// maxEvictRetries to 1 and machinePreserveTimeout to 10000h (which would
+// move the preservation's start, the drain's, far back). The pod is not
+// deleted before the deadline in force when the drain began, and is
+// after it.
+func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
+	const timeout, preserve = 20 * time.Second, time.Hour
+	w := integration(t, worldOptions{})
+	ctx := context.Background()
+	createClass(t, w.mc, w.core, w.ns, true)
+	m := newMachine(w.ns, w.name(0), "sim", nil)
+	m.Annotations = map[string]string{v1alpha1.PreserveAnnotation: string(v1alpha1.PreserveWhenFailed)}
+	m.Spec.MachineConfiguration = &v1alpha1.MachineConfiguration{MachineDrainTimeout: &metav1.Duration{Duration: timeout},
+		MachineHealthTimeout: &metav1.Duration{Duration: 2 * time.Second}, MachinePreserveTimeout: &metav1.Duration{Duration: preserve}}
+	m = runningMachine(t, w, m)
+	node := m.Labels[v1alpha1.NodeLabelKey]
+	guardPod(t, w, node)
+	w.kubelet.SetCondition(node, corev1.NodeCondition{Type: corev1.NodeReady, Status: corev1.ConditionFalse, Reason: "KubeletNotReady"})
+	// Failed and preserved, and the drain's first pass stored.
+	var start time.Time
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		cur, err := getMachine(ctx, w.mc, w.ns, m.Name)
+		if err != nil {
+			return false, err.Error()
+		}
+		cs := cur.Status.CurrentStatus
+		if cs.PreserveExpiryTime != nil {
+			start = cs.PreserveExpiryTime.Add(-preserve)
+		}
+		return cs.Phase == v1alpha1.MachineFailed && cs.PreserveExpiryTime != nil && cur.Annotations[machine.PreserveDrainStateAnnotation] != "",
+			fmt.Sprintf("phase %s, preserved until %v, drain state %q, lastOperation %q", cs.Phase, cs.PreserveExpiryTime,
+				cur.Annotations[machine.PreserveDrainStateAnnotation], cur.Status.LastOperation.Description)
+	})
+	patchMachine(t, w, m.Name, map[string]any{"spec": map[string]any{"drainTimeout": "1s", "maxEvictRetries": 1, "machinePreserveTimeout": "10000h"}})
+	deadline := start.Add(timeout)
+	wait := time.Until(deadline.Add(-3 * time.Second))
+	if wait <= 0 {
+		t.Fatalf("the drain took %v to be blocked; the test cannot tell", time.Since(start))
+	}
+	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
+		p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{})
+		if err != nil || p.DeletionTimestamp != nil {
+			t.Fatalf("the PodDisruptionBudget's pod was deleted %v before the drain's deadline (err %v)", time.Until(deadline), err)
+		}
+	}
+	// After it, the drain forces: the pod goes.
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{})
+		return err != nil || p.DeletionTimestamp != nil, fmt.Sprintf("the guarded pod is still there %v after the deadline", time.Since(deadline))
+	})
 }
