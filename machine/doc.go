@@ -199,11 +199,18 @@
 //     node.machine.sapcloud.io/preserved:NoSchedule and is then drained
 //     under the machine's drain rules: the drain timeout counted from the
 //     start of the preservation, force with the force-drain label, and the
-//     drain engine's force on a node NotReady for long; in non-blocking
-//     passes like the deletion's, its state kept in
+//     drain engine's force on a node NotReady for long. The start, the
+//     drain timeout and maxEvictRetries in force when the drain began are
+//     recorded in the machine's status (PreserveDrainCondition), so that
+//     patching the machine's drain or preserve timeout during the drain
+//     changes neither; a drain an older version began records the
+//     machine's configuration at its next pass. In non-blocking passes
+//     like the deletion's, its state kept in
 //     PreserveDrainStateAnnotation, failures retried with backoff, the
-//     outcome recorded in PreserveDrainedAnnotation and told by the
-//     condition. The drain engine the controller builds does not cordon;
+//     outcome recorded in the same condition (reason Drained, mirrored
+//     in PreserveDrainedAnnotation, whose removal drains nothing again;
+//     the condition goes when the preservation ends or the machine is no
+//     longer Failed) and told by the Preserved condition. The drain engine the controller builds does not cordon;
 //     a Drainer given in Options cordons, and that cordon is recorded
 //     (PreserveCordonedAnnotation) before the drain runs and undone once
 //     the machine runs again.
@@ -260,11 +267,17 @@
 //   - SelectedForUpdate: the node of a Running (or Unknown) machine is
 //     cordoned and drained under the machine's drain rules, as a
 //     deletion's drain (the same drain engine, in non-blocking passes):
-//     the drain timeout counted from the selection
-//     (InPlaceDrainStartedAnnotation, never earlier than the condition's
-//     transition to SelectedForUpdate), forced with the force-drain
-//     label, the engine's force on a node NotReady for long; its state
-//     in InPlaceDrainStateAnnotation. A failed pass gives lastOperation
+//     the drain timeout counted from the drain's first pass (never
+//     earlier than the condition's transition to SelectedForUpdate),
+//     forced with the force-drain label, the engine's force on a node
+//     NotReady for long; its state in InPlaceDrainStateAnnotation. The
+//     start, the drain timeout and maxEvictRetries in force then are
+//     recorded in the machine's status (InPlaceDrainCondition, removed
+//     when the drain ends; the start mirrored in
+//     InPlaceDrainStartedAnnotation), so that patching the machine during
+//     the drain neither shortens nor postpones it; a drain an older
+//     version began takes its start from the annotation and records the
+//     machine's configuration at its next pass. A failed pass gives lastOperation
 //     DrainNode Failed, MCM's "Drain failed due to - <error>. Will retry
 //     in next sync. Initiate node drain", a DrainFailed event, and a
 //     retry with the machine's backoff. The machine stays as it was,
@@ -360,10 +373,13 @@
 // # Timestamps
 //
 // The times the timeouts count from are kept in the controller's
-// annotations (CreationStartedAnnotation, UnhealthySinceAnnotation,
+// annotations (CreationStartedAnnotation, UnhealthySinceAnnotation, and
+// for an in-place drain an older version began
 // mcmkit.io/inplace-drain-started), which anyone who may patch a machine
 // can write and which a leader whose clock runs ahead writes in the
-// future. One rule (clampTime) reads them: never after now, and the
+// future. (The drains' starts are kept in the status: see Deletion,
+// Preservation and In-place updates; a recorded start in the future
+// counts from now.) One rule (clampTime) reads them: never after now, and the
 // creation start never before the machine's creation. A sync that finds
 // one in the future stores now in its place with whatever else it writes
 // and reports it once (a Warning event FutureTimestamp and a log line), so

@@ -137,7 +137,7 @@ func TestPlanInPlace(t *testing.T) {
 				Requeue: o.LongRetry, DrainAnno: formatTime(t0)}},
 		{"a selected node is drained from the selection on", inPlaceCase{phase: running, labels: []string{candidate, selected},
 			reason: v1alpha1.SelectedForUpdate, drainStart: t0.Add(-time.Hour)},
-			inPlaceSummary{Phase: running, Drain: drainFrom(t0.Add(-30 * time.Minute)), Requeue: o.LongRetry, DrainAnno: formatTime(t0.Add(-time.Hour))}},
+			inPlaceSummary{Phase: running, Drain: drainFrom(t0.Add(-30 * time.Minute)), Requeue: o.LongRetry, DrainAnno: formatTime(t0.Add(-30 * time.Minute))}},
 		{"force-drain label: the deadline is now", inPlaceCase{phase: v1alpha1.MachineUnknown, labels: []string{candidate, selected},
 			reason: v1alpha1.SelectedForUpdate, drainStart: t0.Add(-time.Minute), notReady: true,
 			mutate: func(m *v1alpha1.Machine) {

@@ -14,10 +14,19 @@ import (
 
 // The in-place update's records on a Machine.
 const (
-	// InPlaceDrainStartedAnnotation records (RFC 3339) when the drain of
-	// the node selected for an in-place update began: the drain timeout
-	// counts from here (never from before the node's SelectedForUpdate
-	// condition, which the controller wrote on the node).
+	// InPlaceDrainCondition is the type of the status condition in which
+	// the controller keeps the drain of the node selected for an in-place
+	// update (see flowRecord): reason Draining, its lastTransitionTime
+	// when the drain began (the drain timeout counts from there, never
+	// from before the node's SelectedForUpdate condition, which the
+	// controller wrote on the node), its message the drain timeout and
+	// maxEvictRetries in force then. Patching the machine during the
+	// drain neither shortens it nor moves its start. It goes when the
+	// drain ends.
+	InPlaceDrainCondition corev1.NodeConditionType = "mcmkit.io/InPlaceDrain"
+	// InPlaceDrainStartedAnnotation mirrors (RFC 3339) the start of that
+	// drain for people and tools. It is read only for a drain an older
+	// version began, which has no InPlaceDrainCondition yet.
 	InPlaceDrainStartedAnnotation = "mcmkit.io/inplace-drain-started"
 	// InPlaceDrainStateAnnotation holds the drain state (drain.State) of
 	// that drain between passes.
@@ -254,22 +263,30 @@ func startInPlaceUpdate(p *machinePlan, c v1alpha1.MachineConfiguration, now tim
 
 // planInPlaceDrain plans a pass of the drain of the machine's node,
 // selected for an in-place update (its condition is SelectedForUpdate),
-// under the machine's drain rules, from when the drain began: the time
-// recorded in InPlaceDrainStartedAnnotation (written now by the first
-// pass), never before the node's SelectedForUpdate condition (the
-// annotation is anyone's to write, the node's condition the
-// controller's) nor after now.
+// under the machine's drain rules as they were when the drain began
+// (InPlaceDrainCondition, recorded by the first pass). A record from
+// before the node's SelectedForUpdate condition is an earlier drain's:
+// the drain begins afresh. Without a record the drain begins now — or,
+// for a drain an older version began, at InPlaceDrainStartedAnnotation,
+// which is anyone's to write and so is taken never before the selection
+// nor after now.
 func planInPlaceDrain(obs observation, m *v1alpha1.Machine, node string, cur *corev1.NodeCondition) *drainRules {
-	start, ok := storedTime(m, InPlaceDrainStartedAnnotation, time.Time{}, obs.Now)
-	if !ok {
-		start = obs.Now
-		setAnnotation(m, InPlaceDrainStartedAnnotation, formatTime(start))
+	var selectedAt time.Time
+	if cur != nil && cur.Reason == v1alpha1.SelectedForUpdate && !cur.LastTransitionTime.After(obs.Now) {
+		selectedAt = cur.LastTransitionTime.Time
 	}
-	if cur != nil && cur.Reason == v1alpha1.SelectedForUpdate && start.Before(cur.LastTransitionTime.Time) &&
-		!cur.LastTransitionTime.After(obs.Now) {
-		start = cur.LastTransitionTime.Time
+	if rec, ok := flowRecordOf(m, InPlaceDrainCondition); ok && rec.Since.Before(&metav1.Time{Time: selectedAt}) {
+		clearFlowRecord(m, InPlaceDrainCondition)
 	}
-	r := planDrainRules(obs, m, node, start)
+	rec := frozenDrain(m, InPlaceDrainCondition, func() time.Time {
+		start, ok := storedTime(m, InPlaceDrainStartedAnnotation, selectedAt, obs.Now)
+		if !ok {
+			start = obs.Now
+		}
+		return start
+	}, obs.Config, obs.Now)
+	setAnnotation(m, InPlaceDrainStartedAnnotation, formatTime(rec.Since.Time))
+	r := planDrainRules(obs.Now, m, node, rec.Since.Time, rec.Drain)
 	return &r
 }
 
@@ -311,6 +328,7 @@ func planInPlaceDrainOutcome(p machinePlan, node *corev1.Node, cfg v1alpha1.Mach
 // clearInPlaceDrain removes the in-place drain's records: a later drain
 // starts afresh.
 func clearInPlaceDrain(m *v1alpha1.Machine) {
+	clearFlowRecord(m, InPlaceDrainCondition)
 	deleteAnnotation(m, InPlaceDrainStartedAnnotation)
 	deleteAnnotation(m, InPlaceDrainStateAnnotation)
 }

@@ -15,12 +15,22 @@ import (
 
 // The preservation's own records on a Machine.
 const (
+	// PreserveDrainCondition is the type of the status condition in
+	// which the controller keeps the drain of a preserved Failed
+	// machine's node (see flowRecord): reason Draining, its
+	// lastTransitionTime when the drain began, its message the drain
+	// timeout and maxEvictRetries in force then; reason Drained, since
+	// when, once it completed. It goes when the preservation ends or the
+	// machine is no longer Failed.
+	PreserveDrainCondition corev1.NodeConditionType = "mcmkit.io/PreserveDrain"
 	// PreserveDrainStateAnnotation holds the drain state (drain.State)
 	// of the drain of a preserved Failed machine's node between passes.
 	PreserveDrainStateAnnotation = "mcmkit.io/preserve-drain-state"
-	// PreserveDrainedAnnotation records when the drain of a preserved
-	// Failed machine's node completed: it is not drained again while the
-	// machine stays Failed and preserved.
+	// PreserveDrainedAnnotation mirrors when the drain of a preserved
+	// Failed machine's node completed (PreserveDrainCondition, reason
+	// Drained): it is not drained again while the machine stays Failed
+	// and preserved. Removing the annotation does not drain it again; it
+	// is read alone only for a drain an older version (or MCM) completed.
 	PreserveDrainedAnnotation = "mcmkit.io/preserve-drained"
 	// PreserveCordonedAnnotation records that the node's cordon is the
 	// preservation's — set by a Drainer that cannot leave the node
@@ -135,23 +145,17 @@ type drainRules struct {
 }
 
 // planDrainRules applies the machine's drain rules to a drain of node
-// that began at start: its deadline counted from start, now with the
-// force-drain label, and the machine's maxEvictRetries. A node NotReady
-// for long is drained by force by the drain engine itself
-// (drain.UnreachableOptions).
-func planDrainRules(obs observation, m *v1alpha1.Machine, node string, start time.Time) drainRules {
-	r := drainRules{Node: node, Start: start}
-	if t := obs.Config.MachineDrainTimeout; t != nil {
-		r.Deadline = start.Add(t.Duration)
-		if obs.Now.After(r.Deadline) {
-			r.ForceReason = fmt.Sprintf("drain timeout %v exceeded", t.Duration)
-		}
+// that began at start under the drain parameters d, frozen when it began:
+// its deadline counted from start, now with the force-drain label, and d's
+// maxEvictRetries. A node NotReady for long is drained by force by the
+// drain engine itself (drain.UnreachableOptions).
+func planDrainRules(now time.Time, m *v1alpha1.Machine, node string, start time.Time, d drainParams) drainRules {
+	r := drainRules{Node: node, Start: start, Deadline: start.Add(d.DrainTimeout.Duration), MaxEvictRetries: int(d.MaxEvictRetries)}
+	if now.After(r.Deadline) {
+		r.ForceReason = fmt.Sprintf("drain timeout %v exceeded", d.DrainTimeout.Duration)
 	}
 	if v, err := strconv.ParseBool(m.Labels[v1alpha1.ForceDrainLabelKey]); err == nil && v {
-		r.Deadline, r.ForceReason = obs.Now, v1alpha1.ForceDrainLabelKey+" label"
-	}
-	if n := obs.Config.MaxEvictRetries; n != nil {
-		r.MaxEvictRetries = int(*n)
+		r.Deadline, r.ForceReason = now, v1alpha1.ForceDrainLabelKey+" label"
 	}
 	return r
 }
@@ -294,9 +298,29 @@ func reportInvalidPreserveValue(p *machinePlan, d preserveDecision, now time.Tim
 	p.PreserveEvents = append(p.PreserveEvents, &event{Type: corev1.EventTypeWarning, Reason: ReasonInvalidPreserveValue, Message: msg})
 }
 
+// preserveDrainedReason is the reason of PreserveDrainCondition once the
+// drain completed.
+const preserveDrainedReason = "Drained"
+
+// preserveDrained reports whether the node of a preserved Failed machine
+// was drained for this preservation.
+func preserveDrained(m *v1alpha1.Machine) bool {
+	rec, ok := flowRecordOf(m, PreserveDrainCondition)
+	return (ok && rec.Reason == preserveDrainedReason) || m.Annotations[PreserveDrainedAnnotation] != ""
+}
+
+// setPreserveDrained records that the drain of a preserved Failed
+// machine's node completed at now.
+func setPreserveDrained(m *v1alpha1.Machine, now time.Time) {
+	rec, _ := flowRecordOf(m, PreserveDrainCondition)
+	setFlowRecord(m, PreserveDrainCondition, flowRecord{Reason: preserveDrainedReason, Since: apitime.Of(now), Drain: rec.Drain})
+	setAnnotation(m, PreserveDrainedAnnotation, formatTime(now))
+}
+
 // clearPreserveDrain removes the drain's records: a later drain starts
 // afresh.
 func clearPreserveDrain(m *v1alpha1.Machine) {
+	clearFlowRecord(m, PreserveDrainCondition)
 	deleteAnnotation(m, PreserveDrainStateAnnotation)
 	deleteAnnotation(m, PreserveDrainedAnnotation)
 }
@@ -308,19 +332,24 @@ func preserveTime(t time.Time) string {
 }
 
 // planPreserveDrain plans the drain pass of a preserved Failed machine's
-// node: under the machine's drain rules (planDrainRules), its deadline
-// counted from the start of the preservation.
+// node: under the machine's drain rules (planDrainRules) as they were when
+// the drain began (PreserveDrainCondition, recorded by the first pass),
+// its deadline counted from the start of the preservation then. Patching
+// the machine's drainTimeout, maxEvictRetries or machinePreserveTimeout
+// during the drain changes neither.
 func planPreserveDrain(obs observation, m *v1alpha1.Machine, node string, drained corev1.NodeCondition) *preserveDrain {
-	until, _ := machinestate.PreservedUntil(m)
-	timeout := v1alpha1.DefaultMachinePreserveTimeout
-	if t := obs.Config.MachinePreserveTimeout; t != nil {
-		timeout = t.Duration
-	}
-	start := until.Add(-timeout)
-	if start.After(obs.Now) {
-		start = obs.Now
-	}
-	return &preserveDrain{drainRules: planDrainRules(obs, m, node, start), Drained: drained}
+	rec := frozenDrain(m, PreserveDrainCondition, func() time.Time {
+		until, _ := machinestate.PreservedUntil(m)
+		timeout := v1alpha1.DefaultMachinePreserveTimeout
+		if t := obs.Config.MachinePreserveTimeout; t != nil {
+			timeout = t.Duration
+		}
+		if start := until.Add(-timeout); start.Before(obs.Now) {
+			return start
+		}
+		return obs.Now
+	}, obs.Config, obs.Now)
+	return &preserveDrain{drainRules: planDrainRules(obs.Now, m, node, rec.Since.Time, rec.Drain), Drained: drained}
 }
 
 // drainedMessage reports whether a Preserved condition's message is one of

@@ -7,6 +7,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
 	"github.com/mcmkit/mcm/api/machine/v1alpha1"
+	"github.com/mcmkit/mcm/internal/apitime"
 )
 
 type preserveWriteCase struct {
@@ -30,6 +31,7 @@ func preserveWriteCases(now time.Time, until metav1.Time, mcmUntil time.Time, ex
 		return m
 	}
 	withNode := func(n *corev1.Node, f func(*corev1.Node)) *corev1.Node { n = n.DeepCopy(); f(n); return n }
+	withMachine := func(m *v1alpha1.Machine, f func(*v1alpha1.Machine)) *v1alpha1.Machine { f(m); return m }
 	ca := map[string]string{v1alpha1.ScaleDownDisabledAnnotation: "true", v1alpha1.ScaleDownDisabledByMCMAnnotation: "true"}
 	merged := func(maps ...map[string]string) map[string]string {
 		out := map[string]string{}
@@ -94,6 +96,7 @@ func preserveWriteCases(now time.Time, until metav1.Time, mcmUntil time.Time, ex
 		wantMachine: with(mcmMachine, func(m *v1alpha1.Machine) {
 			m.Annotations[PreserveCordonedAnnotation] = "true"
 			m.Annotations[PreserveDrainedAnnotation] = formatTime(now)
+			setFlowRecord(m, PreserveDrainCondition, flowRecord{Reason: preserveDrainedReason, Since: apitime.Of(now)})
 		}),
 		wantNode: withNode(mcmNode, func(n *corev1.Node) { n.Spec.Taints = []corev1.Taint{preservedTaint} }),
 	}, {
@@ -197,7 +200,13 @@ func preserveWriteCases(now time.Time, until metav1.Time, mcmUntil time.Time, ex
 			n.Status.Conditions = append(n.Status.Conditions,
 				preservedCond(corev1.ConditionFalse, v1alpha1.PreservedNodeDrainUnsuccessful+" "+mcmMsg))
 		}),
-		wantMachine: preserveMachine(v1alpha1.MachineFailed, map[string]string{v1alpha1.PreserveAnnotation: "now"}, &mcmUntil),
-		wantDrain:   true,
+		// The drain's first pass records its start (that of the
+		// preservation) and the drain parameters in force.
+		wantMachine: withMachine(preserveMachine(v1alpha1.MachineFailed, map[string]string{v1alpha1.PreserveAnnotation: "now"}, &mcmUntil),
+			func(m *v1alpha1.Machine) {
+				setFlowRecord(m, PreserveDrainCondition, flowRecord{Reason: drainingReason, Since: apitime.Of(mcmUntil.Add(-testPreserveTimeout)),
+					Drain: drainParams{DrainTimeout: metav1.Duration{Duration: 2 * time.Hour}}})
+			}),
+		wantDrain: true,
 	}}
 }

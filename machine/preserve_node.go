@@ -100,16 +100,16 @@ func planPreservedNode(p *machinePlan, obs observation, node *corev1.Node, d pre
 	planPreserveCordon(m, node, out)
 
 	until, _ := machinestate.PreservedUntil(m)
-	if active && failed && m.Annotations[PreserveDrainedAnnotation] == "" && mcmDrained(node) {
+	if active && failed && !preserveDrained(m) && mcmDrained(node) {
 		// MCM v0.62.1 drained the node (and cordoned it): taken over, not
 		// drained again.
-		setAnnotation(m, PreserveDrainedAnnotation, formatTime(obs.Now))
+		setPreserveDrained(m, obs.Now)
 	}
 	switch {
 	case active:
-		want := preservingCondition(m, d, until, m.Annotations[PreserveDrainedAnnotation] != "")
+		want := preservingCondition(m, d, until, preserveDrained(m))
 		p.NodeCondition = conditionUpdate(node, want, obs.Now)
-		if failed && m.Annotations[PreserveDrainedAnnotation] == "" && hasTaint(node, v1alpha1.PreservedTaintKey) {
+		if failed && !preserveDrained(m) && hasTaint(node, v1alpha1.PreservedTaintKey) {
 			// The taint is on the node before the drain starts, so that
 			// evicted pods do not come back; a Drainer that cordons is
 			// recorded as cordoning before it runs (see

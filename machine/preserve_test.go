@@ -333,6 +333,13 @@ func TestPreserveDrainOutcome(t *testing.T) {
 	if again.PreserveDrain != nil || again.Node != nil || again.NodeCondition != nil {
 		t.Errorf("after a drain: %+v %+v %+v", again.PreserveDrain, again.Node, again.NodeCondition)
 	}
+	// Nor when someone who may patch the machine removes the drained
+	// annotation: the status records the drain (a new drain would count
+	// from the preservation's start, long past, and force at once).
+	delete(m2.Annotations, PreserveDrainedAnnotation)
+	if again := planPreserveOnly(m2, n2, now.Add(time.Minute), &Options{}); again.PreserveDrain != nil {
+		t.Errorf("drained again without the annotation: %+v", again.PreserveDrain)
+	}
 
 	going := planPreserveDrainOutcome(plan(), node, drain.Result{Plan: drain.Plan{NextCheck: now.Add(5 * time.Second)}}, nil, now)
 	if going.Machine.Annotations[PreserveDrainStateAnnotation] == "" || going.RequeueAfter != 5*time.Second {

@@ -64,7 +64,7 @@ func planPreserveDrainOutcome(p machinePlan, node *corev1.Node, res drain.Result
 		}
 	default:
 		deleteAnnotation(m, PreserveDrainStateAnnotation)
-		setAnnotation(m, PreserveDrainedAnnotation, formatTime(now))
+		setPreserveDrained(m, now)
 		if node != nil {
 			p.NodeCondition = conditionUpdate(node, pd.Drained, now)
 		}
