@@ -118,14 +118,14 @@ const drainingReason = "Draining"
 // pass's outcome: begun at start (the caller's rule, never after now),
 // with the drain parameters of the machine's configuration c. A record
 // whose start lies after now (a leader whose clock ran ahead) counts from
-// now.
+// now, by the one rule for such times (clampTime).
 func frozenDrain(m *v1alpha1.Machine, t corev1.NodeConditionType, start func() time.Time, c v1alpha1.MachineConfiguration, now time.Time) flowRecord {
 	rec, ok := flowRecordOf(m, t)
 	if !ok || rec.Reason != drainingReason {
 		rec = flowRecord{Reason: drainingReason, Since: apitime.Of(start()), Drain: drainParamsOf(c)}
 	}
-	if rec.Since.After(now) {
-		rec.Since = apitime.Of(now)
+	if t, future := clampTime(rec.Since.Time, time.Time{}, now); future {
+		rec.Since = apitime.Of(t)
 	}
 	setFlowRecord(m, t, rec)
 	return rec
