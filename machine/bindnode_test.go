@@ -35,19 +35,23 @@ func TestBindNodeIsACompareAndSwap(t *testing.T) {
 		wantErr   error
 		wantOwner string
 		wantRVs   []string // the guards of the patches sent
+		// wantSynced: the binding's write carried the node's sync; after
+		// a conflict it goes alone, and the node's sync waits for the
+		// next sync.
+		wantSynced bool
 	}{
-		{"unchanged: bound at once", cached, nil, "uid-m1", []string{"1"}},
+		{"unchanged: bound at once", cached, nil, "uid-m1", []string{"1"}, true},
 		{"changed by the kubelet: bound on the second try", func() *corev1.Node {
 			n := cached.DeepCopy()
 			n.ResourceVersion = "2"
 			return n
-		}(), nil, "uid-m1", []string{"1", "2"}},
+		}(), nil, "uid-m1", []string{"1", "2"}, false},
 		{"bound to another machine meanwhile: lost", func() *corev1.Node {
 			n := cached.DeepCopy()
 			n.ResourceVersion = "2"
 			n.Annotations = map[string]string{v1alpha1.MachineUIDAnnotation: "uid-other"}
 			return n
-		}(), errBindingLost, "uid-other", []string{"1"}},
+		}(), errBindingLost, "uid-other", []string{"1"}, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			client := fake.NewClientset(tc.live.DeepCopy())
@@ -74,13 +78,21 @@ func TestBindNodeIsACompareAndSwap(t *testing.T) {
 			})
 			o := testOptions(t)
 			c := &Controller{target: client, opts: *o, nodeWrites: expectations.NewWrites[string](expectations.Options{Clock: o.Clock})}
-			_, _, err := c.bindNode(context.Background(), cached, cached, m)
+			desired := cached.DeepCopy()
+			desired.Labels = map[string]string{v1alpha1.MachineNameLabelKey: m.Name}
+			_, synced, err := c.bindNode(context.Background(), cached, desired, m)
 			if !errors.Is(err, tc.wantErr) {
 				t.Fatalf("error %v, want %v", err, tc.wantErr)
+			}
+			if synced != tc.wantSynced {
+				t.Errorf("node sync written with the binding: %v, want %v", synced, tc.wantSynced)
 			}
 			n, err := client.CoreV1().Nodes().Get(context.Background(), "n1", metav1.GetOptions{})
 			if err != nil {
 				t.Fatal(err)
+			}
+			if got := n.Labels[v1alpha1.MachineNameLabelKey] == m.Name; got != tc.wantSynced {
+				t.Errorf("node labels %v: the node's sync written %v, want %v", n.Labels, got, tc.wantSynced)
 			}
 			if got := n.Annotations[v1alpha1.MachineUIDAnnotation]; got != tc.wantOwner {
 				t.Errorf("node bound to %q, want %q", got, tc.wantOwner)
