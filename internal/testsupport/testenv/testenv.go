@@ -40,6 +40,8 @@ type Options struct {
 	TargetSetup []func(context.Context, *rest.Config) error
 	// ControlPlane configures the components of the package's clusters.
 	ControlPlane controlplane.Options
+	// Teardown runs after the package's tests, before its clusters stop.
+	Teardown func()
 }
 
 // Env is one running cluster: etcd, kube-apiserver, kube-controller-manager
@@ -83,6 +85,9 @@ func Main(m *testing.M, opts Options) {
 	pkg.mu.Unlock()
 
 	code := m.Run()
+	if opts.Teardown != nil {
+		opts.Teardown()
+	}
 
 	keep := os.Getenv(controlplane.EnvKeep) == "1"
 	for _, l := range []*lazy{pkg.control, pkg.target} {
@@ -114,6 +119,35 @@ func Get(t testing.TB) *Env {
 func GetTarget(t testing.TB) *Env {
 	t.Helper()
 	return get(t, func() *lazy { return pkg.target })
+}
+
+// GetOwn starts a cluster for t alone, configured as the package's control
+// cluster, and stops it when t ends. It is for tests that disturb their
+// cluster (stop its API server, restart its controller manager), so that
+// the package's other tests can share theirs and run beside them.
+func GetOwn(t testing.TB) *Env {
+	t.Helper()
+	pkg.mu.Lock()
+	control := pkg.control
+	pkg.mu.Unlock()
+	if control == nil {
+		t.Fatal("testenv: the package's TestMain must call testenv.Main")
+	}
+	own := &lazy{name: "own", setup: control.setup, cp: control.cp}
+	// Registered before get's, so it runs after: a failed test's logs are
+	// read from the cluster before it stops.
+	t.Cleanup(func() {
+		if own.env == nil {
+			return
+		}
+		if err := own.env.Stop(); err != nil {
+			t.Errorf("testenv: stopping %s's cluster: %v", t.Name(), err)
+		}
+		if os.Getenv(controlplane.EnvKeep) == "1" {
+			t.Logf("testenv: kept %s's cluster files in %s", t.Name(), own.env.Dir())
+		}
+	})
+	return get(t, func() *lazy { return own })
 }
 
 func get(t testing.TB, which func() *lazy) *Env {
