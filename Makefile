@@ -13,7 +13,7 @@ TEST_TIMEOUT ?= 30m
 # (internal/cachetransform), so a write to one would show on many.
 TEST_ENV := KUBE_CACHE_MUTATION_DETECTOR=true
 
-.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps check-layers check-size unit bench e2e
+.PHONY: all run test testenv fmt-check vet verify-codegen generate check-deps check-layers check-size quick bench e2e
 
 all: test
 
@@ -26,14 +26,22 @@ run:
 	$(GO) build -o _output/bin/mcm-demo ./reference/demo
 	./_output/bin/mcm-demo $(ARGS)
 
-## test: everything CI checks, on a cold machine included: the module's
-## tests, then MCM's own integration suite against the reference binary
-## (e2e), after them so that its control plane does not compete with theirs.
-test: fmt-check vet verify-codegen check-deps check-layers check-size testenv
-	$(TEST_ENV) MCM_REQUIRE_TESTENV=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	cd driver/mcmdriver && $(TEST_ENV) MCM_REQUIRE_TESTENV=1 $(GO) test -race -count=1 -timeout $(TEST_TIMEOUT) ./...
-	cd examples/mcmprovider && $(GO) test -race -count=1 ./...
-	$(MAKE) e2e
+## test: everything CI checks, on a cold machine included (hack/test.sh):
+## formatting, vet, codegen, dependency, layer and size checks in one lane;
+## the control plane, the root module's tests (slowest packages first), the
+## nested modules' tests and MCM's own suite (e2e) in another beside it; a
+## table of seconds per step and the ten slowest packages at the end.
+test:
+	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) ./hack/test.sh
+
+## quick: the inner loop, no control plane: every unit, golden and property
+## test of the root module and the nested modules that have tests, with the
+## race and cache mutation detectors; integration tests skip (-short).
+## Results of unchanged packages come from Go's test cache.
+quick:
+	$(TEST_ENV) $(GO) test -race -short ./...
+	cd driver/mcmdriver && $(TEST_ENV) $(GO) test -race -short ./...
+	cd examples/mcmprovider && $(TEST_ENV) $(GO) test -race -short ./...
 
 ## testenv: build (once, cached) etcd and the Kubernetes control-plane binaries.
 testenv:
@@ -95,10 +103,6 @@ bench: testenv
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 3x ./kubectldrain/
 	cd bench && $(GO) test -run '^$$' -bench . -benchtime 1x -timeout 60m ./simscale/
 	cd bench && $(GO) test -run '^$$' -bench '^BenchmarkCompare$$' -benchtime 1x -timeout 8h ./compare/
-
-## unit: tests that need no control plane (integration tests skip).
-unit:
-	$(TEST_ENV) $(GO) test -race -short -count=1 ./...
 
 ## e2e: Gardener MCM v0.62.1's own integration suite (its
 ## pkg/test/integration/common, from the Go module proxy) against the

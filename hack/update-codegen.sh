@@ -17,13 +17,12 @@ API_PKG=./api/machine/v1alpha1
 BOILERPLATE="$ROOT/hack/boilerplate.go.txt"
 
 mkdir -p "$TOOLS"
+# One build for all of them, so that their packages compile side by side.
 (
 	cd "$ROOT/hack/tools"
-	for tool in k8s.io/code-generator/cmd/deepcopy-gen k8s.io/code-generator/cmd/client-gen \
+	go build -o "$TOOLS/" k8s.io/code-generator/cmd/deepcopy-gen k8s.io/code-generator/cmd/client-gen \
 		k8s.io/code-generator/cmd/lister-gen k8s.io/code-generator/cmd/informer-gen \
-		sigs.k8s.io/controller-tools/cmd/controller-gen ./crdbounds; do
-		go build -o "$TOOLS/$(basename "$tool")" "$tool"
-	done
+		sigs.k8s.io/controller-tools/cmd/controller-gen ./crdbounds
 )
 
 cd "$OUT"

@@ -62,6 +62,12 @@ func deniedByPolicy(err error) bool {
 // under the policy, issues a machine's bootstrap token and deletes it once
 // the machine joined, without a denial.
 func TestBootstrapTokenPolicy(t *testing.T) {
+	t.Parallel()
+	// They share the namespace mcm-system and cluster roles. Unlocked by
+	// the first cleanup registered, which runs last, after the test's own
+	// cleanups removed what it applied.
+	deployManifests.Lock()
+	t.Cleanup(deployManifests.Unlock)
 	env := testenv.Get(t)
 	ctx := context.Background()
 	const ns, account = "mcm-system", "machine-controller-manager"

@@ -31,6 +31,7 @@ import (
 // created twice, and the orphan collection deleted nothing. The seed is
 // logged; MCM_CHAOS_SEED replays one.
 func TestKilledManagerConverges(t *testing.T) {
+	t.Parallel()
 	seed := uint64(1)
 	if s := os.Getenv("MCM_CHAOS_SEED"); s != "" {
 		var err error

@@ -48,6 +48,7 @@ func mcmCommandLines(kubeconfig, namespace string) (machineControllerManager, ma
 // runs, gets a machine Running, and names the flags that mean nothing here
 // in exactly one warning line.
 func TestBinaryTakesMCMCommandLines(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
@@ -93,6 +94,7 @@ func checkIgnoredWarning(t *testing.T, in *instance, want string) {
 // runs with them, gets a machine Running, and names them in the one
 // warning line.
 func TestBinaryTakesLeaseFlagsWithoutElection(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
@@ -111,6 +113,7 @@ func TestBinaryTakesLeaseFlagsWithoutElection(t *testing.T) {
 // A flag neither of this manager nor of MCM ends the binary with exit
 // code 2 and one line naming it; -h lists MCM's ignored flags apart.
 func TestBinaryRejectsUnknownFlag(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	var stderr bytes.Buffer
 	cmd := exec.Command(bin, "--control-kubeconfig=none", "--no-such-flag", "--driver=sim")

@@ -83,7 +83,8 @@ func storeUnbounded(t *testing.T, env *testenv.Env, m *unstructured.Unstructured
 // each bad one is named in an event and a metric, and the manager is
 // ready: its informers list and watch.
 func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := testenv.GetOwn(t) // it loosens the Machine CRD for a moment
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
@@ -164,7 +165,8 @@ func TestUndecodableMachineDoesNotBlindTheManager(t *testing.T) {
 // machine is Running within the boot delay plus 15s, none was Failed, and
 // the cloud holds exactly one VM per machine.
 func TestAPIServerOutageDuringCreation(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := testenv.GetOwn(t) // it stops the API server
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
 	createMachineObjects(t, env, mc, ns)
@@ -293,7 +295,8 @@ func TestAPIServerOutageDuringCreation(t *testing.T) {
 // is back, no machine is marked Failed by the health timeout, and the
 // rollout completes.
 func TestAPIServerOutageDuringRollout(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := testenv.GetOwn(t) // it stops the API server
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())

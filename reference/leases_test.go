@@ -150,6 +150,7 @@ func (in *instance) started(group string) int {
 // process is gone, its lease released, the manager runs the MachineSet
 // controller too. Next to MCM's machine-controller, the other way round.
 func TestLeasesNextToAnMCMProcess(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	bin := binary(t)
 	mc := versioned.NewForConfigOrDie(env.Config())
@@ -219,6 +220,7 @@ func TestLeasesNextToAnMCMProcess(t *testing.T) {
 // MachineSet's machine up. When the first stops (SIGTERM: its lease
 // released), the second runs both.
 func TestLeasesSplitBetweenTwoManagers(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())

@@ -50,23 +50,48 @@ import (
 const nodeMonitorGracePeriod = time.Minute
 
 func TestMain(m *testing.M) {
+	dir, err := os.MkdirTemp("", "mcm-reference-test-")
+	if err != nil {
+		fmt.Fprintln(os.Stderr, err)
+		os.Exit(1)
+	}
+	built.dir = dir
 	testenv.Main(m, testenv.Options{Setup: []func(context.Context, *rest.Config) error{crds.Install},
-		ControlPlane: controlplane.Options{NodeMonitorGracePeriod: nodeMonitorGracePeriod}})
+		ControlPlane: controlplane.Options{NodeMonitorGracePeriod: nodeMonitorGracePeriod},
+		Teardown:     func() { os.RemoveAll(dir) }})
 }
 
-// binary builds the reference binary into a temp dir of t.
+// binary builds the reference binary once, for every test of the package.
 func binary(t *testing.T) string {
 	t.Helper()
-	path := filepath.Join(t.TempDir(), "mcm")
-	if out, err := exec.Command("go", "build", "-o", path, ".").CombinedOutput(); err != nil {
-		t.Fatalf("go build: %v\n%s", err, out)
+	built.once.Do(func() {
+		built.path = filepath.Join(built.dir, "mcm")
+		if out, err := exec.Command("go", "build", "-o", built.path, ".").CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
 	}
-	return path
+	return built.path
 }
+
+// built is the reference binary, built once for the package's tests.
+var built struct {
+	dir  string // removed after the tests
+	once sync.Once
+	path string
+	err  error
+}
+
+// deployManifests serializes the tests that apply reference/deploy: they
+// share its namespace and cluster roles.
+var deployManifests sync.Mutex
 
 // Bad flags end the binary with exit code 2 and one line on stderr that
 // gives the reason and the usage hint.
 func TestBinaryRejectsBadFlags(t *testing.T) {
+	t.Parallel()
 	bin := binary(t)
 	kc := filepath.Join(t.TempDir(), "kubeconfig")
 	if err := os.WriteFile(kc, []byte("apiVersion: v1\nkind: Config\n"), 0o600); err != nil {
@@ -192,6 +217,7 @@ func randomSuffix(t *testing.T) string {
 // the standby takes over within the lease duration (plus one retry
 // period) and reconciles; SIGTERM stops it within 5s, releasing the lease.
 func TestLeaderElectionFailoverAndShutdown(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()
@@ -380,6 +406,12 @@ func waitPhase(t *testing.T, mc versioned.Interface, ns, name string, phase v1al
 // the manifests fails this test instead of a user's installation, and so
 // does a kubelet right creeping back into the manager's own manifests.
 func TestDeployManifestsGrantEnough(t *testing.T) {
+	t.Parallel()
+	// They share the namespace mcm-system and cluster roles. Unlocked by
+	// the first cleanup registered, which runs last, after the test's own
+	// cleanups removed what it applied.
+	deployManifests.Lock()
+	t.Cleanup(deployManifests.Unlock)
 	env := testenv.Get(t)
 	ctx := context.Background()
 	const ns, account = "mcm-system", "machine-controller-manager"

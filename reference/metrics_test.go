@@ -104,6 +104,7 @@ var transientMetrics = map[string]bool{"mcm_machine_deployment_info_spec_rollbac
 // with MCM's type and exactly MCM's label names, and that the duration
 // metrics carry the deployment and the placement of the machine's class.
 func TestMetricsAsMCMExportsThem(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ns := env.Namespace(t)
 	ctx := context.Background()

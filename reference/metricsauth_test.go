@@ -70,6 +70,12 @@ func serviceAccountToken(t *testing.T, env *testenv.Env, ns, name string) string
 // mcm:metrics-reader reads the metrics but not /debug/pprof/; the probes'
 // paths stay open, and plain HTTP gets nothing.
 func TestMetricsSecure(t *testing.T) {
+	t.Parallel()
+	// They share the namespace mcm-system and cluster roles. Unlocked by
+	// the first cleanup registered, which runs last, after the test's own
+	// cleanups removed what it applied.
+	deployManifests.Lock()
+	t.Cleanup(deployManifests.Unlock)
 	env := testenv.Get(t)
 	ctx := context.Background()
 	const ns, account = "mcm-system", "machine-controller-manager"

@@ -40,7 +40,8 @@ const (
 // objects are then rewritten to MCM's form, every trace of that run
 // removed, while no manager runs.
 func TestSwitchFromMCM(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := testenv.GetOwn(t) // it lists nodes by label across the cluster
 	ctx := context.Background()
 	ns := env.Namespace(t)
 	mc := versioned.NewForConfigOrDie(env.Config())

@@ -32,7 +32,8 @@ import (
 // the machines' nodes' metadata or spec, by anyone (a watch on the API
 // server). The machines' nodes stay unmarked and the stray node marked.
 func TestTwoManagersShareATarget(t *testing.T) {
-	env := testenv.Get(t)
+	t.Parallel()
+	env := testenv.GetOwn(t) // its managers judge every node of the cluster
 	mc := versioned.NewForConfigOrDie(env.Config())
 	ctx := context.Background()
 	suffix := randomSuffix(t) // node names are cluster-wide
