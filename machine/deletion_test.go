@@ -149,13 +149,15 @@ func TestPlanDeletionWrite(t *testing.T) {
 
 // scriptedDrainer answers Pass with a fixed result.
 type scriptedDrainer struct {
-	res   drain.Result
-	err   error
-	state drain.State // the state the last Pass got
+	res    drain.Result
+	err    error
+	state  drain.State // the state the last Pass got
+	passes int
 }
 
 func (s *scriptedDrainer) Pass(_ context.Context, _ string, state drain.State) (drain.Result, error) {
 	s.state = state
+	s.passes++
 	return s.res, s.err
 }
 

@@ -201,9 +201,10 @@
 //     start of the preservation, force with the force-drain label, and the
 //     drain engine's force on a node NotReady for long. The start, the
 //     drain timeout and maxEvictRetries in force when the drain began are
-//     recorded in the machine's status (PreserveDrainCondition), so that
-//     patching the machine's drain or preserve timeout during the drain
-//     changes neither; a drain an older version began records the
+//     recorded in the machine's status (PreserveDrainCondition), stored
+//     before the first pass sends anything, so that patching the
+//     machine's drain or preserve timeout during the drain changes
+//     neither; a drain an older version began records the
 //     machine's configuration at its next pass. In non-blocking passes
 //     like the deletion's, its state kept in
 //     PreserveDrainStateAnnotation, failures retried with backoff, the
@@ -272,8 +273,9 @@
 //     forced with the force-drain label, the engine's force on a node
 //     NotReady for long; its state in InPlaceDrainStateAnnotation. The
 //     start, the drain timeout and maxEvictRetries in force then are
-//     recorded in the machine's status (InPlaceDrainCondition, removed
-//     when the drain ends; the start mirrored in
+//     recorded in the machine's status (InPlaceDrainCondition, stored
+//     before the first pass, removed when the drain ends; the start
+//     mirrored in
 //     InPlaceDrainStartedAnnotation), so that patching the machine during
 //     the drain neither shortens nor postpones it; a drain an older
 //     version began takes its start from the annotation and records the

@@ -1,6 +1,7 @@
 package machine
 
 import (
+	"context"
 	"encoding/json"
 	"slices"
 	"strings"
@@ -129,4 +130,37 @@ func frozenDrain(m *v1alpha1.Machine, t corev1.NodeConditionType, start func() t
 	}
 	setFlowRecord(m, t, rec)
 	return rec
+}
+
+// drainOnceRecorded runs pass, a flow's drain pass, only once the stored
+// machine (obs) holds the record p plans for the flow (condition t): the
+// sync that begins a flow writes its record and the next one drains. A
+// pass sent before the record is stored would act on parameters that a
+// patch landing before the record (the write conflicts then) replaces:
+// the flow would begin again under the patched, shorter timeout.
+func drainOnceRecorded(ctx context.Context, obs observation, p machinePlan, t corev1.NodeConditionType,
+	pass func(context.Context, observation, machinePlan) machinePlan) machinePlan {
+	if recordStored(obs.Machine, p.Machine, t) {
+		return pass(ctx, obs, p)
+	}
+	// The controller ignores its own status writes (updateQueues), so the
+	// next sync is asked for.
+	if p.RequeueAfter <= 0 || p.RequeueAfter > recordedDrainDelay {
+		p.RequeueAfter = recordedDrainDelay
+	}
+	return p
+}
+
+// recordedDrainDelay is how soon the drain follows its record's write.
+const recordedDrainDelay = 10 * time.Millisecond
+
+// recordStored reports whether stored holds the record of flow t that
+// planned has: same start and drain parameters.
+func recordStored(stored, planned *v1alpha1.Machine, t corev1.NodeConditionType) bool {
+	want, ok := flowRecordOf(planned, t)
+	if !ok {
+		return true
+	}
+	got, ok := flowRecordOf(stored, t)
+	return ok && got.Since.Equal(&want.Since) && got.Drain == want.Drain
 }

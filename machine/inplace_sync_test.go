@@ -18,8 +18,8 @@ import (
 
 // TestSyncInPlaceUpdate: through the controller's own writes on fake
 // clusters, a selected candidate node is drained in passes (the machine
-// Running meanwhile, the drain's start recorded, its deadline counted from
-// it), the machine goes InPlaceUpdating with the node ReadyForUpdate; the
+// Running meanwhile, the drain's start recorded before its first pass, its
+// deadline counted from it), the machine goes InPlaceUpdating with the node ReadyForUpdate; the
 // in-place timeout fails it; the agent's failure then gives the
 // condition and lastOperation its reason; its later success brings the
 // machine back to Running. The node's own conditions survive the
@@ -39,7 +39,14 @@ func TestSyncInPlaceUpdate(t *testing.T) {
 	clk := w.c.opts.Clock.(*testingclock.FakeClock)
 	draining := &scriptedDrainer{res: drain.Result{Plan: drain.Plan{NextCheck: t0.Add(5 * time.Second)}}}
 	w.c.drainer = draining
+	// The first sync records the drain's start and parameters and sends
+	// no eviction; the next one drains.
 	res, err := w.c.ReconcileMachine(ctx, "ns/m1")
+	if err != nil || res.RequeueAfter != recordedDrainDelay || draining.passes != 0 {
+		t.Fatalf("recording the drain: %v %+v, %d passes; want none and a requeue at once", err, res, draining.passes)
+	}
+	waitForCaches(t, w)
+	res, err = w.c.ReconcileMachine(ctx, "ns/m1")
 	if err != nil || res.RequeueAfter != 5*time.Second {
 		t.Fatalf("drain pass: %v %+v, want a requeue at the next check", err, res)
 	}

@@ -140,10 +140,10 @@ func (c *Controller) apply(ctx context.Context, obs observation, secret *corev1.
 		c.classQueue.Add(classKeyOf(cur))
 	}
 	if p.PreserveDrain != nil {
-		p = c.preserveDrainPass(ctx, obs, p)
+		p = drainOnceRecorded(ctx, obs, p, PreserveDrainCondition, c.preserveDrainPass)
 	}
 	if p.InPlaceDrain != nil {
-		p = c.inPlaceDrainPass(ctx, obs, p)
+		p = drainOnceRecorded(ctx, obs, p, InPlaceDrainCondition, c.inPlaceDrainPass)
 	}
 	if p.Node != nil && nodebinding.Owner(node) != cur.UID {
 		var err error
