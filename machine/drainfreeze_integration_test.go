@@ -24,6 +24,7 @@ import (
 // deadline in force when the drain began, and is after it, when the
 // machine goes InPlaceUpdating.
 func TestIntegrationShortenedInPlaceDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
+	t.Parallel()
 	const timeout = 20 * time.Second
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
@@ -125,6 +126,7 @@ func drainRecord(m *v1alpha1.Machine) string {
 // deleted before the deadline in force when the drain began, and is
 // after it.
 func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
+	t.Parallel()
 	const timeout, preserve = 20 * time.Second, time.Hour
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
