@@ -50,6 +50,7 @@ var joinToken = regexp.MustCompile(`--token ([a-z0-9]{6})\.([a-z0-9]{16}) `)
 // deleted once the machine is Running; a machine deleted before it joined
 // leaves no token either.
 func TestIntegrationBootstrapToken(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	ctx := context.Background()
 	ns := env.Namespace(t)

@@ -116,9 +116,9 @@ func fakeWorld(ctx context.Context, mc *fake.Clientset, core *k8sfake.Clientset,
 	}
 }
 
-// runIncarnation runs one controller until it crashes (or, with crashAt 0,
-// until stop is closed or timeout).
-func runIncarnation(t *rapid.T, mc *fake.Clientset, core *k8sfake.Clientset, cloud *sim.Cloud, ns string, crashAt int32, until func() bool) {
+// runIncarnation runs one controller until it crashes, until(writes) holds
+// (writes: how many API writes it has made) or within has passed.
+func runIncarnation(t *rapid.T, mc *fake.Clientset, core *k8sfake.Clientset, cloud *sim.Cloud, ns string, crashAt int32, within time.Duration, until func(writes int32) bool) {
 	ctx, cancel := context.WithCancel(context.Background())
 	s := crashtest.New(crashAt, cancel)
 	s.Attach(&mc.Fake, &core.Fake)
@@ -141,8 +141,8 @@ func runIncarnation(t *rapid.T, mc *fake.Clientset, core *k8sfake.Clientset, clo
 	kf.Start(ctx.Done())
 	done := make(chan error, 1)
 	go func() { done <- ctrl.Run(logr.NewContext(ctx, logr.Discard()), 4) }()
-	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, 3*time.Second, true, func(context.Context) (bool, error) {
-		return until(), nil
+	_ = wait.PollUntilContextTimeout(ctx, 10*time.Millisecond, within, true, func(context.Context) (bool, error) {
+		return until(s.Writes()), nil
 	})
 	cancel()
 	<-done
@@ -150,10 +150,31 @@ func runIncarnation(t *rapid.T, mc *fake.Clientset, core *k8sfake.Clientset, clo
 	kf.Shutdown()
 }
 
+// settled returns an until for runIncarnation that holds once converged
+// has held, with no API write of the controller's, for quiet: the world is
+// where the machines are meant to be and the controller has nothing left
+// to do, so a crash at a later write would not come. It ends an
+// incarnation whose crash point lies beyond its last write without waiting
+// out the 3 s.
+func settled(converged func() (bool, string), quiet time.Duration) func(int32) bool {
+	last, since := int32(-1), time.Now()
+	return func(writes int32) bool {
+		if ok, _ := converged(); !ok || writes != last {
+			last, since = writes, time.Now()
+			return false
+		}
+		return time.Since(since) >= quiet
+	}
+}
+
 // TestCrashSafety kills the controller after random API writes during
 // create and delete flows and restarts it: no VM leaks, none is created
 // twice, and every machine ends Running or gone.
 func TestCrashSafety(t *testing.T) {
+	// In parallel with the integration tests: it needs no cluster. No
+	// other test that runs in parallel may use rapid, whose flags this
+	// one sets.
+	t.Parallel()
 	// Each check runs several controller incarnations; unless asked for
 	// more with -rapid.checks, run fewer than rapid's default 100.
 	if f := flag.Lookup("rapid.checks"); f != nil && f.Value.String() == f.DefValue {
@@ -201,8 +222,23 @@ func TestCrashSafety(t *testing.T) {
 			return out
 		}
 		deleted := map[string]bool{}
+		converged := func() (bool, string) {
+			ms := machines()
+			for _, m := range ms {
+				if deleted[m.Name] {
+					return false, fmt.Sprintf("machine %s not gone (step %q)", m.Name, m.Annotations[machine.DeletionStepAnnotation])
+				}
+				if m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning {
+					return false, fmt.Sprintf("machine %s is %q: %+v", m.Name, m.Status.CurrentStatus.Phase, m.Status.LastOperation)
+				}
+			}
+			if len(ms) != n-len(deleted) {
+				return false, fmt.Sprintf("%d machines, want %d", len(ms), n-len(deleted))
+			}
+			return true, ""
+		}
 		for i, crashAt := range crashes {
-			runIncarnation(t, mc, core, cloud, ns, crashAt, func() bool { return false })
+			runIncarnation(t, mc, core, cloud, ns, crashAt, 3*time.Second, settled(converged, 300*time.Millisecond))
 			if i == deleteAfter {
 				for j := range toDelete {
 					name := fmt.Sprintf("m%d", j)
@@ -221,23 +257,11 @@ func TestCrashSafety(t *testing.T) {
 				}
 			}
 		}
-		converged := func() (bool, string) {
-			ms := machines()
-			for _, m := range ms {
-				if deleted[m.Name] {
-					return false, fmt.Sprintf("machine %s not gone (step %q)", m.Name, m.Annotations[machine.DeletionStepAnnotation])
-				}
-				if m.Status.CurrentStatus.Phase != v1alpha1.MachineRunning {
-					return false, fmt.Sprintf("machine %s is %q: %+v", m.Name, m.Status.CurrentStatus.Phase, m.Status.LastOperation)
-				}
-			}
-			if len(ms) != n-len(deleted) {
-				return false, fmt.Sprintf("%d machines, want %d", len(ms), n-len(deleted))
-			}
-			return true, ""
-		}
+		// The last incarnation ends as soon as the machines have
+		// converged; its bound is for a machine loaded by the tests
+		// running beside this one, not a limit on the controller.
 		var why string
-		runIncarnation(t, mc, core, cloud, ns, 0, func() bool {
+		runIncarnation(t, mc, core, cloud, ns, 0, 30*time.Second, func(int32) bool {
 			ok, w := converged()
 			why = w
 			return ok

@@ -74,6 +74,7 @@ func othersGoOn(t *testing.T, w *world, within time.Duration) {
 // there are workers, a deletion and a health transition of other machines
 // still complete: creations hold only their slots, never every worker.
 func TestIntegrationHungCreationsLeaveWorkersFree(t *testing.T) {
+	t.Parallel()
 	w, dl := hungCloud(t, driver.Timeouts{CreateMachine: time.Hour}, machine.Options{})
 	const n = 12 // more than the 8 workers
 	for i := range n {
@@ -100,6 +101,7 @@ func TestIntegrationHungCreationsLeaveWorkersFree(t *testing.T) {
 // and when the cloud recovers every machine runs on the one VM its hung
 // call made.
 func TestIntegrationHungCreationsTimeOut(t *testing.T) {
+	t.Parallel()
 	events := &eventLog{}
 	const deadline = 2 * time.Second
 	w, dl := hungCloud(t, driver.Timeouts{CreateMachine: deadline},

@@ -64,6 +64,7 @@ func guardPod(t *testing.T, w *world, node string) {
 // starts over and the machine says why; the drain timeout (10 minutes)
 // still decides when the pod goes.
 func TestIntegrationForgedDrainStateDoesNotSkipTheDrain(t *testing.T) {
+	t.Parallel()
 	rec := record.NewFakeRecorder(1000)
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec}})
 	ctx := context.Background()

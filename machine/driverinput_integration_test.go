@@ -58,6 +58,7 @@ func (d longNodeNames) GetMachineStatus(ctx context.Context, req *driver.GetMach
 // label is a failed creation on lastOperation, and the machine is still
 // deleted, VM included.
 func TestIntegrationDriverNodeNameIsChecked(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{
 		ctrl: machine.Options{MediumRetry: time.Second, MaxRetryDelay: 2 * time.Second},
 		drv:  func(d driver.Driver) driver.Driver { return longNodeNames{d} },
@@ -97,6 +98,7 @@ func TestIntegrationDriverNodeNameIsChecked(t *testing.T) {
 // characters, deleted and created again under the same name, gets a VM
 // and node whose name still fits a label, runs, and is deleted.
 func TestIntegrationLongNameRecreated(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
@@ -132,6 +134,7 @@ func TestIntegrationLongNameRecreated(t *testing.T) {
 // class the driver refuses never got a VM, and its deletion does not wait
 // for the class to be fixed.
 func TestIntegrationInvalidProviderSpecMachineIsDeleted(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{ctrl: machine.Options{MediumRetry: time.Second, MaxRetryDelay: 2 * time.Second}})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)

@@ -146,6 +146,7 @@ func watchMachine(t *testing.T, w *world, name string) func() []v1alpha1.Machine
 // where its status would be written whole: without a target cluster, and
 // with one on a retry after a failed creation.
 func TestIntegrationHugeDriverStateIsRefused(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name     string
 		noTarget bool

@@ -44,6 +44,7 @@ func untouched(t *testing.T, w *world, name, wantOwner string) {
 // cordoned, marked, drained or deleted, its VM stays, the victim stays
 // Running, and each forgery is reported on the forged machine.
 func TestIntegrationForgedClaims(t *testing.T) {
+	t.Parallel()
 	rec := &eventLog{}
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec}})
 	ctx := context.Background()

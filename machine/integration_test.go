@@ -74,6 +74,7 @@ func integration(t *testing.T, wo worldOptions) *world {
 func (w *world) name(i int) string { return fmt.Sprintf("m%s-%02d", w.prefix, i) }
 
 func TestIntegrationTwentyMachinesRun(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{cloud: sim.Options{BootDelay: 500 * time.Millisecond, BootJitter: time.Second}})
 	createClass(t, w.mc, w.core, w.ns, true)
 	const n = 20
@@ -151,6 +152,7 @@ func TestIntegrationTwentyMachinesRun(t *testing.T) {
 }
 
 func TestIntegrationNodeTemplateSync(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	createClass(t, w.mc, w.core, w.ns, true)
 	m := newMachine(w.ns, w.name(0), "sim", nil)
@@ -210,6 +212,7 @@ func TestIntegrationNodeTemplateSync(t *testing.T) {
 // drops it, through a node cache that keeps only the capacity entries the
 // record annotation names.
 func TestIntegrationVirtualCapacity(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
@@ -246,6 +249,7 @@ func TestIntegrationVirtualCapacity(t *testing.T) {
 }
 
 func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
+	t.Parallel()
 	// No ReplacementGate: the default budget allows one replacement
 	// at a time among the machines a MachineSet controls (it has no set
 	// cache to follow the set to its deployment). Membership is the
@@ -338,6 +342,7 @@ func TestIntegrationHealthTimeoutLimitsReplacements(t *testing.T) {
 }
 
 func TestIntegrationResourceExhaustedAndRecovery(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{
 		cloud: sim.Options{Quota: sim.Quota{MaxVMs: 1}},
 		ctrl:  machine.Options{ResourceExhaustedRetry: time.Second, MaxRetryDelay: 2 * time.Second},
@@ -373,6 +378,7 @@ func TestIntegrationResourceExhaustedAndRecovery(t *testing.T) {
 }
 
 func TestIntegrationDeletionDrainsWithPDBAndHooks(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	createClass(t, w.mc, w.core, w.ns, true)
 	ctx := context.Background()
@@ -510,6 +516,7 @@ func TestIntegrationDeletionDrainsWithPDBAndHooks(t *testing.T) {
 }
 
 func TestIntegrationNoTargetCluster(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{noTarget: true})
 	createClass(t, w.mc, w.core, w.ns, true)
 	createMachine(t, w.mc, newMachine(w.ns, w.name(0), "sim", nil))
@@ -529,6 +536,7 @@ func TestIntegrationNoTargetCluster(t *testing.T) {
 }
 
 func TestIntegrationBadInput(t *testing.T) {
+	t.Parallel()
 	rec := record.NewFakeRecorder(100)
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec, MediumRetry: time.Second, MaxRetryDelay: 2 * time.Second}})
 	ctx := context.Background()
@@ -583,6 +591,7 @@ func TestIntegrationBadInput(t *testing.T) {
 // InvalidArgument with the offending field, no VM is created, and the
 // driver is asked again only with backoff.
 func TestIntegrationInvalidProviderSpec(t *testing.T) {
+	t.Parallel()
 	rec := record.NewFakeRecorder(100)
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec, MediumRetry: time.Second, MaxRetryDelay: 4 * time.Second}})
 	ctx := context.Background()
@@ -631,6 +640,7 @@ func TestIntegrationInvalidProviderSpec(t *testing.T) {
 // and the Node goes with the machine. A Node being deleted that no machine
 // claims loses the finalizer at once.
 func TestIntegrationNodeDeletedDeletesMachine(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
@@ -760,6 +770,7 @@ func (d waitingDriver) CreateMachine(ctx context.Context, req *driver.CreateMach
 // creation to Running — no Pending status is ever stored — and its node
 // gets the machine-name label and the finalizer in the same sync.
 func TestIntegrationReadyDuringCreationSkipsPending(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{drv: func(d driver.Driver) driver.Driver {
 		return waitingDriver{Driver: d, core: testenv.Get(t).Client()}
 	}})
@@ -803,6 +814,7 @@ func TestIntegrationReadyDuringCreationSkipsPending(t *testing.T) {
 // eviction once the budget refused it maxEvictRetries times, long before
 // the drain timeout, and the machine says so in an event.
 func TestIntegrationMaxEvictRetries(t *testing.T) {
+	t.Parallel()
 	rec := record.NewFakeRecorder(100)
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec}})
 	ctx := context.Background()

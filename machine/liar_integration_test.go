@@ -98,6 +98,7 @@ func (d *lyingDriver) DeleteMachine(ctx context.Context, req *driver.DeleteMachi
 // event and keeps nothing of the answer; its own VM is deleted with it,
 // by its name.
 func TestIntegrationLyingDriverCannotAimAtAnotherMachinesVM(t *testing.T) {
+	t.Parallel()
 	rec := &eventLog{}
 	var liar *lyingDriver
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec}, drv: func(d driver.Driver) driver.Driver {

@@ -116,6 +116,7 @@ func apiRecorder(t *testing.T) (record.EventRecorder, func()) {
 // Warning event with a bounded message reaches the API server, and the
 // driver is called again on the backoff only.
 func TestIntegrationHugeDriverErrorIsTruncated(t *testing.T) {
+	t.Parallel()
 	// Multi-byte characters, so that a cut at a byte count would split one.
 	huge := "instance limit exceeded: " + strings.Repeat("ü€", 2<<20/5)
 	drv := &failingCreates{code: driver.Internal, message: func(int) string { return huge }}
@@ -166,6 +167,7 @@ func TestIntegrationHugeDriverErrorIsTruncated(t *testing.T) {
 // controller's own writes: the write-ahead of the finalizer, the
 // CrashLoopBackOff status, and the new description of each failure.
 func TestIntegrationFailingCreateRetriesOnItsBackoff(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		name    string
 		message func(call int) string

@@ -100,6 +100,7 @@ func (b *nodeBarrier) release(t *testing.T, who string) {
 // and machine. When the winner's machine is deleted, taking its node
 // along, the loser's machine is not deleted for it.
 func TestIntegrationTwoManagersRaceForOneNode(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	recs := map[string]*eventLog{"a": {}, "b": {}}
 	name := "race-" + rand.String(6) // node names are cluster-wide

@@ -110,6 +110,7 @@ func holdsFor(t *testing.T, w *world, m *v1alpha1.Machine, guarded bool, want ma
 // DeleteVM. The VM and the node stay, the pod is not deleted, and the
 // drain keeps waiting.
 func TestIntegrationForgedDeletionStepDoesNotSkipTheDrain(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	createClass(t, w.mc, w.core, w.ns, true)
 	m := runningMachine(t, w, newMachine(w.ns, w.name(0), "sim", nil))
@@ -128,6 +129,7 @@ func TestIntegrationForgedDeletionStepDoesNotSkipTheDrain(t *testing.T) {
 // deleted. The hook still holds the deletion; once it goes, the flow
 // drains, deletes the VM and the node, and only then the machine goes.
 func TestIntegrationForgedDeletionStepDoesNotEndTheDeletion(t *testing.T) {
+	t.Parallel()
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
@@ -166,6 +168,7 @@ func TestIntegrationForgedDeletionStepDoesNotEndTheDeletion(t *testing.T) {
 // to 1. The pod is not deleted before the deadline in force when the
 // deletion began, and is after it.
 func TestIntegrationShortenedDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
+	t.Parallel()
 	const timeout = 20 * time.Second
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
@@ -204,6 +207,7 @@ func TestIntegrationShortenedDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
 // never joins, one carries a creation start in 2099. Both fail at the
 // creation timeout, and the forged time is reported.
 func TestIntegrationFutureCreationStartTimesOut(t *testing.T) {
+	t.Parallel()
 	rec := &eventLog{}
 	w := integration(t, worldOptions{cloud: sim.Options{BootDelay: time.Hour}, ctrl: machine.Options{Recorder: rec,
 		Machine: v1alpha1.MachineConfiguration{MachineCreationTimeout: &metav1.Duration{Duration: 5 * time.Second}}}})
@@ -227,6 +231,7 @@ func TestIntegrationFutureCreationStartTimesOut(t *testing.T) {
 // unhealthy-since is set to 2099. It still fails after the health
 // timeout, and the forged time is reported.
 func TestIntegrationFutureUnhealthySinceTimesOut(t *testing.T) {
+	t.Parallel()
 	rec := &eventLog{}
 	w := integration(t, worldOptions{ctrl: machine.Options{Recorder: rec,
 		Machine: v1alpha1.MachineConfiguration{MachineHealthTimeout: &metav1.Duration{Duration: 10 * time.Second}}}})
