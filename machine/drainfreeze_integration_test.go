@@ -24,12 +24,7 @@ import (
 // deadline in force when the drain began, and is after it, when the
 // machine goes InPlaceUpdating.
 func TestIntegrationShortenedInPlaceDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
-	// Not in parallel: the controller writes the first pass's
-	// annotations before the status that records the drain's rules, and
-	// a patch of the machine between the two makes that status write
-	// conflict, so that the next pass records the patched rules and
-	// forces the drain. Beside the other tests the gap is wide enough
-	// for this test's patch to land in it every few runs.
+	t.Parallel()
 	const timeout = 20 * time.Second
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
@@ -131,12 +126,7 @@ func drainRecord(m *v1alpha1.Machine) string {
 // deleted before the deadline in force when the drain began, and is
 // after it.
 func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing.T) {
-	// Not in parallel: the controller writes the first pass's
-	// annotations before the status that records the drain's rules, and
-	// a patch of the machine between the two makes that status write
-	// conflict, so that the next pass records the patched rules and
-	// forces the drain. Beside the other tests the gap is wide enough
-	// for this test's patch to land in it every few runs.
+	t.Parallel()
 	const timeout, preserve = 20 * time.Second, time.Hour
 	w := integration(t, worldOptions{})
 	ctx := context.Background()
