@@ -221,6 +221,7 @@ func ptrTo[T any](v T) *T { return &v }
 // without a new machine, and a rollback to revision 1 rolls back, scaled
 // to 36 half-way.
 func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
 	w.createDeployment("web", 30, rolling(3, 0))
@@ -440,6 +441,7 @@ func names(ms []v1alpha1.Machine) []string {
 // machines side by side; a paused rollout stops and resumes; a class whose
 // VMs never join makes the rollout exceed its progress deadline.
 func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
 	w.addClass("never", func(s *sim.ProviderSpec) { s.BootDelay = &metav1.Duration{Duration: time.Hour} })
@@ -520,6 +522,7 @@ func condition(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentCond
 // its change time and lowers the replicas in one patch. Exactly the named
 // machines go.
 func TestIntegrationAutoscalerContract(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.createDeployment("pool", 6, rolling(1, 0))
 	w.complete("pool", 6, w.Class)
