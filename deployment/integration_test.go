@@ -477,7 +477,10 @@ func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
 		return n >= 2, fmt.Sprintf("%d new machines", n)
 	})
 	w.patch("web", `{"spec":{"paused":true}}`)
-	time.Sleep(time.Second) // let a step already under way land
+	// Let a step already under way land: the controller has seen the
+	// pause, and the sets' controller has made their machines match their
+	// replicas (on a loaded machine that can take longer than a second).
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) { return pauseLanded(ctx, w, "web") })
 	paused := names(w.live(context.Background()))
 	time.Sleep(4 * time.Second)
 	if now := names(w.live(context.Background())); !slices.Equal(paused, now) {
@@ -506,6 +509,33 @@ func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
 	if n != 6 {
 		t.Errorf("%d Running machines while the rollout is stuck, want 6", n)
 	}
+}
+
+// pauseLanded tells whether the deployment name shows it was seen paused
+// (Progressing DeploymentPaused) and its sets' live machines are as many
+// as their replicas.
+func pauseLanded(ctx context.Context, w *rolloutWorld, name string) (bool, string) {
+	if c := condition(w.get(name), v1alpha1.MachineDeploymentProgressing); c == nil || c.Reason != v1alpha1.DeploymentPausedReason {
+		return false, fmt.Sprintf("Progressing %+v, want the pause seen", c)
+	}
+	sets, err := w.Machines.MachineV1alpha1().MachineSets(w.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	ours, want := map[string]bool{}, int32(0)
+	for _, set := range sets.Items {
+		if owner := metav1.GetControllerOf(&set); owner != nil && owner.Name == name {
+			ours[set.Name] = true
+			want += set.Spec.Replicas
+		}
+	}
+	have := 0
+	for _, m := range w.live(ctx) {
+		if owner := metav1.GetControllerOf(&m); owner != nil && ours[owner.Name] {
+			have++
+		}
+	}
+	return have == int(want), fmt.Sprintf("%d live machines in the sets of %s, their replicas %d", have, name, want)
 }
 
 func condition(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentConditionType) *v1alpha1.MachineDeploymentCondition {
