@@ -72,6 +72,7 @@ func (dv *deploymentVersions) all() []v1alpha1.MachineDeployment {
 // unchanged, in every version of the deployment: after the trigger is
 // rewritten with times and after it is pruned.
 func TestIntegrationAutoscalerKeepsForeignAnnotations(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.createDeployment("pool", 5, rolling(1, 0))
 	ann, _ := json.Marshal(map[string]any{"metadata": map[string]any{"annotations": foreignAnnotations}})
@@ -130,6 +131,7 @@ func TestIntegrationAutoscalerKeepsForeignAnnotations(t *testing.T) {
 // again before the machine set acted: here it never lowers them). As in
 // MCM, the named machine is deleted all the same, and replaced.
 func TestIntegrationAutoscalerAbsorbedDecrease(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.createDeployment("pool", 3, rolling(1, 0))
 	w.complete("pool", 3, w.Class)

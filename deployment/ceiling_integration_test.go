@@ -21,6 +21,7 @@ import (
 // more at any moment, and its condition says so until its replicas are
 // within the ceiling.
 func TestIntegrationDeploymentReplicaCeiling(t *testing.T) {
+	t.Parallel()
 	const ceiling = 4
 	w := &rolloutWorld{t: t, Stack: simstack.Start(t, simstack.Options{Deployments: true,
 		Deployment: deployment.Options{MaxReplicas: ceiling}})}

@@ -221,6 +221,7 @@ func ptrTo[T any](v T) *T { return &v }
 // without a new machine, and a rollback to revision 1 rolls back, scaled
 // to 36 half-way.
 func TestIntegrationRollingUpdateKeepsCapacity(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
 	w.createDeployment("web", 30, rolling(3, 0))
@@ -440,6 +441,7 @@ func names(ms []v1alpha1.Machine) []string {
 // machines side by side; a paused rollout stops and resumes; a class whose
 // VMs never join makes the rollout exceed its progress deadline.
 func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
 	w.addClass("never", func(s *sim.ProviderSpec) { s.BootDelay = &metav1.Duration{Duration: time.Hour} })
@@ -475,7 +477,10 @@ func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
 		return n >= 2, fmt.Sprintf("%d new machines", n)
 	})
 	w.patch("web", `{"spec":{"paused":true}}`)
-	time.Sleep(time.Second) // let a step already under way land
+	// Let a step already under way land: the controller has seen the
+	// pause, and the sets' controller has made their machines match their
+	// replicas (on a loaded machine that can take longer than a second).
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) { return pauseLanded(ctx, w, "web") })
 	paused := names(w.live(context.Background()))
 	time.Sleep(4 * time.Second)
 	if now := names(w.live(context.Background())); !slices.Equal(paused, now) {
@@ -506,6 +511,33 @@ func TestIntegrationRecreatePauseAndDeadline(t *testing.T) {
 	}
 }
 
+// pauseLanded tells whether the deployment name shows it was seen paused
+// (Progressing DeploymentPaused) and its sets' live machines are as many
+// as their replicas.
+func pauseLanded(ctx context.Context, w *rolloutWorld, name string) (bool, string) {
+	if c := condition(w.get(name), v1alpha1.MachineDeploymentProgressing); c == nil || c.Reason != v1alpha1.DeploymentPausedReason {
+		return false, fmt.Sprintf("Progressing %+v, want the pause seen", c)
+	}
+	sets, err := w.Machines.MachineV1alpha1().MachineSets(w.NS).List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return false, err.Error()
+	}
+	ours, want := map[string]bool{}, int32(0)
+	for _, set := range sets.Items {
+		if owner := metav1.GetControllerOf(&set); owner != nil && owner.Name == name {
+			ours[set.Name] = true
+			want += set.Spec.Replicas
+		}
+	}
+	have := 0
+	for _, m := range w.live(ctx) {
+		if owner := metav1.GetControllerOf(&m); owner != nil && ours[owner.Name] {
+			have++
+		}
+	}
+	return have == int(want), fmt.Sprintf("%d live machines in the sets of %s, their replicas %d", have, name, want)
+}
+
 func condition(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentConditionType) *v1alpha1.MachineDeploymentCondition {
 	for i := range d.Status.Conditions {
 		if d.Status.Conditions[i].Type == typ {
@@ -520,6 +552,7 @@ func condition(d *v1alpha1.MachineDeployment, typ v1alpha1.MachineDeploymentCond
 // its change time and lowers the replicas in one patch. Exactly the named
 // machines go.
 func TestIntegrationAutoscalerContract(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.createDeployment("pool", 6, rolling(1, 0))
 	w.complete("pool", 6, w.Class)

@@ -73,6 +73,7 @@ func (w *rolloutWorld) watchOneNodeMarks(node string) *nodeMarks {
 // the PreferNoSchedule taint nor the scale-down-disabled annotations,
 // during the rollout or after it.
 func TestIntegrationRolloutMarksOnlyBoundNodes(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	ctx := context.Background()
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
@@ -117,6 +118,7 @@ func TestIntegrationRolloutMarksOnlyBoundNodes(t *testing.T) {
 
 	// The rollout: the old set (with the forged machine, Terminating)
 	// is rolling until the finalizer goes, and its nodes are marked.
+	identity := w.kubeletIdentity()
 	w.patch("marks", `{"spec":{"template":{"spec":{"class":{"name":"sim2"}}}}}`)
 	testenv.Eventually(t, 4*time.Minute, func(ctx context.Context) (bool, string) {
 		nodes, err := w.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
@@ -124,7 +126,9 @@ func TestIntegrationRolloutMarksOnlyBoundNodes(t *testing.T) {
 			return false, err.Error()
 		}
 		for _, n := range nodes.Items {
-			if n.Name != free && n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] == "true" {
+			// Only this test's kubelet's nodes: the cluster's include
+			// other tests', marked by their own rollouts.
+			if n.Name != free && n.Annotations[sim.AnnotationSimulated] == identity && n.Annotations[v1alpha1.ScaleDownDisabledByMCMAnnotation] == "true" {
 				return true, ""
 			}
 		}

@@ -25,6 +25,7 @@ import (
 // available, on the sets nor on the deployment; dropping the annotation
 // makes them available again.
 func TestIntegrationMinReadySecondsAsInMCM(t *testing.T) {
+	t.Parallel()
 	w := startRolloutWorld(t)
 	w.addClass("sim2", func(*sim.ProviderSpec) {})
 	w.createDeployment("gardener", 4, rolling(2, 1))

@@ -211,6 +211,7 @@ func (tl *podTimeline) times(name string) (terminating, gone time.Time) {
 // evicted one at a time as their replacements become ready on a second
 // node, and the 429s in between are retried with backoff.
 func TestDrainRespectsDisruptionBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	ctx := context.Background()
 	source, spare := f.node(t, "source"), f.node(t, "spare")
@@ -306,6 +307,7 @@ func TestDrainRespectsDisruptionBudget(t *testing.T) {
 // TestDrainOrderGroups drains pods of order groups 0, 10 and 20 and a
 // system-critical pod group by group, and leaves the DaemonSet pod alone.
 func TestDrainOrderGroups(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	ctx := context.Background()
 	node := f.node(t, "order")
@@ -405,6 +407,7 @@ func TestDrainOrderGroups(t *testing.T) {
 // disruption at once, and under a 30 s deadline force-deletes its pods no
 // earlier than the deadline minus their grace period.
 func TestDrainMisconfiguredBudget(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	ctx := context.Background()
 	node := f.node(t, "strict")
@@ -488,6 +491,7 @@ func assertMisconfigured(t *testing.T, what string, plan drain.Plan, pdb string)
 // pod still has its old UID; the pod has meanwhile been replaced by a new
 // one of the same name, which the eviction must not touch.
 func TestDrainNeverEvictsAReplacement(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	ctx := context.Background()
 	node := f.node(t, "uid")
@@ -550,6 +554,7 @@ func TestDrainNeverEvictsAReplacement(t *testing.T) {
 // volumes, three at a time, each waiting until kube-controller-manager's
 // attach-detach controller has removed its VolumeAttachment.
 func TestDrainWaitsForVolumeDetach(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{DetachDelay: 2 * time.Second})
 	ctx := context.Background()
 	node := f.node(t, "volumes")
@@ -658,6 +663,7 @@ func TestDrainWaitsForVolumeDetach(t *testing.T) {
 // 20 s context: Drain returns when the context ends, with a Result naming
 // the budget.
 func TestDrainHonoursContextDeadline(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	ctx := context.Background()
 	node := f.node(t, "blocked")
@@ -693,6 +699,7 @@ func TestDrainHonoursContextDeadline(t *testing.T) {
 // (MaxEvictRetries 3) the two pods left are deleted without the eviction
 // API, with no deadline at all.
 func TestDrainBoundsBudgetRefusals(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	node := f.node(t, "retries")
 	f.deployment(t, "held", node, 3)
@@ -743,6 +750,7 @@ func TestDrainBoundsBudgetRefusals(t *testing.T) {
 // critical pod is evicted last, after every other drained pod is gone.
 // The benchmark module times the same workload against kubectl drain.
 func TestDrainMixedNode(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	w := f.cluster.MixedNode(t, f.ns, "mixed")
 	guarded := simcluster.WatchAvailability(t, f.client, f.ns, "app="+w.Guarded, int(w.GuardedReplicas))

@@ -85,6 +85,7 @@ func (p *retryAfterProxy) start(t *testing.T, cfg *rest.Config) *rest.Config {
 // otherwise retry inside the call, ten times ten seconds, while the pass
 // and its worker wait.
 func TestIntegrationEvictionRetryAfterBlocksAtOnce(t *testing.T) {
+	t.Parallel()
 	f := newFixture(t, sim.KubeletOptions{})
 	node := f.node(t, "retry")
 	f.deployment(t, "retry", node, 2)

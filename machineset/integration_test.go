@@ -119,6 +119,7 @@ func names(machines []v1alpha1.Machine) []string {
 // deletes exactly the machines the ladder names (a higher priority kept,
 // then the newest, as the Oldest policy keeps them).
 func TestIntegrationLadder(t *testing.T) {
+	t.Parallel()
 	w := startSetWorld(t)
 	ctx := context.Background()
 	scalerAt := time.Now().Add(-time.Hour).UTC().Format(time.RFC3339)
@@ -201,6 +202,7 @@ func TestIntegrationLadder(t *testing.T) {
 // Running machines, freeze=True stops scale-up only, and a deleted set
 // leaves no machine, VM or node behind.
 func TestIntegrationScaleFreezeAndDelete(t *testing.T) {
+	t.Parallel()
 	w := startSetWorld(t)
 	w.createSet("workers", 0, nil, nil)
 	for _, n := range []int{6, 2} {
@@ -229,7 +231,9 @@ func TestIntegrationScaleFreezeAndDelete(t *testing.T) {
 		nodes := 0
 		list, _ := w.Core.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 		for _, n := range list.Items {
-			if strings.HasPrefix(n.Labels[v1alpha1.MachineNameLabelKey], "workers-") {
+			// This test's kubelet's nodes only: other tests' sets may be
+			// called workers too.
+			if n.Annotations[sim.AnnotationSimulated] == w.Cluster.Kubelet.Identity() && strings.HasPrefix(n.Labels[v1alpha1.MachineNameLabelKey], "workers-") {
 				nodes++
 			}
 		}

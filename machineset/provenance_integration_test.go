@@ -63,6 +63,7 @@ func waitForeignEvents(t *testing.T, ns, set string, names ...string) {
 // 5 made the set delete two of its Running machines and keep them. Now the
 // set deletes them, keeps its own, and names them in events.
 func TestIntegrationForgedMachinesDoNotSteerDeletions(t *testing.T) {
+	t.Parallel()
 	recorder, stop := apiRecorder(t)
 	defer stop()
 	w := &setWorld{t: t, Stack: simstack.Start(t, simstack.Options{MachineSet: machineset.Options{Recorder: recorder}})}
@@ -104,6 +105,7 @@ func TestIntegrationForgedMachinesDoNotSteerDeletions(t *testing.T) {
 // a controller started afterwards, whose informer shows them as the set's
 // from the start, still deletes them first when the set scales down.
 func TestIntegrationForeignMachinesSurviveARestart(t *testing.T) {
+	t.Parallel()
 	w := startReplicaWorld(t, 50, 100, machineset.Options{})
 	w.createSet("keep", 2)
 	w.waitLive(2)

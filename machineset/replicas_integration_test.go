@@ -199,6 +199,7 @@ func (w *replicaWorld) waitLiveFor(want int, ok func(int) bool) {
 // keeps the ceiling's machines, never more, and says so in its condition
 // and a Warning event; lowered within the ceiling, it loses the condition.
 func TestIntegrationReplicaCeiling(t *testing.T) {
+	t.Parallel()
 	const ceiling = 25
 	w := startReplicaWorld(t, 20, 30, machineset.Options{MaxReplicas: ceiling})
 	w.createSet("huge", math.MaxInt32)
@@ -260,6 +261,7 @@ func TestIntegrationReplicaCeiling(t *testing.T) {
 // the set then holds no machine, and scaled to 3 it makes exactly 3: its
 // expectations did not wait for the creations it canceled.
 func TestIntegrationScaleDownCancelsCreations(t *testing.T) {
+	t.Parallel()
 	w := startReplicaWorld(t, 1, 10, machineset.Options{SlowStartInitialBatch: 16})
 	ctx := context.Background()
 	machines := w.machines.MachineV1alpha1().Machines(w.ns)

@@ -27,6 +27,7 @@ func TestMain(m *testing.M) {
 // sees 50 Ready nodes with the VMs' provider IDs; deleting the VMs removes
 // the nodes.
 func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
@@ -94,6 +95,7 @@ func TestKubeletRegistersAndRemovesNodes(t *testing.T) {
 // TestKubeletNodeConditions makes a node NotReady and reports a
 // node-problem-detector condition.
 func TestKubeletNodeConditions(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
@@ -140,6 +142,7 @@ func TestKubeletNodeConditions(t *testing.T) {
 // Running and Ready, and sees a pod deleted with a 10 s grace period go
 // only after the simulated termination.
 func TestKubeletRunsAndTerminatesPods(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
@@ -192,6 +195,7 @@ func TestKubeletRunsAndTerminatesPods(t *testing.T) {
 // TestKubeletStoppedVMFallsSilent stops a VM: the node lifecycle controller
 // sees its heartbeats end and marks the node unknown.
 func TestKubeletStoppedVMFallsSilent(t *testing.T) {
+	t.Parallel()
 	env := testenv.Get(t)
 	client := env.Client()
 	ns := env.Namespace(t)
@@ -229,6 +233,10 @@ func findVM(cloud *sim.Cloud, node string) (sim.VM, bool) {
 // attach-detach controller against simulated CSI volumes: a pod's volume is
 // attached to its node, and detached only after the pod is gone and the
 // detach delay has passed.
+//
+// It runs alone, not in parallel: it measures the delay between two moments
+// it sees by polling, and polls slowed down by other tests on a loaded
+// machine can see the pod gone late and shorten the delay.
 func TestKubeletAttachesAndDetachesVolumes(t *testing.T) {
 	env := testenv.Get(t)
 	client := env.Client()

@@ -42,6 +42,7 @@ import (
 // completes on the same VMs. The agent retries only after an hour here,
 // so that the person's label is what resumes the rollout.
 func TestIntegrationInPlaceUpdateFails(t *testing.T) {
+	t.Parallel()
 	s := agentStack(t)
 	hourly := retryDelay(time.Hour)
 	oldClass := createClass(t, s, "ip-old", "v1.37.1", hourly)
@@ -91,6 +92,7 @@ func TestIntegrationInPlaceUpdateFails(t *testing.T) {
 // failed machines to the fixed class, and the rollout completes on the
 // same VMs, every node on the fixed version.
 func TestIntegrationInPlaceUpdateFailsTemplateFixed(t *testing.T) {
+	t.Parallel()
 	s := agentStack(t)
 	quick := retryDelay(2 * time.Second)
 	oldClass := createClass(t, s, "ip-old", "v1.37.1", quick)

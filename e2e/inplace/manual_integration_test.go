@@ -35,6 +35,7 @@ const quiet = 10 * time.Second
 // uncordoned, while the other two stay in the old set, Running, on the
 // old version, never cordoned. The sets end at 2 and 2, on the same VMs.
 func TestIntegrationInPlaceManual(t *testing.T) {
+	t.Parallel()
 	s, oldClass, newClass := inPlaceStack(t)
 
 	d := inPlaceDeployment(s.NS, "manual", 4, oldClass)

@@ -52,6 +52,7 @@ const agentDelay = 5 * time.Second
 // machine, no second new set, and at most maxUnavailable machines not
 // Running at a time.
 func TestIntegrationSwitchFromMCMMidInPlaceRollout(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := agentStack(t)
 	oldClass := createClass(t, s, "ip-old", "v1.37.1", agentDelayOf(agentDelay))

@@ -41,6 +41,7 @@ const settle = 4 * time.Minute
 // at once, every node ends up reporting the new version, the old set ends
 // at 0 and no in-place mark is left on any node.
 func TestIntegrationInPlaceRolloutAuto(t *testing.T) {
+	t.Parallel()
 	s, oldClass, newClass := inPlaceStack(t)
 
 	d := inPlaceDeployment(s.NS, "web", 6, oldClass)

@@ -25,6 +25,7 @@ import (
 // shrink took them first or took old ones, never a VM that was mid-update;
 // the moved machines are the new set's own.
 func TestIntegrationInPlaceScaleDuringRollout(t *testing.T) {
+	t.Parallel()
 	s, oldClass, newClass := inPlaceStack(t)
 	create(t, s, slowInPlaceDeployment(s.NS, "scale", 6, oldClass))
 	before := providerIDs(t, waitRunning(t, s, 6))
@@ -81,6 +82,7 @@ func noForeignMachines(t *testing.T, s *simstack.Stack) {
 // back, and the deployment ends with the same 6 VMs, all reporting the old
 // version, at most one machine not Running at a time.
 func TestIntegrationInPlaceRollback(t *testing.T) {
+	t.Parallel()
 	s, oldClass, newClass := inPlaceStack(t)
 	create(t, s, slowInPlaceDeployment(s.NS, "back", 6, oldClass))
 	before := providerIDs(t, waitRunning(t, s, 6))

@@ -31,6 +31,7 @@ import (
 // machines marked Failed together still reach it one write at a time, so
 // only this order makes which machines are preserved certain.
 func TestIntegrationAutoPreserveFailedMachineMax(t *testing.T) {
+	t.Parallel()
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true,
 		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{

@@ -36,6 +36,7 @@ import (
 // node keeps the condition, the annotations and a guard against new pods
 // (MCM's cordon or our taint); a scale-up adds machines beside it.
 func TestIntegrationSwitchFromMCMKeepsPreservation(t *testing.T) {
+	t.Parallel()
 	ctx := context.Background()
 	s := simstack.Prepare(t, simcluster.Options{})
 	opts := simstack.Options{Deployments: true, Machine: machine.Options{

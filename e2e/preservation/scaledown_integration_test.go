@@ -21,6 +21,7 @@ import (
 // to 1, the four others are deleted and the preserved one is never marked
 // for deletion.
 func TestIntegrationScaleDownKeepsPreserved(t *testing.T) {
+	t.Parallel()
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true,
 		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{

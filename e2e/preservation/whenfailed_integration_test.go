@@ -27,21 +27,12 @@ import (
 // 96h, its VM stays, the set neither deletes nor replaces it and counts
 // it in status.preservedFailedReplicas, as the deployment does. When the
 // node is Ready again the machine is Running and nothing of the
-// preservation is left but the operator's annotation. A second pool with a
-// short machinePreserveTimeout shows the other end: once the preservation
-// of its Failed machine expires, the set replaces it.
+// preservation is left but the operator's annotation.
+// TestIntegrationPreserveWhenFailedExpires shows the other end.
 func TestIntegrationPreserveWhenFailed(t *testing.T) {
-	const shortPreserve = 25 * time.Second
-	s := simstack.Start(t, simstack.Options{
-		Deployments: true,
-		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{
-			MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout},
-		}},
-	})
+	t.Parallel()
+	s := preservationStack(t)
 	createDeployment(t, s, poolDeployment(s, "web", 5, nil))
-	createDeployment(t, s, poolDeployment(s, "short", 2, &v1alpha1.MachineConfiguration{
-		MachinePreserveTimeout: &metav1.Duration{Duration: shortPreserve},
-	}))
 	web := runningPool(t, s, "web", 5)
 	victim := web[2]
 	node := nodeOf(&victim)
@@ -55,9 +46,21 @@ func TestIntegrationPreserveWhenFailed(t *testing.T) {
 	// but the operator's annotation.
 	healNode(s, node)
 	checkRecovered(t, s, "web", victim.Name, node)
+}
 
-	// The short pool: the preservation expires and the set replaces the
-	// machine.
+// TestIntegrationPreserveWhenFailedExpires (acceptance 1, the other end):
+// in a pool with a short machinePreserveTimeout, a machine whose Node
+// carries preserve=when-failed and whose node goes NotReady is Failed and
+// preserved until its failure plus that timeout, kept by the set until
+// then, and once the preservation expires the set replaces it and its VM
+// goes.
+func TestIntegrationPreserveWhenFailedExpires(t *testing.T) {
+	t.Parallel()
+	const shortPreserve = 25 * time.Second
+	s := preservationStack(t)
+	createDeployment(t, s, poolDeployment(s, "short", 2, &v1alpha1.MachineConfiguration{
+		MachinePreserveTimeout: &metav1.Duration{Duration: shortPreserve},
+	}))
 	short := runningPool(t, s, "short", 2)
 	doomed := short[0]
 	brokeAt := failPreservedWhenFailed(t, s, &doomed)
@@ -91,6 +94,18 @@ func TestIntegrationPreserveWhenFailed(t *testing.T) {
 	})
 	testenv.Eventually(t, settle, func(context.Context) (bool, string) {
 		return !vmLive(s, doomed.Spec.ProviderID), fmt.Sprintf("VM %s of the replaced machine still live", doomed.Spec.ProviderID)
+	})
+}
+
+// preservationStack runs the controllers with MachineDeployments and the
+// short health timeout, so that a broken node's machine fails in seconds.
+func preservationStack(t *testing.T) *simstack.Stack {
+	t.Helper()
+	return simstack.Start(t, simstack.Options{
+		Deployments: true,
+		Machine: machine.Options{Machine: v1alpha1.MachineConfiguration{
+			MachineHealthTimeout: &metav1.Duration{Duration: healthTimeout},
+		}},
 	})
 }
 

@@ -26,6 +26,7 @@ import (
 // marked Failed only once the previous one's replacement runs, and never
 // are two of the broken machines Failed or being deleted together.
 func TestIntegrationZeroOptionsReplaceOneAtATime(t *testing.T) {
+	t.Parallel()
 	const healthTimeout = 5 * time.Second
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true,

@@ -29,6 +29,7 @@ import (
 // flight: the deployment's machine whose node goes NotReady is replaced
 // after its health timeout while the forged machine is still there.
 func TestIntegrationForeignTerminatingMachineDoesNotHoldRemediation(t *testing.T) {
+	t.Parallel()
 	const healthTimeout = 5 * time.Second
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true, Safety: true,

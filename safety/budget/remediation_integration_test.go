@@ -27,6 +27,7 @@ import (
 // an event say why; once only one is NotReady, that one is replaced after
 // its health timeout.
 func TestIntegrationRemediationShortCircuit(t *testing.T) {
+	t.Parallel()
 	const healthTimeout = 5 * time.Second
 	maxUnhealthy := intstr.FromString("40%")
 	rec := record.NewFakeRecorder(100)

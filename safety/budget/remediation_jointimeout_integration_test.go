@@ -32,6 +32,7 @@ import (
 // does; the condition, the event and the held machines' lastOperation say
 // that join timeouts go on, and none claims that no machine is replaced.
 func TestIntegrationJoinTimeoutsAreNotShortCircuited(t *testing.T) {
+	t.Parallel()
 	const healthTimeout = 5 * time.Second
 	maxUnhealthy := intstr.FromInt32(1)
 	rec := record.NewFakeRecorder(1000)

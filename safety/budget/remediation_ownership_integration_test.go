@@ -29,6 +29,7 @@ import (
 // machines of mu's own sets count: the unhealthy machine is replaced after
 // its health timeout, and the foreign machines are left as they are.
 func TestIntegrationForeignMachinesDoNotBlockRemediation(t *testing.T) {
+	t.Parallel()
 	const healthTimeout = 5 * time.Second
 	s := simstack.Start(t, simstack.Options{
 		Deployments: true, Safety: true,
