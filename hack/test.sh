@@ -37,8 +37,8 @@ GOTEST=("$GO" test -race -count=1 -ldflags=-s\ -w -timeout "$TEST_TIMEOUT" -p "$
 
 # The slowest packages start first, so that the run does not end waiting
 # on one of them alone; go test starts test binaries in the order named.
-SLOW_FIRST=(./reference ./machine ./e2e/preservation ./e2e/inplace ./drain ./deployment
-	./safety/budget ./machineset ./driver/sim ./reference/demo)
+SLOW_FIRST=(./reference ./e2e/inplace ./deployment ./reference/demo ./machine ./e2e/preservation
+	./machineset ./drain ./driver/sim ./kubectl-mcm/internal/cli ./safety/budget)
 
 # step NAME CMD...: runs CMD, its output prefixed with [NAME] and kept in
 # $LOGS/NAME.log, and records NAME, its seconds and its exit status.
