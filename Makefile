@@ -1,5 +1,6 @@
-# The two entry points are `make run` and `make test`; `make bench` is an
-# extra; everything else is a building block of those.
+# The two entry points are `make run` and `make test`; `make quick` is the
+# inner loop and `make bench` an extra; everything else is a building block
+# of those.
 SHELL := /usr/bin/env bash
 GO ?= go
 KUBE_VERSION ?= v1.37.1
@@ -32,7 +33,7 @@ run:
 ## nested modules' tests and MCM's own suite (e2e) in another beside it; a
 ## table of seconds per step and the ten slowest packages at the end.
 test:
-	GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) ./hack/test.sh
+	$(TEST_ENV) GO=$(GO) TEST_TIMEOUT=$(TEST_TIMEOUT) ./hack/test.sh
 
 ## quick: the inner loop, no control plane: every unit, golden and property
 ## test of the root module and the nested modules that have tests, with the

@@ -1,15 +1,17 @@
 #!/usr/bin/env bash
-# Runs everything `make test` checks, in two lanes side by side, and ends
-# with a table: seconds per step and the ten slowest test packages.
+# Runs everything `make test` checks (run it through make, which sets
+# TEST_ENV), in two lanes side by side, and ends with a table: seconds per
+# step and the ten slowest test packages.
 #
 #   checks: gofmt, go vet of every module, codegen verification, the
 #           dependency, layer and size checks, the MCM suite's build;
-#   tests:  the control plane (built once, cached), the root module's tests,
-#           the nested modules' tests, MCM v0.62.1's own suite.
+#   tests:  the control plane (built once, cached) and the test binaries
+#           side by side, then the root module's tests, the nested
+#           modules' tests, MCM v0.62.1's own suite.
 #
 # The lanes run together because integration tests mostly wait on their
-# clusters: while they do, the checks' compilers use the idle core. A failed
-# step does not stop the others; the script fails if any step failed.
+# clusters: while they do, the checks (niced) compile on the idle core. A
+# failed step does not stop the others; the script fails if any step failed.
 #
 # Environment: GO, TEST_TIMEOUT (per go test run, default 30m), TEST_P
 # (test binaries run at once, default 3), TEST_PARALLEL (parallel tests
@@ -27,12 +29,12 @@ LOGS="${MCM_TEST_LOGS:-$(mktemp -d "${TMPDIR:-/tmp}/mcm-test.XXXXXX")}"
 mkdir -p "$LOGS"
 : >"$LOGS/steps"
 
-# Tests run with the race detector and client-go's cache mutation detector
-# (an informer whose cached object was changed in place crashes its test),
-# and require the control plane instead of skipping without it. Symbols and
-# DWARF are left out of test binaries: race reports and panics still name
-# files and lines, and links take less time and disk.
-export KUBE_CACHE_MUTATION_DETECTOR=true MCM_REQUIRE_TESTENV=1
+# Tests run with the race detector (and, from the Makefile's TEST_ENV,
+# client-go's cache mutation detector), and require the control plane
+# instead of skipping without it. Symbols and DWARF are left out of test
+# binaries: race reports and panics still name files and lines, and links
+# take less time and disk.
+export MCM_REQUIRE_TESTENV=1
 GOTEST=("$GO" test -race -count=1 -ldflags=-s\ -w -timeout "$TEST_TIMEOUT" -p "$TEST_P" -parallel "$TEST_PARALLEL")
 
 # The slowest packages start first, so that the run does not end waiting
