@@ -61,24 +61,11 @@ func TestIntegrationShortenedInPlaceDrainTimeoutDoesNotForceTheDrain(t *testing.
 	})
 	// Until a few seconds before the deadline in force when the drain
 	// began (recorded to the second), the pod stays and the machine runs.
-	deadline := start.Add(timeout)
-	wait := time.Until(deadline.Add(-3 * time.Second))
-	if wait <= 0 {
-		t.Fatalf("the drain took %v to be blocked; the test cannot tell", time.Since(start))
-	}
-	for end := time.Now().Add(wait); time.Now().Before(end); time.Sleep(250 * time.Millisecond) {
-		p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{})
-		if err != nil || p.DeletionTimestamp != nil {
-			t.Fatalf("the PodDisruptionBudget's pod was deleted %v before the drain's deadline (err %v)", time.Until(deadline), err)
-		}
-		cur, err := getMachine(ctx, w.mc, w.ns, m.Name)
-		if err != nil {
-			t.Fatal(err)
-		}
+	guardedPodStays(t, w, start, start.Add(timeout), func(cur *v1alpha1.Machine) {
 		if ph := cur.Status.CurrentStatus.Phase; ph != v1alpha1.MachineRunning {
 			t.Fatalf("machine %s went %s before the drain's deadline (lastOperation %q)", m.Name, ph, cur.Status.LastOperation.Description)
 		}
-	}
+	})
 	cur, err := getMachine(ctx, w.mc, w.ns, m.Name)
 	if err != nil {
 		t.Fatal(err)
@@ -129,7 +116,6 @@ func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing
 	t.Parallel()
 	const timeout, preserve = 20 * time.Second, time.Hour
 	w := integration(t, worldOptions{})
-	ctx := context.Background()
 	createClass(t, w.mc, w.core, w.ns, true)
 	m := newMachine(w.ns, w.name(0), "sim", nil)
 	m.Annotations = map[string]string{v1alpha1.PreserveAnnotation: string(v1alpha1.PreserveWhenFailed)}
@@ -156,6 +142,20 @@ func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing
 	})
 	patchMachine(t, w, m.Name, map[string]any{"spec": map[string]any{"drainTimeout": "1s", "maxEvictRetries": 1, "machinePreserveTimeout": "10000h"}})
 	deadline := start.Add(timeout)
+	guardedPodStays(t, w, start, deadline, nil)
+	// After it, the drain forces: the pod goes.
+	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
+		p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{})
+		return err != nil || p.DeletionTimestamp != nil, fmt.Sprintf("the guarded pod is still there %v after the deadline", time.Since(deadline))
+	})
+}
+
+// guardedPodStays fails t if the guarded pod goes before a few seconds
+// ahead of deadline, the deadline of a drain that began at start, and
+// hands the machine (w.name(0)) to check, if any, on each look.
+func guardedPodStays(t *testing.T, w *world, start, deadline time.Time, check func(*v1alpha1.Machine)) {
+	t.Helper()
+	ctx := context.Background()
 	wait := time.Until(deadline.Add(-3 * time.Second))
 	if wait <= 0 {
 		t.Fatalf("the drain took %v to be blocked; the test cannot tell", time.Since(start))
@@ -165,10 +165,13 @@ func TestIntegrationShortenedPreserveDrainTimeoutDoesNotForceTheDrain(t *testing
 		if err != nil || p.DeletionTimestamp != nil {
 			t.Fatalf("the PodDisruptionBudget's pod was deleted %v before the drain's deadline (err %v)", time.Until(deadline), err)
 		}
+		if check == nil {
+			continue
+		}
+		cur, err := getMachine(ctx, w.mc, w.ns, w.name(0))
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(cur)
 	}
-	// After it, the drain forces: the pod goes.
-	testenv.Eventually(t, time.Minute, func(ctx context.Context) (bool, string) {
-		p, err := w.core.CoreV1().Pods(w.ns).Get(ctx, "guarded", metav1.GetOptions{})
-		return err != nil || p.DeletionTimestamp != nil, fmt.Sprintf("the guarded pod is still there %v after the deadline", time.Since(deadline))
-	})
 }
